@@ -1,0 +1,156 @@
+#include "ir/attributes.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <numeric>
+
+namespace loom::ir {
+namespace {
+
+constexpr std::array<std::string_view, 6> kDirectionNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+
+int64_t Product(const std::vector<int64_t>& values) {
+  return std::accumulate(values.begin(), values.end(), int64_t{1},
+                         [](int64_t a, int64_t b) { return a * b; });
+}
+
+bool IsPermutation(const std::vector<int64_t>& perm) {
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[static_cast<size_t>(p)]) {
+      return false;
+    }
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return true;
+}
+
+// Device ids of the iota form in flattened order: iota over `dims`,
+// transposed by `perm`.
+std::vector<int64_t> TransposedIota(const std::vector<int64_t>& dims,
+                                    const std::vector<int64_t>& perm) {
+  const int64_t total = Product(dims);
+  const size_t rank = dims.size();
+  // Strides of the source (row-major over dims).
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t i = rank; i-- > 1;) stride[i - 1] = stride[i] * dims[i];
+  // The transposed array has dims[perm[k]] along its axis k.
+  std::vector<int64_t> out_dims(rank);
+  for (size_t k = 0; k < rank; ++k) out_dims[k] = dims[static_cast<size_t>(perm[k])];
+  std::vector<int64_t> index(rank, 0);
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(total));
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t source = 0;
+    for (size_t k = 0; k < rank; ++k) source += index[k] * stride[static_cast<size_t>(perm[k])];
+    ids.push_back(source);
+    for (size_t k = rank; k-- > 0;) {
+      if (++index[k] < out_dims[k]) break;
+      index[k] = 0;
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::string_view ComparisonDirectionName(ComparisonDirection direction) {
+  return kDirectionNames[static_cast<size_t>(direction)];
+}
+
+std::optional<ComparisonDirection> ParseComparisonDirection(std::string_view name) {
+  for (size_t i = 0; i < kDirectionNames.size(); ++i) {
+    if (kDirectionNames[i] == name) return static_cast<ComparisonDirection>(i);
+  }
+  return std::nullopt;
+}
+
+ReplicaGroups ReplicaGroups::Explicit(std::vector<std::vector<int64_t>> groups) {
+  ReplicaGroups result;
+  result.groups_ = std::move(groups);
+  return result;
+}
+
+ReplicaGroups ReplicaGroups::Iota(IotaReplicaGroups iota) {
+  ReplicaGroups result;
+  result.iota_ = std::move(iota);
+  return result;
+}
+
+std::string ReplicaGroups::ValidateIota() const {
+  if (!iota_) return "";
+  const IotaReplicaGroups& iota = *iota_;
+  if (iota.num_groups <= 0 || iota.group_size <= 0) {
+    return "iota replica groups need a positive group count and size";
+  }
+  if (!iota.reshape_dims.empty()) {
+    for (int64_t d : iota.reshape_dims) {
+      if (d <= 0) return "iota replica groups have a non-positive reshape dimension";
+    }
+    if (Product(iota.reshape_dims) != iota.num_groups * iota.group_size) {
+      return fmt::format("iota replica groups [{},{}] list {} ids but reshape dims [{}] hold {}",
+                         iota.num_groups, iota.group_size, iota.num_groups * iota.group_size,
+                         fmt::join(iota.reshape_dims, ","), Product(iota.reshape_dims));
+    }
+  }
+  if (!iota.transpose.empty()) {
+    if (iota.transpose.size() != iota.reshape_dims.size() || !IsPermutation(iota.transpose)) {
+      return fmt::format("iota replica groups transpose T({}) is not a permutation of the {} "
+                         "reshape dimensions",
+                         fmt::join(iota.transpose, ","), iota.reshape_dims.size());
+    }
+  }
+  return "";
+}
+
+std::vector<std::vector<int64_t>> ReplicaGroups::Groups(int64_t device_count) const {
+  if (!iota_) {
+    if (!groups_.empty()) return groups_;
+    std::vector<int64_t> all(static_cast<size_t>(std::max<int64_t>(device_count, 0)));
+    std::iota(all.begin(), all.end(), 0);
+    return {all};
+  }
+  const IotaReplicaGroups& iota = *iota_;
+  std::vector<int64_t> dims = iota.reshape_dims;
+  if (dims.empty()) dims = {iota.num_groups * iota.group_size};
+  std::vector<int64_t> perm = iota.transpose;
+  if (perm.empty()) {
+    perm.resize(dims.size());
+    std::iota(perm.begin(), perm.end(), 0);
+  }
+  const std::vector<int64_t> ids = TransposedIota(dims, perm);
+  std::vector<std::vector<int64_t>> groups(static_cast<size_t>(iota.num_groups));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    groups[i / static_cast<size_t>(iota.group_size)].push_back(ids[i]);
+  }
+  return groups;
+}
+
+std::string ReplicaGroups::ToString() const {
+  if (iota_) {
+    std::string out = fmt::format("[{},{}]<=[{}]", iota_->num_groups, iota_->group_size,
+                                  fmt::join(iota_->reshape_dims.empty()
+                                                ? std::vector<int64_t>{iota_->num_groups *
+                                                                       iota_->group_size}
+                                                : iota_->reshape_dims,
+                                            ","));
+    if (!iota_->transpose.empty()) out += fmt::format("T({})", fmt::join(iota_->transpose, ","));
+    return out;
+  }
+  std::string out = "{";
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (i > 0) out += ",";
+    out += fmt::format("{{{}}}", fmt::join(groups_[i], ","));
+  }
+  return out + "}";
+}
+
+const RawAttribute* Attributes::FindRaw(std::string_view key) const {
+  for (const RawAttribute& attribute : raw) {
+    if (attribute.key == key) return &attribute;
+  }
+  return nullptr;
+}
+
+}  // namespace loom::ir

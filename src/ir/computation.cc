@@ -1,0 +1,70 @@
+#include "ir/computation.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace loom::ir {
+
+Instruction* Computation::AddInstruction(std::unique_ptr<Instruction> instruction) {
+  instruction->set_parent(this);
+  instructions_.push_back(std::move(instruction));
+  return instructions_.back().get();
+}
+
+Instruction* Computation::InsertInstructionBefore(std::unique_ptr<Instruction> instruction,
+                                                  const Instruction* before) {
+  auto it = std::find_if(instructions_.begin(), instructions_.end(),
+                         [&](const auto& owned) { return owned.get() == before; });
+  assert(it != instructions_.end());
+  instruction->set_parent(this);
+  return instructions_.insert(it, std::move(instruction))->get();
+}
+
+void Computation::RemoveInstruction(const Instruction* instruction) {
+  assert(Users(instruction).empty() && root_ != instruction);
+  std::erase_if(instructions_, [&](const auto& owned) { return owned.get() == instruction; });
+}
+
+void Computation::ReplaceAllUsesWith(const Instruction* from, Instruction* to) {
+  for (const auto& user : instructions_) {
+    if (user.get() == to) continue;
+    for (int64_t i = 0; i < user->operand_count(); ++i) {
+      if (user->operand(i) == from) user->ReplaceOperand(i, to);
+    }
+  }
+  if (root_ == from) root_ = to;
+}
+
+Instruction* Computation::FindInstruction(std::string_view name) const {
+  for (const auto& instruction : instructions_) {
+    if (instruction->name() == name) return instruction.get();
+  }
+  return nullptr;
+}
+
+std::vector<Instruction*> Computation::parameters() const {
+  std::vector<Instruction*> params;
+  for (const auto& instruction : instructions_) {
+    if (instruction->opcode() != Opcode::kParameter) continue;
+    const int64_t number = instruction->parameter_number().value_or(-1);
+    if (number < 0 || number > instruction_count()) continue;
+    if (static_cast<int64_t>(params.size()) <= number) {
+      params.resize(static_cast<size_t>(number) + 1, nullptr);
+    }
+    params[static_cast<size_t>(number)] = instruction.get();
+  }
+  return params;
+}
+
+std::vector<Instruction*> Computation::Users(const Instruction* instruction) const {
+  std::vector<Instruction*> users;
+  for (const auto& candidate : instructions_) {
+    const auto& operands = candidate->operands();
+    if (std::find(operands.begin(), operands.end(), instruction) != operands.end()) {
+      users.push_back(candidate.get());
+    }
+  }
+  return users;
+}
+
+}  // namespace loom::ir
