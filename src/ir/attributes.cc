@@ -10,9 +10,13 @@ namespace {
 
 constexpr std::array<std::string_view, 6> kDirectionNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};
 
+// The product of `values`, or -1 when it overflows int64_t.
 int64_t Product(const std::vector<int64_t>& values) {
-  return std::accumulate(values.begin(), values.end(), int64_t{1},
-                         [](int64_t a, int64_t b) { return a * b; });
+  int64_t product = 1;
+  for (int64_t value : values) {
+    if (__builtin_mul_overflow(product, value, &product)) return -1;
+  }
+  return product;
 }
 
 bool IsPermutation(const std::vector<int64_t>& perm) {
@@ -84,21 +88,28 @@ std::string ReplicaGroups::ValidateIota() const {
   if (iota.num_groups <= 0 || iota.group_size <= 0) {
     return "iota replica groups need a positive group count and size";
   }
+  // Device ids are ints in every runtime; larger groups are not meaningful.
+  constexpr int64_t kMaxDevices = int64_t{1} << 31;
+  if (iota.num_groups > kMaxDevices / iota.group_size) {
+    return "iota replica groups list more than 2^31 ids";
+  }
   if (!iota.reshape_dims.empty()) {
     for (int64_t d : iota.reshape_dims) {
       if (d <= 0) return "iota replica groups have a non-positive reshape dimension";
     }
-    if (Product(iota.reshape_dims) != iota.num_groups * iota.group_size) {
+    const int64_t product = Product(iota.reshape_dims);
+    if (product < 0 || product != iota.num_groups * iota.group_size) {
       return fmt::format("iota replica groups [{},{}] list {} ids but reshape dims [{}] hold {}",
                          iota.num_groups, iota.group_size, iota.num_groups * iota.group_size,
-                         fmt::join(iota.reshape_dims, ","), Product(iota.reshape_dims));
+                         fmt::join(iota.reshape_dims, ","), product);
     }
   }
   if (!iota.transpose.empty()) {
     if (iota.transpose.size() != iota.reshape_dims.size() || !IsPermutation(iota.transpose)) {
-      return fmt::format("iota replica groups transpose T({}) is not a permutation of the {} "
-                         "reshape dimensions",
-                         fmt::join(iota.transpose, ","), iota.reshape_dims.size());
+      return fmt::format(
+          "iota replica groups transpose T({}) is not a permutation of the {} "
+          "reshape dimensions",
+          fmt::join(iota.transpose, ","), iota.reshape_dims.size());
     }
   }
   return "";
@@ -129,12 +140,12 @@ std::vector<std::vector<int64_t>> ReplicaGroups::Groups(int64_t device_count) co
 
 std::string ReplicaGroups::ToString() const {
   if (iota_) {
-    std::string out = fmt::format("[{},{}]<=[{}]", iota_->num_groups, iota_->group_size,
-                                  fmt::join(iota_->reshape_dims.empty()
-                                                ? std::vector<int64_t>{iota_->num_groups *
-                                                                       iota_->group_size}
-                                                : iota_->reshape_dims,
-                                            ","));
+    std::string out =
+        fmt::format("[{},{}]<=[{}]", iota_->num_groups, iota_->group_size,
+                    fmt::join(iota_->reshape_dims.empty()
+                                  ? std::vector<int64_t>{iota_->num_groups * iota_->group_size}
+                                  : iota_->reshape_dims,
+                              ","));
     if (!iota_->transpose.empty()) out += fmt::format("T({})", fmt::join(iota_->transpose, ","));
     return out;
   }

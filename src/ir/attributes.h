@@ -108,7 +108,7 @@ struct Attributes {
   std::optional<std::vector<int64_t>> dynamic_slice_sizes;
   std::optional<std::vector<PadDim>> padding;
   std::optional<ComparisonDirection> direction;
-  std::optional<int64_t> tuple_index;       // get-tuple-element's `index=`
+  std::optional<int64_t> tuple_index;  // get-tuple-element's `index=`
   std::optional<int64_t> iota_dimension;
   std::optional<std::string> custom_call_target;
   std::vector<CalledAttribute> called;

@@ -36,34 +36,63 @@ std::optional<Opcode> ParseOpcode(std::string_view name) {
 }
 
 bool IsElementwiseUnary(Opcode opcode) {
-  static constexpr Opcode kUnary[] = {
-      Opcode::kAbs,      Opcode::kCbrt,   Opcode::kCeil,    Opcode::kClz,
-      Opcode::kCos,      Opcode::kErf,    Opcode::kExp,     Opcode::kExpm1,
-      Opcode::kFloor,    Opcode::kImag,   Opcode::kIsFinite, Opcode::kLog,
-      Opcode::kLog1p,    Opcode::kLogistic, Opcode::kNegate, Opcode::kNot,
-      Opcode::kPopulationCount, Opcode::kReal, Opcode::kRoundNearestAfz,
-      Opcode::kRoundNearestEven, Opcode::kRsqrt, Opcode::kSign, Opcode::kSin,
-      Opcode::kSqrt,     Opcode::kTan,    Opcode::kTanh,    Opcode::kCopy,
-      Opcode::kReducePrecision};
+  static constexpr Opcode kUnary[] = {Opcode::kAbs,
+                                      Opcode::kCbrt,
+                                      Opcode::kCeil,
+                                      Opcode::kClz,
+                                      Opcode::kCos,
+                                      Opcode::kErf,
+                                      Opcode::kExp,
+                                      Opcode::kExpm1,
+                                      Opcode::kFloor,
+                                      Opcode::kImag,
+                                      Opcode::kIsFinite,
+                                      Opcode::kLog,
+                                      Opcode::kLog1p,
+                                      Opcode::kLogistic,
+                                      Opcode::kNegate,
+                                      Opcode::kNot,
+                                      Opcode::kPopulationCount,
+                                      Opcode::kReal,
+                                      Opcode::kRoundNearestAfz,
+                                      Opcode::kRoundNearestEven,
+                                      Opcode::kRsqrt,
+                                      Opcode::kSign,
+                                      Opcode::kSin,
+                                      Opcode::kSqrt,
+                                      Opcode::kTan,
+                                      Opcode::kTanh,
+                                      Opcode::kCopy,
+                                      Opcode::kReducePrecision};
   return OneOf(opcode, kUnary);
 }
 
 bool IsElementwiseBinary(Opcode opcode) {
-  static constexpr Opcode kBinary[] = {
-      Opcode::kAdd,      Opcode::kAnd,       Opcode::kAtan2,     Opcode::kComplex,
-      Opcode::kDivide,   Opcode::kMaximum,   Opcode::kMinimum,   Opcode::kMultiply,
-      Opcode::kOr,       Opcode::kPower,     Opcode::kRemainder, Opcode::kShiftLeft,
-      Opcode::kShiftRightArithmetic, Opcode::kShiftRightLogical, Opcode::kSubtract,
-      Opcode::kXor};
+  static constexpr Opcode kBinary[] = {Opcode::kAdd,
+                                       Opcode::kAnd,
+                                       Opcode::kAtan2,
+                                       Opcode::kComplex,
+                                       Opcode::kDivide,
+                                       Opcode::kMaximum,
+                                       Opcode::kMinimum,
+                                       Opcode::kMultiply,
+                                       Opcode::kOr,
+                                       Opcode::kPower,
+                                       Opcode::kRemainder,
+                                       Opcode::kShiftLeft,
+                                       Opcode::kShiftRightArithmetic,
+                                       Opcode::kShiftRightLogical,
+                                       Opcode::kSubtract,
+                                       Opcode::kXor};
   return OneOf(opcode, kBinary);
 }
 
 bool IsCollective(Opcode opcode) {
   static constexpr Opcode kCollectives[] = {
-      Opcode::kAllGather,          Opcode::kAllGatherStart,   Opcode::kAllReduce,
-      Opcode::kAllReduceStart,     Opcode::kReduceScatter,    Opcode::kAllToAll,
-      Opcode::kCollectivePermute,  Opcode::kCollectivePermuteStart,
-      Opcode::kCollectiveBroadcast, Opcode::kRaggedAllToAll};
+      Opcode::kAllGather,         Opcode::kAllGatherStart,         Opcode::kAllReduce,
+      Opcode::kAllReduceStart,    Opcode::kReduceScatter,          Opcode::kAllToAll,
+      Opcode::kCollectivePermute, Opcode::kCollectivePermuteStart, Opcode::kCollectiveBroadcast,
+      Opcode::kRaggedAllToAll};
   return OneOf(opcode, kCollectives);
 }
 

@@ -19,8 +19,8 @@ namespace {
 // Hostile input may nest tuple shapes or inline operands without end.
 constexpr int kMaxNesting = 64;
 
-constexpr std::string_view kDebugSectionTitles[] = {"FileNames", "FunctionNames",
-                                                    "FileLocations", "StackFrames"};
+constexpr std::string_view kDebugSectionTitles[] = {"FileNames", "FunctionNames", "FileLocations",
+                                                    "StackFrames"};
 
 // An operand or control predecessor named before the whole computation is
 // read; resolved when the computation's closing brace is reached.
@@ -58,8 +58,8 @@ Expected<Shape> InferShapeOfShapeless(const Instruction& instruction) {
   const std::vector<const Shape*> operands = OperandShapes(instruction);
   auto need = [&](size_t count) -> Status {
     if (operands.size() == count) return OkStatus();
-    return Error{fmt::format("{} takes {} operand(s), not {}", OpcodeName(opcode), count,
-                             operands.size())};
+    return Error{
+        fmt::format("{} takes {} operand(s), not {}", OpcodeName(opcode), count, operands.size())};
   };
   if (opcode == Opcode::kGetTupleElement) {
     LOOM_RETURN_IF_ERROR(need(1));
@@ -105,8 +105,8 @@ class Parser {
   Error ErrorExpected(std::string_view what) {
     if (lexer_.AtEnd()) return ErrorHere(fmt::format("expected {}", what));
     std::string_view word = lexer_.PeekWord();
-    std::string found = word.empty() ? fmt::format("'{}'", lexer_.Peek())
-                                     : fmt::format("'{}'", word);
+    std::string found =
+        word.empty() ? fmt::format("'{}'", lexer_.Peek()) : fmt::format("'{}'", word);
     return ErrorHere(fmt::format("expected {}, found {}", what, found));
   }
   Status Expect(char c, std::string_view context) {
@@ -127,8 +127,7 @@ class Parser {
   // `SHAPE opcode(operands)`; `shape` is given when the caller already read it
   // (inline operands). depth > 0 for inline operands.
   Expected<Instruction*> ParseInstructionBody(Computation& computation, std::string name,
-                                              SourceLoc loc, std::optional<Shape> shape,
-                                              int depth);
+                                              SourceLoc loc, std::optional<Shape> shape, int depth);
   bool AtInlineInstruction();
   Status ParseOperands(Computation& computation, Instruction& instruction, int depth);
   Status ParseAttributes(Instruction& instruction);
@@ -252,7 +251,8 @@ Status Parser::ParseComputation() {
   }
   bool saw_root = false;
   while (!lexer_.TryConsume('}')) {
-    if (lexer_.AtEnd()) return ErrorHere(fmt::format("expected '}}' to close computation %{}", name));
+    if (lexer_.AtEnd())
+      return ErrorHere(fmt::format("expected '}}' to close computation %{}", name));
     LOOM_RETURN_IF_ERROR(ParseInstruction(computation, saw_root));
   }
   if (computation.instructions().empty()) {
@@ -303,10 +303,11 @@ Status Parser::CheckSignature(const Computation& computation, const DeclaredSign
     }
   }
   if (!computation.root()->shape().Compatible(signature.result)) {
-    return Error{fmt::format("computation %{} declares result {} but its root %{} is {}",
-                             computation.name(), signature.result.ToString(false),
-                             computation.root()->name(), computation.root()->shape().ToString(false)),
-                 computation.loc()};
+    return Error{
+        fmt::format("computation %{} declares result {} but its root %{} is {}", computation.name(),
+                    signature.result.ToString(false), computation.root()->name(),
+                    computation.root()->shape().ToString(false)),
+        computation.loc()};
   }
   return OkStatus();
 }
@@ -326,9 +327,9 @@ Status Parser::ParseInstruction(Computation& computation, bool& saw_root) {
   LOOM_RETURN_IF_ERROR(ParseAttributes(*instruction));
   if (is_root) {
     if (saw_root) {
-      return Error{fmt::format("second ROOT instruction %{} in computation %{}", name,
-                               computation.name()),
-                   loc};
+      return Error{
+          fmt::format("second ROOT instruction %{} in computation %{}", name, computation.name()),
+          loc};
     }
     saw_root = true;
     computation.set_root(instruction);
@@ -438,8 +439,8 @@ Status Parser::ParseAttribute(Instruction& instruction) {
   if (key == "dimensions") {
     LOOM_RETURN_IF_ERROR(duplicate(attrs.dimensions.has_value()));
     LOOM_ASSIGN_OR_RETURN(attrs.dimensions, ParseIntList('{', '}', key));
-  } else if (key == "lhs_batch_dims" || key == "rhs_batch_dims" ||
-             key == "lhs_contracting_dims" || key == "rhs_contracting_dims") {
+  } else if (key == "lhs_batch_dims" || key == "rhs_batch_dims" || key == "lhs_contracting_dims" ||
+             key == "rhs_contracting_dims") {
     if (!attrs.dot) attrs.dot.emplace();
     std::vector<int64_t>& dims = key == "lhs_batch_dims"         ? attrs.dot->lhs_batch
                                  : key == "rhs_batch_dims"       ? attrs.dot->rhs_batch
@@ -573,9 +574,9 @@ Status Parser::InferMissingShapes() {
   for (Instruction* instruction : shapes_to_infer_) {
     Expected<Shape> shape = InferShapeOfShapeless(*instruction);
     if (!shape.ok()) {
-      return Error{fmt::format("%{} has no shape and {}", instruction->name(),
-                               shape.error().message),
-                   instruction->loc()};
+      return Error{
+          fmt::format("%{} has no shape and {}", instruction->name(), shape.error().message),
+          instruction->loc()};
     }
     instruction->set_shape(std::move(shape).value());
   }
@@ -638,7 +639,8 @@ Expected<Shape> Parser::ParseArrayShape() {
     do {
       const bool bounded = lexer_.TryConsume("<=");
       const SourceLoc dim_loc = lexer_.Loc();
-      if (lexer_.Peek() == '?') return Error{"unbounded dynamic dimensions are not supported", dim_loc};
+      if (lexer_.Peek() == '?')
+        return Error{"unbounded dynamic dimensions are not supported", dim_loc};
       LOOM_ASSIGN_OR_RETURN(int64_t dim, ParseInt("a dimension size"));
       if (dim < 0) return Error{fmt::format("negative dimension size {}", dim), dim_loc};
       dims.push_back(dim);
@@ -761,6 +763,9 @@ Expected<ReplicaGroups> Parser::ParseReplicaGroups() {
     lexer_.ReadWord();
     LOOM_ASSIGN_OR_RETURN(iota.transpose, ParseIntList('(', ')', "replica_groups transpose"));
   }
+  if (std::string problem = ReplicaGroups::Iota(iota).ValidateIota(); !problem.empty()) {
+    return Error{problem, loc};
+  }
   // [G*S] with no transpose is the plain iota: keep the shorter form.
   if (iota.transpose.empty() && iota.reshape_dims.size() == 1 &&
       iota.reshape_dims[0] == iota.num_groups * iota.group_size) {
@@ -826,9 +831,7 @@ Expected<std::vector<PadDim>> Parser::ParsePadding() {
 
 }  // namespace
 
-Expected<std::unique_ptr<Module>> ParseModule(std::string_view text) {
-  return Parser(text).Run();
-}
+Expected<std::unique_ptr<Module>> ParseModule(std::string_view text) { return Parser(text).Run(); }
 
 Expected<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);

@@ -38,7 +38,8 @@ std::string PaddingText(const std::vector<PadDim>& dims) {
 
 std::string PairsText(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
   std::vector<std::string> parts;
-  for (const auto& [source, target] : pairs) parts.push_back(fmt::format("{{{},{}}}", source, target));
+  for (const auto& [source, target] : pairs)
+    parts.push_back(fmt::format("{{{},{}}}", source, target));
   return fmt::format("{{{}}}", fmt::join(parts, ","));
 }
 
@@ -56,7 +57,8 @@ std::vector<std::string> AttributeTexts(const Instruction& instruction) {
   if (a.slice) out.push_back("slice=" + SliceText(*a.slice));
   if (a.dynamic_slice_sizes) out.push_back("dynamic_slice_sizes=" + Ints(*a.dynamic_slice_sizes));
   if (a.padding) out.push_back("padding=" + PaddingText(*a.padding));
-  if (a.direction) out.push_back(fmt::format("direction={}", ComparisonDirectionName(*a.direction)));
+  if (a.direction)
+    out.push_back(fmt::format("direction={}", ComparisonDirectionName(*a.direction)));
   if (a.tuple_index) out.push_back(fmt::format("index={}", *a.tuple_index));
   if (a.iota_dimension) out.push_back(fmt::format("iota_dimension={}", *a.iota_dimension));
   if (a.channel_id) out.push_back(fmt::format("channel_id={}", *a.channel_id));
@@ -64,7 +66,8 @@ std::vector<std::string> AttributeTexts(const Instruction& instruction) {
   if (a.use_global_device_ids) {
     out.push_back(fmt::format("use_global_device_ids={}", *a.use_global_device_ids));
   }
-  if (a.source_target_pairs) out.push_back("source_target_pairs=" + PairsText(*a.source_target_pairs));
+  if (a.source_target_pairs)
+    out.push_back("source_target_pairs=" + PairsText(*a.source_target_pairs));
   if (a.custom_call_target) {
     out.push_back(fmt::format("custom_call_target=\"{}\"", *a.custom_call_target));
   }
@@ -105,8 +108,9 @@ std::string Signature(const Computation& computation) {
 }  // namespace
 
 std::string PrintInstruction(const Instruction& instruction) {
-  std::string out = fmt::format("%{} = {} {}({})", instruction.name(), instruction.shape().ToString(),
-                                OpcodeName(instruction.opcode()), OperandText(instruction));
+  std::string out =
+      fmt::format("%{} = {} {}({})", instruction.name(), instruction.shape().ToString(),
+                  OpcodeName(instruction.opcode()), OperandText(instruction));
   for (const std::string& attribute : AttributeTexts(instruction)) out += ", " + attribute;
   return out;
 }

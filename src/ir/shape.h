@@ -11,37 +11,37 @@ namespace loom::ir {
 
 // Every element type XLA's text format names. Columns: enumerator, HLO
 // spelling, storage bits per element.
-#define LOOM_PRIMITIVE_TYPES(X)        \
-  X(kPred, "pred", 8)                  \
-  X(kS2, "s2", 2)                      \
-  X(kS4, "s4", 4)                      \
-  X(kS8, "s8", 8)                      \
-  X(kS16, "s16", 16)                   \
-  X(kS32, "s32", 32)                   \
-  X(kS64, "s64", 64)                   \
-  X(kU2, "u2", 2)                      \
-  X(kU4, "u4", 4)                      \
-  X(kU8, "u8", 8)                      \
-  X(kU16, "u16", 16)                   \
-  X(kU32, "u32", 32)                   \
-  X(kU64, "u64", 64)                   \
-  X(kF16, "f16", 16)                   \
-  X(kBF16, "bf16", 16)                 \
-  X(kF32, "f32", 32)                   \
-  X(kF64, "f64", 64)                   \
-  X(kF4E2M1FN, "f4e2m1fn", 4)          \
-  X(kF8E3M4, "f8e3m4", 8)              \
-  X(kF8E4M3, "f8e4m3", 8)              \
-  X(kF8E4M3FN, "f8e4m3fn", 8)          \
-  X(kF8E4M3FNUZ, "f8e4m3fnuz", 8)      \
+#define LOOM_PRIMITIVE_TYPES(X)         \
+  X(kPred, "pred", 8)                   \
+  X(kS2, "s2", 2)                       \
+  X(kS4, "s4", 4)                       \
+  X(kS8, "s8", 8)                       \
+  X(kS16, "s16", 16)                    \
+  X(kS32, "s32", 32)                    \
+  X(kS64, "s64", 64)                    \
+  X(kU2, "u2", 2)                       \
+  X(kU4, "u4", 4)                       \
+  X(kU8, "u8", 8)                       \
+  X(kU16, "u16", 16)                    \
+  X(kU32, "u32", 32)                    \
+  X(kU64, "u64", 64)                    \
+  X(kF16, "f16", 16)                    \
+  X(kBF16, "bf16", 16)                  \
+  X(kF32, "f32", 32)                    \
+  X(kF64, "f64", 64)                    \
+  X(kF4E2M1FN, "f4e2m1fn", 4)           \
+  X(kF8E3M4, "f8e3m4", 8)               \
+  X(kF8E4M3, "f8e4m3", 8)               \
+  X(kF8E4M3FN, "f8e4m3fn", 8)           \
+  X(kF8E4M3FNUZ, "f8e4m3fnuz", 8)       \
   X(kF8E4M3B11FNUZ, "f8e4m3b11fnuz", 8) \
-  X(kF8E5M2, "f8e5m2", 8)              \
-  X(kF8E5M2FNUZ, "f8e5m2fnuz", 8)      \
-  X(kF8E8M0FNU, "f8e8m0fnu", 8)        \
-  X(kC64, "c64", 64)                   \
-  X(kC128, "c128", 128)                \
-  X(kToken, "token", 0)                \
-  X(kTuple, "tuple", 0)                \
+  X(kF8E5M2, "f8e5m2", 8)               \
+  X(kF8E5M2FNUZ, "f8e5m2fnuz", 8)       \
+  X(kF8E8M0FNU, "f8e8m0fnu", 8)         \
+  X(kC64, "c64", 64)                    \
+  X(kC128, "c128", 128)                 \
+  X(kToken, "token", 0)                 \
+  X(kTuple, "tuple", 0)                 \
   X(kOpaque, "opaque", 0)
 
 enum class PrimitiveType {

@@ -52,7 +52,7 @@ inline Status OkStatus() { return Status(); }
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : data_(std::move(value)) {}      // NOLINT: implicit by design
   Expected(Error error) : data_(std::move(error)) {}  // NOLINT
   Expected(const Status& status) : data_(status.error()) { assert(!status.ok()); }  // NOLINT
 
@@ -89,10 +89,9 @@ class [[nodiscard]] Expected {
 }  // namespace loom
 
 // Propagate a failed Status/Expected out of the enclosing function.
-#define LOOM_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    if (auto loom_status_ = (expr); !loom_status_.ok()) \
-      return loom_status_.error();              \
+#define LOOM_RETURN_IF_ERROR(expr)                                                   \
+  do {                                                                               \
+    if (auto loom_status_ = (expr); !loom_status_.ok()) return loom_status_.error(); \
   } while (false)
 
 #define LOOM_CONCAT_INNER(a, b) a##b

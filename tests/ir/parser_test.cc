@@ -1,9 +1,10 @@
 // Parser and printer on hand-written HLO: the syntax variants of real dumps,
 // canonical printing, and syntax errors with their locations.
+#include "ir/parser.h"
+
 #include <gtest/gtest.h>
 
 #include "ir/compare.h"
-#include "ir/parser.h"
 #include "ir/printer.h"
 
 namespace loom::ir {
@@ -156,8 +157,9 @@ ENTRY %e {
   EXPECT_EQ(p->attrs().FindRaw("sharding")->value, "{devices=[2]<=[2]}");
   EXPECT_EQ(module->entry()->root()->attrs().custom_call_target, "Foo");
   EXPECT_EQ(module->header_attributes().at(0).key, "entry_computation_layout");
-  EXPECT_EQ(PrintInstruction(*module->entry()->root()),
-            R"(%c = f32[2] custom-call(%p), custom_call_target="Foo", backend_config={"x": [1, 2]}, api_version=API_VERSION_TYPED_FFI)");
+  EXPECT_EQ(
+      PrintInstruction(*module->entry()->root()),
+      R"(%c = f32[2] custom-call(%p), custom_call_target="Foo", backend_config={"x": [1, 2]}, api_version=API_VERSION_TYPED_FFI)");
 }
 
 TEST(ParserTest, RoundTripsEveryForm) {

@@ -1,8 +1,9 @@
 // Shapes, layouts and replica-group expansion against hand-computed values.
+#include "ir/shape.h"
+
 #include <gtest/gtest.h>
 
 #include "ir/attributes.h"
-#include "ir/shape.h"
 
 namespace loom::ir {
 namespace {
@@ -13,9 +14,9 @@ TEST(ShapeTest, ByteSizesOfEveryWidth) {
   EXPECT_EQ(Shape(PrimitiveType::kS4, {3}).ByteSize(), 2);  // 12 bits round up
   EXPECT_EQ(Shape(PrimitiveType::kPred, {}).ByteSize(), 1);
   EXPECT_EQ(Shape(PrimitiveType::kF32, {0, 7}).ByteSize(), 0);
-  EXPECT_EQ(Shape::Tuple({Shape(PrimitiveType::kF64, {2}), Shape(PrimitiveType::kU8, {3})})
-                .ByteSize(),
-            19);
+  EXPECT_EQ(
+      Shape::Tuple({Shape(PrimitiveType::kF64, {2}), Shape(PrimitiveType::kU8, {3})}).ByteSize(),
+      19);
   EXPECT_EQ(Shape::Token().ByteSize(), 0);
 }
 
@@ -39,8 +40,8 @@ TEST(ShapeTest, CompatibleIgnoresLayouts) {
 }
 
 TEST(ShapeTest, ParsesEveryTypeName) {
-  for (std::string_view name : {"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
-                                "f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "token"}) {
+  for (std::string_view name : {"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16",
+                                "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "token"}) {
     std::optional<PrimitiveType> type = ParsePrimitiveType(name);
     ASSERT_TRUE(type.has_value()) << name;
     EXPECT_EQ(PrimitiveTypeName(*type), name);

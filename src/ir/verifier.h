@@ -1,0 +1,43 @@
+// The verifier: structural checks (names, parameters, roots, definition
+// before use, no cycles, called computations' signatures) and shape
+// inference for every op Loom interprets. An op Loom cannot infer (for
+// example convolution or a custom-call) keeps its declared shape: the
+// verifier trusts it and says so in VerifyReport::trusted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+#include "support/status.h"
+
+namespace loom::ir {
+
+struct VerifyReport {
+  // How many devices the module runs on: num_partitions x replica_count.
+  // Each count comes from the header when it gives one greater than 1 (XLA
+  // cannot tell an explicit 1 from its default, so neither does Loom);
+  // otherwise it is inferred from the largest device id the module names.
+  // What an id numbers follows XLA's CollectiveOpGroupMode:
+  //  - no channel_id: replicas;
+  //  - channel_id on all-to-all, collective-permute, collective-broadcast:
+  //    partitions;
+  //  - channel_id on all-gather, all-reduce, reduce-scatter: replicas, each
+  //    group spanning every partition (cross-replica-and-partition), unless
+  //  - use_global_device_ids=true: flattened ids over replicas x partitions
+  //    (growing the partition count when inferred).
+  // `{}` groups of all-gather and reduce-scatter count as the group size
+  // their shapes imply.
+  int64_t partition_count = 1;
+  int64_t replica_count = 1;
+  // One line per instruction whose shape was trusted, not inferred:
+  // "%conv.1: convolution (shape trusted as declared)".
+  std::vector<std::string> trusted;
+};
+
+// The first problem found, located at the offending instruction (or
+// computation, or the module header), or a report on success.
+Expected<VerifyReport> VerifyModule(const Module& module);
+
+}  // namespace loom::ir

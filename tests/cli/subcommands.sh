@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Usage: subcommands.sh LOOM_BINARY REPO_ROOT
+#
+# End-to-end checks of the `loom` CLI: --help of every subcommand, `fmt` is a
+# fixed point, `verify` and `stats` accept the bundled example, a missing
+# file and an unknown subcommand are errors.
+set -uo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 LOOM_BINARY REPO_ROOT" >&2
+  exit 2
+fi
+loom=$1
+root=$2
+example=$root/examples/mlp_block_tp4.hlo
+
+passed=0
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() {
+  echo "ok   $1"
+  passed=$((passed + 1))
+}
+fail() {
+  echo "FAIL $1: $2"
+  for f in "$tmp/out" "$tmp/err"; do
+    if [[ -s $f ]]; then sed 's/^/  | /' "$f" | head -10; fi
+  done
+  failed=$((failed + 1))
+}
+# run NAME CMD...: runs CMD with a timeout, stdout to $tmp/out, stderr to $tmp/err.
+run() {
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+}
+
+for sub in "" fmt verify stats; do
+  label="loom ${sub:+$sub }--help"
+  # shellcheck disable=SC2086
+  if run "$loom" $sub --help; then
+    if [[ -s $tmp/out || -s $tmp/err ]]; then ok "$label"; else fail "$label" "printed nothing"; fi
+  else
+    fail "$label" "exit status $?"
+  fi
+done
+
+# fmt: the canonical print is a fixed point.
+if run "$loom" fmt "$example"; then
+  cp "$tmp/out" "$tmp/fmt1.hlo"
+  if run "$loom" fmt "$tmp/fmt1.hlo"; then
+    if cmp -s "$tmp/fmt1.hlo" "$tmp/out"; then
+      ok "loom fmt is a fixed point"
+    else
+      diff -u "$tmp/fmt1.hlo" "$tmp/out" | head -20 >"$tmp/err"
+      : >"$tmp/out"
+      fail "loom fmt is a fixed point" "fmt(fmt(example)) differs from fmt(example)"
+    fi
+  else
+    fail "loom fmt is a fixed point" "fmt of the formatted example exited with status $?"
+  fi
+else
+  fail "loom fmt example" "exit status $?"
+fi
+
+# fmt -o writes the same text to a file.
+if run "$loom" fmt "$example" -o "$tmp/fmt_o.hlo" && cmp -s "$tmp/fmt_o.hlo" "$tmp/fmt1.hlo"; then
+  ok "loom fmt -o"
+else
+  fail "loom fmt -o" "no file written, or it differs from fmt's stdout"
+fi
+
+if run "$loom" verify "$example"; then
+  ok "loom verify example"
+else
+  fail "loom verify example" "exit status $?"
+fi
+
+if run "$loom" stats "$example"; then
+  missing=()
+  for word in all-gather reduce-scatter dot; do
+    grep -qi -- "$word" "$tmp/out" || missing+=("$word")
+  done
+  grep -qi 'flop' "$tmp/out" || missing+=("FLOPs")
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    ok "loom stats example"
+  else
+    fail "loom stats example" "output does not mention: ${missing[*]}"
+  fi
+else
+  fail "loom stats example" "exit status $?"
+fi
+
+# A missing file: exit 1 and a message naming it.
+nofile=$tmp/does_not_exist.hlo
+for sub in fmt verify stats; do
+  run "$loom" "$sub" "$nofile"
+  status=$?
+  if [[ $status -ne 1 ]]; then
+    fail "loom $sub MISSING" "exit status $status, expected 1"
+  elif ! grep -qF "$nofile" "$tmp/err"; then
+    fail "loom $sub MISSING" "stderr does not name the file"
+  else
+    ok "loom $sub MISSING"
+  fi
+done
+
+# An unknown subcommand: a non-zero exit (and no crash).
+run "$loom" frobnicate "$example"
+status=$?
+if [[ $status -ne 0 && $status -lt 124 ]]; then
+  ok "loom UNKNOWN-SUBCOMMAND"
+else
+  fail "loom UNKNOWN-SUBCOMMAND" "exit status $status"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

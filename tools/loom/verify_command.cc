@@ -1,0 +1,37 @@
+// `loom verify MODULE`: parse, verify, and say what was checked.
+#include <fmt/format.h>
+
+#include "loom/command.h"
+
+namespace loom::cli {
+
+void AddVerifyCommand(CLI::App& app) {
+  struct Options {
+    std::string input;
+    bool list_trusted = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* command = app.add_subcommand(
+      "verify", "Parse and verify an HLO module: structure, shapes, replica groups");
+  command->add_option("MODULE", options->input, "HLO text file")->required();
+  command->add_flag("--trusted", options->list_trusted,
+                    "List the instructions whose declared shape was trusted, not inferred");
+  command->callback([options] {
+    ir::VerifyReport report;
+    std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, &report);
+    int64_t instructions = 0;
+    for (const auto& computation : module->computations()) {
+      instructions += computation->instruction_count();
+    }
+    fmt::print(
+        "{}: ok: module {}, {} computations, {} instructions, {} partition(s) x {} "
+        "replica(s), {} shape(s) trusted as declared\n",
+        options->input, module->name(), module->computations().size(), instructions,
+        report.partition_count, report.replica_count, report.trusted.size());
+    if (options->list_trusted) {
+      for (const std::string& line : report.trusted) fmt::print("  {}\n", line);
+    }
+  });
+}
+
+}  // namespace loom::cli
