@@ -40,4 +40,43 @@ void WriteOutput(const std::string& path, const std::string& text) {
   if (error) throw CommandError("cannot write " + path + ": " + error.message());
 }
 
+void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
+  command.add_option("--devices", flags.devices, "Number of devices (replicas x partitions)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  command.add_option("--backend", flags.backend, "threads (one process) or mpi (under mpirun)")
+      ->check(CLI::IsMember({"threads", "mpi"}));
+  command.add_option("--seed", flags.seed, "Seed of the random inputs");
+  command.add_option("--inputs", flags.inputs,
+                     "Read inputs from DIR/device<D>/param<I>.npy or DIR/param<I>.npy");
+  command.add_flag("--deterministic", flags.deterministic,
+                   "Reference dot kernels with a fixed summation order (bitwise reproducible)");
+  command.add_option("--timeout", flags.timeout_seconds,
+                     "Seconds a device may wait for a peer before the run fails");
+}
+
+exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags) {
+  exec::RunOptions options;
+  options.seed = flags.seed;
+  options.inputs_dir = flags.inputs;
+  options.deterministic = flags.deterministic;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_seconds * 1000));
+  return options;
+}
+
+std::unique_ptr<exec::Launch> StartLaunch(const ExecutionFlags& flags) {
+  const exec::Backend backend =
+      flags.backend == "mpi" ? exec::Backend::kMpi : exec::Backend::kThreads;
+  Expected<std::unique_ptr<exec::Launch>> launch =
+      exec::Launch::Create(backend, flags.devices, RunOptionsFrom(flags).timeout);
+  if (!launch.ok()) throw CommandError(launch.error().ToString());
+  return std::move(launch).value();
+}
+
+ir::DeviceGrid GridOf(const ir::Module& module, const ExecutionFlags& flags) {
+  Expected<ir::DeviceGrid> grid = exec::GridFor(module, flags.devices);
+  if (!grid.ok()) throw CommandError(grid.error().ToString());
+  return *grid;
+}
+
 }  // namespace loom::cli

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "exec/launch.h"
 #include "ir/module.h"
 #include "ir/verifier.h"
 
@@ -27,9 +28,27 @@ std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::Veri
 // file appears only when complete (written to a temporary, then renamed).
 void WriteOutput(const std::string& path, const std::string& text);
 
+// The flags `run` and `compare` share: where and how to execute.
+struct ExecutionFlags {
+  int64_t devices = 1;
+  std::string backend = "threads";
+  uint64_t seed = 0;
+  std::string inputs;
+  bool deterministic = false;
+  double timeout_seconds = 60;
+};
+void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags);
+exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags);
+// Starts the backend; throws CommandError when it cannot.
+std::unique_ptr<exec::Launch> StartLaunch(const ExecutionFlags& flags);
+// The device grid of `module` for flags.devices devices.
+ir::DeviceGrid GridOf(const ir::Module& module, const ExecutionFlags& flags);
+
 // Each subcommand adds itself to the app; one file per subcommand.
 void AddFmtCommand(CLI::App& app);
 void AddVerifyCommand(CLI::App& app);
 void AddStatsCommand(CLI::App& app);
+void AddRunCommand(CLI::App& app);
+void AddCompareCommand(CLI::App& app);
 
 }  // namespace loom::cli

@@ -4,8 +4,6 @@
 
 #include "loom/command.h"
 
-
-
 int main(int argc, char** argv) {
   CLI::App app{
       "Loom: overlap the collectives of SPMD HLO programs with the matrix products they feed."};
@@ -14,6 +12,8 @@ int main(int argc, char** argv) {
   loom::cli::AddFmtCommand(app);
   loom::cli::AddVerifyCommand(app);
   loom::cli::AddStatsCommand(app);
+  loom::cli::AddRunCommand(app);
+  loom::cli::AddCompareCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,47 @@
+// The communicator interface: asynchronous point-to-point transfers between
+// the devices of one run. Collectives are built on it (exec/collectives.h),
+// and each backend implements it: in-process threads (the default) and MPI
+// processes. A transfer posted with Start* progresses while the device
+// computes; Wait blocks until it is done, the run is aborted, or the
+// communicator's timeout passes, so that a failing device never leaves the
+// others hanging.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "support/status.h"
+
+namespace loom::exec {
+
+using Bytes = std::vector<std::byte>;
+
+// Identifies one posted transfer on one communicator.
+using RequestId = int64_t;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // This device's global id and the number of devices.
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+
+  // Posts a send of `data` to `peer`. Messages between two devices with the
+  // same tag arrive in the order they were sent.
+  virtual Expected<RequestId> StartSend(int64_t peer, uint64_t tag, Bytes data) = 0;
+  // Posts a receive of `bytes` bytes from `peer`.
+  virtual Expected<RequestId> StartRecv(int64_t peer, uint64_t tag, size_t bytes) = 0;
+  // Completes a request: the received bytes, or empty for a send.
+  virtual Expected<Bytes> Wait(RequestId request) = 0;
+
+  // Fails the whole run: every device's waits return `error` promptly. A
+  // device that fails calls this before it stops.
+  virtual void Abort(const Error& error) = 0;
+  // The error the run was aborted with, if it was; cheap enough to poll.
+  virtual std::optional<Error> Aborted() const = 0;
+};
+
+}  // namespace loom::exec

@@ -1,0 +1,207 @@
+#include "exec/comm/mpi_communicator.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace loom::exec {
+namespace {
+
+// MPI guarantees tags up to 32767; sequence tags wrap, which is safe because
+// messages with equal (source, tag) never overtake each other and no two
+// transfers 32768 collectives apart are in flight at once.
+constexpr uint64_t kTagModulus = 32768;
+
+struct Transfer {
+  bool is_send = false;
+  int peer = 0;
+  int tag = 0;
+  Bytes data;  // the payload of a send, the buffer of a receive
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool posted = false;
+  bool done = false;
+  std::string error;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(const MpiOptions& options, int rank, int size)
+      : options_(options), rank_(rank), size_(size), thread_([this] { Progress(); }) {}
+
+  ~MpiCommunicator() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    thread_.join();
+    MPI_Finalize();
+  }
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return size_; }
+
+  Expected<RequestId> StartSend(int64_t peer, uint64_t tag, Bytes data) override {
+    return Post(true, peer, tag, std::move(data));
+  }
+  Expected<RequestId> StartRecv(int64_t peer, uint64_t tag, size_t bytes) override {
+    return Post(false, peer, tag, Bytes(bytes));
+  }
+
+  Expected<Bytes> Wait(RequestId id) override {
+    std::unique_lock lock(mutex_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return Error{fmt::format("device {}: unknown request", rank_)};
+    Transfer& transfer = *it->second;
+    const bool finished =
+        completed_.wait_for(lock, options_.timeout, [&] { return transfer.done; });
+    if (!finished) {
+      return Error{fmt::format("timed out after {} ms waiting for {} device {}",
+                               options_.timeout.count(),
+                               transfer.is_send ? "a send to" : "data from", transfer.peer)};
+    }
+    if (!transfer.error.empty()) return Error{transfer.error};
+    Bytes data = transfer.is_send ? Bytes{} : std::move(transfer.data);
+    transfers_.erase(it);
+    return data;
+  }
+
+  // An aborted MPI job has ended this process already.
+  std::optional<Error> Aborted() const override { return std::nullopt; }
+
+  void Abort(const Error& error) override {
+    std::fprintf(stderr, "%s\n", error.ToString().c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+ private:
+  Expected<RequestId> Post(bool is_send, int64_t peer, uint64_t tag, Bytes data) {
+    if (peer < 0 || peer >= size_) {
+      return Error{fmt::format("device {}: peer {} is out of range [0, {})", rank_, peer, size_)};
+    }
+    auto transfer = std::make_unique<Transfer>();
+    transfer->is_send = is_send;
+    transfer->peer = static_cast<int>(peer);
+    transfer->tag = static_cast<int>(tag % kTagModulus);
+    transfer->data = std::move(data);
+    RequestId id;
+    {
+      std::lock_guard lock(mutex_);
+      id = next_id_++;
+      queued_.push_back(transfer.get());
+      transfers_.emplace(id, std::move(transfer));
+    }
+    work_.notify_all();
+    return id;
+  }
+
+  // The communication thread: posts queued transfers, polls active ones.
+  void Progress() {
+    std::vector<Transfer*> active;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        if (active.empty()) {
+          work_.wait(lock, [&] { return stop_ || !queued_.empty(); });
+        }
+        if (stop_ && queued_.empty() && active.empty()) return;
+        while (!queued_.empty()) {
+          active.push_back(queued_.front());
+          queued_.pop_front();
+        }
+      }
+      if (!PollOnce(active)) std::this_thread::sleep_for(options_.poll_interval);
+    }
+  }
+
+  // Posts new transfers and tests every active one once; true when any
+  // completed. A transfer leaves `active` before it is marked done: from
+  // then on its waiter may free it.
+  bool PollOnce(std::vector<Transfer*>& active) {
+    std::vector<std::pair<Transfer*, std::string>> finished;
+    for (Transfer* transfer : active) {
+      if (!transfer->posted) {
+        transfer->posted = true;
+        const int rc = PostToMpi(*transfer);
+        if (rc != MPI_SUCCESS) {
+          finished.emplace_back(transfer, fmt::format("device {}: MPI error {}", rank_, rc));
+          continue;
+        }
+      }
+      int flag = 0;
+      MPI_Test(&transfer->request, &flag, MPI_STATUS_IGNORE);
+      if (flag) finished.emplace_back(transfer, "");
+    }
+    for (const auto& [transfer, error] : finished) std::erase(active, transfer);
+    for (auto& [transfer, error] : finished) Complete(*transfer, std::move(error));
+    return !finished.empty();
+  }
+
+  int PostToMpi(Transfer& transfer) {
+    const int count = static_cast<int>(transfer.data.size());
+    return transfer.is_send ? MPI_Isend(transfer.data.data(), count, MPI_BYTE, transfer.peer,
+                                        transfer.tag, MPI_COMM_WORLD, &transfer.request)
+                            : MPI_Irecv(transfer.data.data(), count, MPI_BYTE, transfer.peer,
+                                        transfer.tag, MPI_COMM_WORLD, &transfer.request);
+  }
+
+  void Complete(Transfer& transfer, std::string error) {
+    {
+      std::lock_guard lock(mutex_);
+      transfer.error = std::move(error);
+      transfer.done = true;
+    }
+    completed_.notify_all();
+  }
+
+  const MpiOptions options_;
+  const int rank_;
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable completed_;
+  std::deque<Transfer*> queued_;
+  std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
+  RequestId next_id_ = 0;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after every other member is ready
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return Error{"MPI is already initialised in this process"};
+  int provided = 0;
+  // SERIALIZED: the device thread only calls MPI for MPI_Abort; every other
+  // call is made by the communication thread.
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return Error{"MPI_Init_thread failed"};
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return Error{"this MPI library does not support MPI_THREAD_SERIALIZED"};
+  }
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(options, rank, size));
+}
+
+int64_t MpiWorldRankFromEnvironment() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoll(value);
+  }
+  return -1;
+}
+
+}  // namespace loom::exec

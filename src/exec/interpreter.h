@@ -1,0 +1,57 @@
+// The interpreter: evaluates one computation of a per-device HLO program on
+// the CPU with real tensors, instruction by instruction in text order (the
+// schedule, for a scheduled module).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "exec/tensor.h"
+#include "ir/computation.h"
+#include "ir/module.h"
+#include "support/status.h"
+
+namespace loom::exec {
+
+// One device's communicator, device grid and collective tag sequence
+// (exec/collective_ops.h).
+class CollectiveRuntime;
+// Records what ran when (exec/trace.h).
+class TraceRecorder;
+
+// Who this device is.
+struct DeviceContext {
+  int64_t replica_id = 0;
+  int64_t partition_id = 0;
+  // Not owned; null means collectives are errors. Mutable state (the tag
+  // sequence) lives behind the pointer, so one device's nested computations
+  // share it.
+  CollectiveRuntime* collectives = nullptr;
+  // Not owned; when set, every instruction is recorded on the compute track
+  // and every collective, from start to done, on the communication track.
+  TraceRecorder* trace = nullptr;
+};
+
+struct InterpreterOptions {
+  // Every dot uses the reference kernel with a fixed summation order, so
+  // results are bitwise reproducible (see dot.h).
+  bool deterministic = false;
+};
+
+class Interpreter {
+ public:
+  explicit Interpreter(DeviceContext device, InterpreterOptions options = {})
+      : device_(device), options_(options) {}
+
+  // Evaluates `computation` on `arguments` (one per parameter, in parameter
+  // order) and returns its root's value. Errors name the op and its line.
+  Expected<Tensor> Run(const ir::Computation& computation, std::span<const Tensor> arguments) const;
+  // Run on the module's entry computation.
+  Expected<Tensor> RunEntry(const ir::Module& module, std::span<const Tensor> arguments) const;
+
+ private:
+  DeviceContext device_;
+  InterpreterOptions options_;
+};
+
+}  // namespace loom::exec

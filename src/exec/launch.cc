@@ -1,0 +1,117 @@
+#include "exec/launch.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "exec/comm/mpi_communicator.h"
+#include "exec/dot.h"
+
+namespace loom::exec {
+namespace {
+
+class ThreadsLaunch : public Launch {
+ public:
+  Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
+                                          const RunOptions& options) override {
+    // One device per thread already fills the cores.
+    if (grid.size() > 1) SetBlasThreads(1);
+    return RunOnThreads(module, grid, options);
+  }
+  Expected<std::vector<std::string>> GatherAtRoot(std::vector<std::string> mine) override {
+    return mine;
+  }
+  bool is_root() const override { return true; }
+  Status AwaitRoot() override { return OkStatus(); }
+};
+
+// Tags for the report exchange, above any collective's sequence number.
+constexpr uint64_t kReportTag = uint64_t{1} << 40;
+
+class MpiLaunch : public Launch {
+ public:
+  explicit MpiLaunch(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+
+  Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
+                                          const RunOptions& options) override {
+    SetBlasThreads(1);  // one process per device: leave the other cores to the others
+    const auto origin = TraceRecorder::Clock::now();
+    // The processes may share a machine: budget for all of them.
+    const Status memory = CheckMemory(module, comm_->size());
+    Expected<DeviceResult> result = memory.ok() ? RunDevice(module, grid, *comm_, options, origin)
+                                                : Expected<DeviceResult>(memory);
+    if (!result.ok()) {  // ends the job, naming the file like the CLI does
+      comm_->Abort(Error{options.source.empty() ? result.error().ToString()
+                                                : result.error().ToString(options.source)});
+    }
+    std::vector<DeviceResult> results;
+    results.push_back(std::move(result).value());
+    return results;
+  }
+
+  Expected<std::vector<std::string>> GatherAtRoot(std::vector<std::string> mine) override {
+    if (mine.size() != 1) return Error{"an MPI process reports for exactly one device"};
+    const uint64_t tag = kReportTag + 2 * reports_++;
+    if (!is_root()) {
+      Bytes text(reinterpret_cast<const std::byte*>(mine[0].data()),
+                 reinterpret_cast<const std::byte*>(mine[0].data() + mine[0].size()));
+      const uint64_t size = text.size();
+      Bytes header(sizeof(size));
+      std::memcpy(header.data(), &size, sizeof(size));
+      LOOM_ASSIGN_OR_RETURN(RequestId first, comm_->StartSend(0, tag, std::move(header)));
+      LOOM_ASSIGN_OR_RETURN(RequestId second, comm_->StartSend(0, tag + 1, std::move(text)));
+      LOOM_RETURN_IF_ERROR(comm_->Wait(first).status());
+      LOOM_RETURN_IF_ERROR(comm_->Wait(second).status());
+      return std::vector<std::string>{};
+    }
+    std::vector<std::string> texts = {std::move(mine[0])};
+    for (int64_t peer = 1; peer < comm_->size(); ++peer) {
+      uint64_t size = 0;
+      LOOM_ASSIGN_OR_RETURN(RequestId first, comm_->StartRecv(peer, tag, sizeof(size)));
+      LOOM_ASSIGN_OR_RETURN(Bytes header, comm_->Wait(first));
+      std::memcpy(&size, header.data(), sizeof(size));
+      LOOM_ASSIGN_OR_RETURN(RequestId second, comm_->StartRecv(peer, tag + 1, size));
+      LOOM_ASSIGN_OR_RETURN(Bytes text, comm_->Wait(second));
+      texts.emplace_back(reinterpret_cast<const char*>(text.data()), text.size());
+    }
+    return texts;
+  }
+
+  bool is_root() const override { return comm_->rank() == 0; }
+
+  Status AwaitRoot() override {
+    const uint64_t tag = kReportTag + 2 * reports_++;
+    if (is_root()) {
+      std::vector<RequestId> sends;
+      for (int64_t peer = 1; peer < comm_->size(); ++peer) {
+        LOOM_ASSIGN_OR_RETURN(RequestId send, comm_->StartSend(peer, tag, Bytes(1)));
+        sends.push_back(send);
+      }
+      for (RequestId send : sends) LOOM_RETURN_IF_ERROR(comm_->Wait(send).status());
+      return OkStatus();
+    }
+    LOOM_ASSIGN_OR_RETURN(RequestId recv, comm_->StartRecv(0, tag, 1));
+    return comm_->Wait(recv).status();
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  uint64_t reports_ = 0;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Launch>> Launch::Create(Backend backend, int64_t devices,
+                                                 std::chrono::milliseconds timeout) {
+  if (backend == Backend::kThreads) return std::unique_ptr<Launch>(new ThreadsLaunch());
+  MpiOptions options;
+  options.timeout = timeout;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, CreateMpiCommunicator(options));
+  if (comm->size() != devices) {
+    Error error{fmt::format("--devices {} but mpirun started {} processes", devices, comm->size())};
+    comm->Abort(error);
+  }
+  return std::unique_ptr<Launch>(std::make_unique<MpiLaunch>(std::move(comm)));
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,225 @@
+#include "exec/runner.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "exec/collective_ops.h"
+#include "exec/comm/inprocess_communicator.h"
+#include "exec/interpreter.h"
+#include "exec/npy.h"
+#include "ir/verifier.h"
+
+namespace loom::exec {
+namespace {
+
+// splitmix64: a small, well-mixed generator whose streams depend only on
+// the seed, so every platform draws the same inputs.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1), on a grid of 2^-24 so that f32 holds it exactly.
+  double NextSigned() { return static_cast<double>(Next() >> 40) / double(1 << 23) - 1.0; }
+
+ private:
+  uint64_t state_;
+};
+
+// Floats uniform in [-1, 1) (rounded to the type); integers small, so that
+// loop bounds and indices drawn at random stay reasonable; pred fair coins.
+Expected<Tensor> RandomTensor(const ir::Shape& shape, uint64_t stream) {
+  if (shape.IsTuple()) {
+    std::vector<Tensor> elements;
+    for (int64_t i = 0; i < shape.tuple_size(); ++i) {
+      LOOM_ASSIGN_OR_RETURN(Tensor element, RandomTensor(shape.tuple_element(i), stream * 31 + i));
+      elements.push_back(std::move(element));
+    }
+    return Tensor::Tuple(std::move(elements));
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(shape));
+  SplitMix64 random(stream);
+  for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+    if (ir::IsFloatingPoint(shape.type())) {
+      tensor.SetDouble(i, random.NextSigned());
+    } else if (shape.type() == ir::PrimitiveType::kPred) {
+      tensor.SetInt(i, static_cast<int64_t>(random.Next() & 1));
+    } else if (ir::IsUnsignedInteger(shape.type())) {
+      tensor.SetInt(i, static_cast<int64_t>(random.Next() % 16));
+    } else {
+      tensor.SetInt(i, static_cast<int64_t>(random.Next() % 16) - 8);
+    }
+  }
+  return tensor;
+}
+
+uint64_t StreamOf(uint64_t seed, int64_t device, int64_t parameter) {
+  SplitMix64 mix(seed ^ (static_cast<uint64_t>(device) << 32) ^ static_cast<uint64_t>(parameter));
+  return mix.Next();
+}
+
+void CollectLeaves(const Tensor& tensor, std::vector<const Tensor*>& leaves) {
+  if (!tensor.IsTuple()) {
+    leaves.push_back(&tensor);
+    return;
+  }
+  for (const Tensor& element : tensor.tuple_elements()) CollectLeaves(element, leaves);
+}
+
+Error OnDevice(int64_t device, const Error& error) {
+  return Error{fmt::format("device {}: {}", device, error.message), error.loc};
+}
+
+}  // namespace
+
+int64_t DeviceMemoryBound(const ir::Module& module) {
+  int64_t bytes = 0;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      bytes += instruction->shape().ByteSize();
+    }
+  }
+  return bytes;
+}
+
+Status CheckMemory(const ir::Module& module, int64_t devices, int64_t budget_bytes) {
+  if (budget_bytes <= 0) {
+    budget_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 2;
+  }
+  const int64_t per_device = DeviceMemoryBound(module);
+  if (per_device > budget_bytes / std::max<int64_t>(devices, 1)) {
+    return Error{
+        fmt::format("module {} may hold up to {:.1f} GiB per device, {:.1f} GiB for {} "
+                    "device(s) in this process: more than the {:.1f} GiB this run may "
+                    "use",
+                    module.name(), per_device / 1073741824.0,
+                    per_device * static_cast<double>(devices) / 1073741824.0, devices,
+                    budget_bytes / 1073741824.0)};
+  }
+  return OkStatus();
+}
+
+Expected<ir::DeviceGrid> GridFor(const ir::Module& module, int64_t devices) {
+  if (devices < 1) return Error{"the device count must be at least 1"};
+  LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport report, ir::VerifyModule(module));
+  ir::DeviceGrid grid;
+  if (module.num_partitions() || module.replica_count()) {
+    grid.replica_count = module.replica_count().value_or(1);
+    grid.partition_count = module.num_partitions().value_or(1);
+    if (grid.size() != devices) {
+      return Error{fmt::format(
+          "module {} runs on {} replica(s) x {} partition(s) = {} devices, "
+          "not {}",
+          module.name(), grid.replica_count, grid.partition_count, grid.size(), devices)};
+    }
+    return grid;
+  }
+  grid.replica_count = report.replica_count;
+  if (devices % grid.replica_count != 0 ||
+      devices < report.partition_count * report.replica_count) {
+    return Error{fmt::format("module {} needs a multiple of {} devices, at least {}; got {}",
+                             module.name(), report.replica_count,
+                             report.partition_count * report.replica_count, devices)};
+  }
+  grid.partition_count = devices / grid.replica_count;
+  return grid;
+}
+
+Expected<std::vector<Tensor>> DeviceInputs(const ir::Module& module, int64_t device,
+                                           const RunOptions& options) {
+  if (module.entry() == nullptr) return Error{"module has no entry computation"};
+  std::vector<Tensor> inputs;
+  for (const ir::Instruction* parameter : module.entry()->parameters()) {
+    if (parameter == nullptr) return Error{"entry parameters are not numbered 0..n-1"};
+    const int64_t number = *parameter->parameter_number();
+    if (options.inputs_dir.empty()) {
+      LOOM_ASSIGN_OR_RETURN(
+          Tensor input, RandomTensor(parameter->shape(), StreamOf(options.seed, device, number)));
+      inputs.push_back(std::move(input));
+      continue;
+    }
+    namespace fs = std::filesystem;
+    const fs::path dir(options.inputs_dir);
+    fs::path path = dir / fmt::format("device{}", device) / fmt::format("param{}.npy", number);
+    if (!fs::exists(path)) path = dir / fmt::format("param{}.npy", number);
+    LOOM_ASSIGN_OR_RETURN(Tensor input, ReadNpy(path.string(), parameter->shape()));
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
+Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid& grid,
+                                 Communicator& comm, const RunOptions& options,
+                                 TraceRecorder::Clock::time_point origin) {
+  const int64_t device = comm.rank();
+  Expected<std::vector<Tensor>> inputs = DeviceInputs(module, device, options);
+  if (!inputs.ok()) return OnDevice(device, inputs.error());
+  CollectiveRuntime collectives(comm, grid);
+  TraceRecorder recorder(device, origin);
+  DeviceContext context;
+  context.replica_id = device / grid.partition_count;
+  context.partition_id = device % grid.partition_count;
+  context.collectives = &collectives;
+  context.trace = options.trace ? &recorder : nullptr;
+  const Interpreter interpreter(context, InterpreterOptions{options.deterministic});
+  const auto start = std::chrono::steady_clock::now();
+  Expected<Tensor> output = interpreter.RunEntry(module, *inputs);
+  const auto end = std::chrono::steady_clock::now();
+  if (!output.ok()) return OnDevice(device, output.error());
+  DeviceResult result;
+  result.device = device;
+  result.output = std::move(output).value();
+  result.seconds = std::chrono::duration<double>(end - start).count();
+  result.trace = std::move(recorder.events());
+  return result;
+}
+
+Expected<std::vector<DeviceResult>> RunOnThreads(const ir::Module& module,
+                                                 const ir::DeviceGrid& grid,
+                                                 const RunOptions& options) {
+  const int64_t n = grid.size();
+  LOOM_RETURN_IF_ERROR(CheckMemory(module, n));
+  auto world = InProcessWorld::Create(n, options.timeout);
+  std::vector<std::optional<Expected<DeviceResult>>> results(static_cast<size_t>(n));
+  std::mutex first_error_mutex;
+  std::optional<Error> first_error;
+  const auto origin = TraceRecorder::Clock::now();
+  {
+    std::vector<std::jthread> threads;
+    for (int64_t d = 0; d < n; ++d) {
+      threads.emplace_back([&, d] {
+        std::unique_ptr<Communicator> comm = world->Connect(d);
+        Expected<DeviceResult> result = RunDevice(module, grid, *comm, options, origin);
+        if (!result.ok()) {
+          {
+            std::lock_guard lock(first_error_mutex);
+            if (!first_error) first_error = result.error();
+          }
+          comm->Abort(result.error());
+        }
+        results[static_cast<size_t>(d)] = std::move(result);
+      });
+    }
+  }
+  if (first_error) return *first_error;
+  std::vector<DeviceResult> outputs;
+  for (auto& result : results) outputs.push_back(std::move(result->value()));
+  return outputs;
+}
+
+std::vector<const Tensor*> OutputLeaves(const Tensor& output) {
+  std::vector<const Tensor*> leaves;
+  CollectLeaves(output, leaves);
+  return leaves;
+}
+
+}  // namespace loom::exec

@@ -1,0 +1,78 @@
+// Runs a per-device (SPMD) program on N devices: inputs drawn from a seed or
+// read from .npy files, one interpreter per device, the devices joined by a
+// communicator. In-process, each device is a thread; under MPI this process
+// is one device (RunDevice) and mpirun starts the others.
+//
+// A device that fails aborts the run: every other device stops at its next
+// wait (or when the timeout passes) and the error names the failing device.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "exec/comm/communicator.h"
+#include "exec/tensor.h"
+#include "exec/trace.h"
+#include "ir/collective_groups.h"
+#include "ir/module.h"
+
+namespace loom::exec {
+
+struct RunOptions {
+  uint64_t seed = 0;
+  // When set, parameter I of device D is read from DIR/device<D>/param<I>.npy,
+  // or from DIR/param<I>.npy when every device takes the same value.
+  std::string inputs_dir;
+  // Reference dot kernels with a fixed summation order (bitwise reproducible).
+  bool deterministic = false;
+  // The longest any device waits for a peer before the run is declared hung.
+  std::chrono::milliseconds timeout{60000};
+  bool trace = false;
+  // The file the module came from, to name it in errors.
+  std::string source;
+};
+
+struct DeviceResult {
+  int64_t device = 0;
+  Tensor output;
+  double seconds = 0;  // wall time of the entry computation
+  std::vector<TraceEvent> trace;
+};
+
+// The device grid a module runs on with `devices` devices: the header's
+// counts when it gives them (which must multiply to `devices`), else the
+// verifier's inferred replica count with the partitions filling the rest.
+Expected<ir::DeviceGrid> GridFor(const ir::Module& module, int64_t devices);
+
+// The entry parameters of `device`: read from options.inputs_dir, or drawn
+// from options.seed. The same seed gives the same inputs to two programs
+// whose entry parameters have the same shapes.
+Expected<std::vector<Tensor>> DeviceInputs(const ir::Module& module, int64_t device,
+                                           const RunOptions& options);
+
+// An upper bound of the bytes one device holds while it runs `module`: the
+// interpreter keeps every value of a computation until the computation
+// returns, so the sum of every instruction's result size.
+int64_t DeviceMemoryBound(const ir::Module& module);
+
+// Fails with a clear message when `devices` devices of `module` would not
+// fit in `budget_bytes` (0: half of this machine's physical memory).
+Status CheckMemory(const ir::Module& module, int64_t devices, int64_t budget_bytes = 0);
+
+// Runs the entry computation as device comm.rank() of `grid`.
+Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid& grid,
+                                 Communicator& comm, const RunOptions& options,
+                                 TraceRecorder::Clock::time_point origin);
+
+// Runs every device of `grid` in this process, one thread each. On failure,
+// the error of the device that failed first.
+Expected<std::vector<DeviceResult>> RunOnThreads(const ir::Module& module,
+                                                 const ir::DeviceGrid& grid,
+                                                 const RunOptions& options);
+
+// The leaves of a (possibly tuple) output in depth-first order.
+std::vector<const Tensor*> OutputLeaves(const Tensor& output);
+
+}  // namespace loom::exec

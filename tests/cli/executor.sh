@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The executor end to end, on both backends:
+#  - `loom compare` of all-gather + dot against its hand-written ring is
+#    bitwise equal (threads and MPI), and a wrong ring is caught (exit 1);
+#  - `loom run` writes outputs and a trace; both backends give the same checksums;
+#  - a failing device stops every device, the command exits non-zero within
+#    the timeout naming the device and the error, and leaves no outputs;
+#  - a device that never arrives fails the run after --timeout.
+# Usage: executor.sh LOOM_BINARY REPO_ROOT
+set -uo pipefail
+loom=$1
+root=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun=(mpirun --oversubscribe --mca btl self,vader)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# expect_exit CODE DESCRIPTION -- COMMAND...: runs with a 60 s bound.
+expect_exit() {
+  local want=$1 what=$2
+  shift 3
+  timeout 60 "$@" >"$work/out" 2>"$work/err"
+  local got=$?
+  if [[ $got -eq $want ]]; then pass; else fail "$what: exit $got, wanted $want"; cat "$work/err"; fi
+}
+
+ring=$root/examples/ring
+for backend in threads mpi; do
+  launcher=()
+  [[ $backend == mpi ]] && launcher=("${mpirun[@]}" -np 4)
+  expect_exit 0 "compare ring ($backend)" -- "${launcher[@]}" "$loom" compare \
+    "$ring/ag_dot.hlo" "$ring/ag_dot_ring.hlo" --devices 4 --backend "$backend"
+  grep -q "bitwise equal on every device" "$work/out" && pass || fail "compare ($backend) not bitwise"
+done
+
+# A ring that turns the wrong way computes the blocks in the wrong places.
+sed 's/{{1,0},{2,1},{3,2},{0,3}}/{{0,1},{1,2},{2,3},{3,0}}/' "$ring/ag_dot_ring.hlo" >"$work/wrong.hlo"
+expect_exit 1 "compare wrong ring" -- "$loom" compare "$ring/ag_dot.hlo" "$work/wrong.hlo" --devices 4
+grep -q "DIFFER" "$work/out" && pass || fail "wrong ring not reported as DIFFER"
+expect_exit 0 "compare within tolerance" -- "$loom" compare "$ring/ag_dot.hlo" "$ring/ag_dot.hlo" \
+  --devices 4 --tolerance 1e-6
+
+# run: outputs, trace, and the same checksums on both backends.
+expect_exit 0 "run threads" -- "$loom" run "$ring/ag_dot_ring.hlo" --devices 4 --seed 7 \
+  --out "$work/out_threads" --trace "$work/trace.json"
+grep -E '^ +[0-9]+ ' "$work/out" | awk '{print $1, $4, $5}' >"$work/sums_threads"
+[[ -f $work/out_threads/device3/output0.npy ]] && pass || fail "run wrote no device3/output0.npy"
+grep -q '"traceEvents"' "$work/trace.json" && grep -q '"tid":1' "$work/trace.json" && pass ||
+  fail "trace lacks events on the communication track"
+expect_exit 0 "run mpi" -- "${mpirun[@]}" -np 4 "$loom" run "$ring/ag_dot_ring.hlo" --devices 4 \
+  --seed 7 --backend mpi --out "$work/out_mpi"
+grep -E '^ +[0-9]+ ' "$work/out" | awk '{print $1, $4, $5}' >"$work/sums_mpi"
+cmp -s "$work/sums_threads" "$work/sums_mpi" && [[ -s $work/sums_mpi ]] && pass ||
+  fail "threads and MPI checksums differ"
+cmp -s "$work/out_threads/device2/output0.npy" "$work/out_mpi/device2/output0.npy" && pass ||
+  fail "threads and MPI outputs differ"
+
+# A failing device: exit non-zero, name device 2 and the error, no outputs.
+modules=$root/tests/exec/modules
+for backend in threads mpi; do
+  launcher=()
+  [[ $backend == mpi ]] && launcher=("${mpirun[@]}" -np 4)
+  start=$(date +%s)
+  timeout 60 "${launcher[@]}" "$loom" run "$modules/device_fault.hlo" --devices 4 \
+    --backend "$backend" --timeout 20 --out "$work/fault_$backend" >"$work/out" 2>"$work/err"
+  code=$?
+  elapsed=$(($(date +%s) - start))
+  [[ $code -ne 0 && $code -ne 124 ]] && pass || fail "device fault ($backend): exit $code"
+  grep -q "device 2: unsupported custom-call injected_failure" "$work/err" && pass ||
+    { fail "device fault ($backend): message"; cat "$work/err"; }
+  [[ $elapsed -lt 20 ]] && pass || fail "device fault ($backend) took ${elapsed}s"
+  [[ ! -e $work/fault_$backend/device0 ]] && pass || fail "device fault ($backend) left outputs"
+
+  timeout 60 "${launcher[@]}" "$loom" run "$modules/device_hang.hlo" --devices 4 \
+    --backend "$backend" --timeout 1 >"$work/out" 2>"$work/err"
+  code=$?
+  [[ $code -ne 0 && $code -ne 124 ]] && pass || fail "device hang ($backend): exit $code"
+  grep -q "timed out after 1000 ms waiting for data from device 2" "$work/err" && pass ||
+    { fail "device hang ($backend): message"; cat "$work/err"; }
+done
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
