@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench fuzz format clean
+.PHONY: all deps configure build test demo bench bench-overlap fuzz format clean
 
 all: build
 
@@ -31,9 +31,15 @@ test: deps
 demo: deps
 	@$(MAKE) --no-print-directory build
 	./$(BUILD_DIR)/loom stats examples/mlp_block_tp4.hlo
+	@echo
+	./$(BUILD_DIR)/loom run examples/mlp_block_tp4.hlo --devices 4
 
 bench: build
 	./$(BUILD_DIR)/loom_bench
+
+# Real overlap under a bandwidth-shaped loopback link (needs root).
+bench-overlap: build
+	bench/overlap/run.sh $(BUILD_DIR)/loom
 
 # libFuzzer over parser + verifier under ASan and UBSan, from a seed corpus of
 # the examples, the malformed test modules and (when present) the shared

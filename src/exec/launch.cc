@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "exec/comm/mpi_communicator.h"
@@ -106,6 +108,11 @@ Expected<std::unique_ptr<Launch>> Launch::Create(Backend backend, int64_t device
   if (backend == Backend::kThreads) return std::unique_ptr<Launch>(new ThreadsLaunch());
   MpiOptions options;
   options.timeout = timeout;
+  // How often the communication thread polls MPI: a trade between transfer
+  // progress and the CPU taken from the device's compute (bench/overlap).
+  if (const char* poll = std::getenv("LOOM_MPI_POLL_US")) {
+    options.poll_interval = std::chrono::microseconds(std::max(1, std::atoi(poll)));
+  }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, CreateMpiCommunicator(options));
   if (comm->size() != devices) {
     Error error{fmt::format("--devices {} but mpirun started {} processes", devices, comm->size())};

@@ -3,6 +3,7 @@
 // on N devices and print each device's time and output checksums.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -69,7 +70,7 @@ void PrintReport(const std::string& module_name, const ExecutionFlags& flags,
       fmt::print("{:>6} {:>11.3f} {:>6} {:<24} {:<18} {:>16.6g}\n", summary["device"].get<int>(),
                  summary["seconds"].get<double>() * 1e3, index++,
                  output["shape"].get<std::string>(), output["checksum"].get<std::string>(),
-                 output["sum"].get<double>());
+                 output["sum"].is_number() ? output["sum"].get<double>() : NAN);
     }
   }
 }

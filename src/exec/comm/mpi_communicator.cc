@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -103,8 +104,13 @@ class MpiCommunicator : public Communicator {
   }
 
   // The communication thread: posts queued transfers, polls active ones.
+  // Between polls that complete nothing it sleeps, doubling the pause from
+  // kFirstPause up to options_.poll_interval: short transfers finish with
+  // little latency, long ones take little CPU from the device's compute.
   void Progress() {
+    constexpr std::chrono::microseconds kFirstPause{5};
     std::vector<Transfer*> active;
+    std::chrono::microseconds pause = kFirstPause;
     for (;;) {
       {
         std::unique_lock lock(mutex_);
@@ -112,12 +118,18 @@ class MpiCommunicator : public Communicator {
           work_.wait(lock, [&] { return stop_ || !queued_.empty(); });
         }
         if (stop_ && queued_.empty() && active.empty()) return;
+        if (!queued_.empty()) pause = kFirstPause;
         while (!queued_.empty()) {
           active.push_back(queued_.front());
           queued_.pop_front();
         }
       }
-      if (!PollOnce(active)) std::this_thread::sleep_for(options_.poll_interval);
+      if (PollOnce(active)) {
+        pause = kFirstPause;
+      } else {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, options_.poll_interval);
+      }
     }
   }
 

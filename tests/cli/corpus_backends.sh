@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Every corpus module that Loom can execute runs on both backends (threads,
+# and MPI processes under mpirun) with bitwise-identical outputs. The ones
+# that cannot run are listed with the reason: an op Loom does not execute,
+# more memory or compute than a CI machine has, or no end within the time
+# bound. A crash, or any difference between the backends, fails the test.
+# Usage: corpus_backends.sh LOOM_BINARY CORPUS_DIR
+set -uo pipefail
+loom=$1
+corpus=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+max_gflop=${LOOM_CORPUS_MAX_GFLOP:-200}  # dot GFLOP over all devices
+seconds=${LOOM_CORPUS_SECONDS:-30}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ran=0
+failed=0
+skipped=()
+
+# The checksum columns (device, output, shape, checksum) of `loom run`.
+checksums() { grep -E '^ +[0-9]+ ' "$1" | awk '{print $1, $3, $4, $5}'; }
+
+shopt -s nullglob
+for module in "$corpus"/*.hlo; do
+  name=$(basename "$module")
+  devices=$("$loom" verify "$module" | sed -nE 's/.* ([0-9]+) partition\(s\) x ([0-9]+) replica.*/\1 \2/p' |
+    awk '{print $1 * $2}')
+  if [[ -z $devices ]]; then
+    echo "FAIL: $name does not verify"
+    failed=$((failed + 1))
+    continue
+  fi
+  gflop=$("$loom" stats "$module" | sed -nE 's/.*\(([0-9.]+) GFLOP\).*/\1/p')
+  if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
+    skipped+=("$name: too much compute for a CI run: $gflop GFLOP of dots per device x $devices devices")
+    continue
+  fi
+  timeout "$seconds" "$loom" run "$module" --devices "$devices" --seed 1 >"$work/threads" 2>"$work/err"
+  code=$?
+  if [[ $code -eq 124 ]]; then
+    skipped+=("$name: no end within ${seconds}s on $devices devices")
+    continue
+  elif [[ $code -eq 1 ]]; then
+    skipped+=("$name: $(head -1 "$work/err" | sed 's/^[^ ]* error: //')")
+    continue
+  elif [[ $code -ne 0 ]]; then
+    echo "FAIL: $name crashed on threads (exit $code)"
+    cat "$work/err"
+    failed=$((failed + 1))
+    continue
+  fi
+  timeout $((seconds * 2)) mpirun --oversubscribe --mca btl self,vader -np "$devices" \
+    "$loom" run "$module" --devices "$devices" --seed 1 --backend mpi >"$work/mpi" 2>"$work/err"
+  code=$?
+  if [[ $code -ne 0 ]]; then
+    echo "FAIL: $name failed under MPI (exit $code)"
+    cat "$work/err"
+    failed=$((failed + 1))
+  elif ! diff <(checksums "$work/threads") <(checksums "$work/mpi") >"$work/diff"; then
+    echo "FAIL: $name: threads and MPI outputs differ"
+    cat "$work/diff"
+    failed=$((failed + 1))
+  else
+    ran=$((ran + 1))
+    echo "ok: $name on $devices devices, bitwise equal on both backends"
+  fi
+done
+
+echo "cannot run (${#skipped[@]}):"
+for line in "${skipped[@]}"; do echo "  $line"; done
+if [[ $ran -eq 0 ]]; then
+  echo "FAIL: no corpus module ran (corpus at $corpus?)"
+  failed=$((failed + 1))
+fi
+echo "$ran passed, $failed failed"
+[[ $failed -eq 0 ]]
