@@ -117,6 +117,37 @@ Expected<Tensor> FoldInOrder(const ir::Shape& shape, const std::vector<Bytes>& c
   return accumulator;
 }
 
+Expected<std::vector<Tensor>> TensorsFromBytes(const ir::Shape& shape,
+                                               const std::vector<Bytes>& received) {
+  std::vector<Tensor> tensors;
+  for (const Bytes& bytes : received) {
+    LOOM_ASSIGN_OR_RETURN(Tensor tensor, FromBytes(shape, bytes));
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+// The n blocks of `input` along `dimension`, as bytes; sets `block_shape`.
+Expected<std::vector<Bytes>> SplitIntoBlocks(const Tensor& input, int64_t dimension, int64_t n,
+                                             ir::Shape& block_shape) {
+  std::vector<Bytes> blocks;
+  for (int64_t i = 0; i < n; ++i) {
+    LOOM_ASSIGN_OR_RETURN(Tensor block, SliceBlock(input, dimension, i, n));
+    block_shape = block.shape();
+    blocks.push_back(ToBytes(block));
+  }
+  return blocks;
+}
+
+// Assembles received blocks of `block_shape` by concatenating them, in group
+// order, along `dimension` (all-gather, all-to-all).
+auto ConcatenateReceived(ir::Shape block_shape, int64_t dimension) {
+  return [block_shape, dimension](std::vector<Bytes> received) -> Expected<Tensor> {
+    LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> blocks, TensorsFromBytes(block_shape, received));
+    return ConcatenateBlocks(blocks, dimension);
+  };
+}
+
 Status CheckDivisible(const Tensor& input, int64_t dimension, int64_t count, const char* op) {
   if (input.IsTuple() || dimension < 0 || dimension >= input.shape().rank()) {
     return Error{fmt::format("{}: dimension {} is out of range for {}", op, dimension,
@@ -221,27 +252,16 @@ Expected<PendingPtr> StartAllGather(Communicator& comm, uint64_t tag, const Grou
   const ir::Shape shape = input.shape();
   std::vector<Bytes> outgoing(group.size(), ToBytes(input));
   return Exchange::Start(comm, tag, group, std::move(outgoing), input.bytes().size(),
-                         [shape, dimension](std::vector<Bytes> received) -> Expected<Tensor> {
-                           std::vector<Tensor> blocks;
-                           for (const Bytes& bytes : received) {
-                             LOOM_ASSIGN_OR_RETURN(Tensor block, FromBytes(shape, bytes));
-                             blocks.push_back(std::move(block));
-                           }
-                           return ConcatenateBlocks(blocks, dimension);
-                         });
+                         ConcatenateReceived(shape, dimension));
 }
 
 Expected<PendingPtr> StartReduceScatter(Communicator& comm, uint64_t tag, const Group& group,
                                         const Tensor& input, int64_t dimension, Reducer reducer) {
   const int64_t n = static_cast<int64_t>(group.size());
   LOOM_RETURN_IF_ERROR(CheckDivisible(input, dimension, n, "reduce-scatter"));
-  std::vector<Bytes> outgoing;
   ir::Shape block_shape;
-  for (int64_t i = 0; i < n; ++i) {
-    LOOM_ASSIGN_OR_RETURN(Tensor block, SliceBlock(input, dimension, i, n));
-    block_shape = block.shape();
-    outgoing.push_back(ToBytes(block));
-  }
+  LOOM_ASSIGN_OR_RETURN(std::vector<Bytes> outgoing,
+                        SplitIntoBlocks(input, dimension, n, block_shape));
   const size_t block_bytes = outgoing.front().size();
   return Exchange::Start(comm, tag, group, std::move(outgoing), block_bytes,
                          [block_shape, reducer](std::vector<Bytes> received) {
@@ -264,23 +284,12 @@ Expected<PendingPtr> StartAllToAll(Communicator& comm, uint64_t tag, const Group
                                    const Tensor& input, int64_t dimension) {
   const int64_t n = static_cast<int64_t>(group.size());
   LOOM_RETURN_IF_ERROR(CheckDivisible(input, dimension, n, "all-to-all"));
-  std::vector<Bytes> outgoing;
   ir::Shape block_shape;
-  for (int64_t i = 0; i < n; ++i) {
-    LOOM_ASSIGN_OR_RETURN(Tensor block, SliceBlock(input, dimension, i, n));
-    block_shape = block.shape();
-    outgoing.push_back(ToBytes(block));
-  }
+  LOOM_ASSIGN_OR_RETURN(std::vector<Bytes> outgoing,
+                        SplitIntoBlocks(input, dimension, n, block_shape));
   const size_t block_bytes = outgoing.front().size();
   return Exchange::Start(comm, tag, group, std::move(outgoing), block_bytes,
-                         [block_shape, dimension](std::vector<Bytes> received) -> Expected<Tensor> {
-                           std::vector<Tensor> blocks;
-                           for (const Bytes& bytes : received) {
-                             LOOM_ASSIGN_OR_RETURN(Tensor block, FromBytes(block_shape, bytes));
-                             blocks.push_back(std::move(block));
-                           }
-                           return ConcatenateBlocks(blocks, dimension);
-                         });
+                         ConcatenateReceived(block_shape, dimension));
 }
 
 Expected<PendingPtr> StartAllToAllTuple(Communicator& comm, uint64_t tag, const Group& group,
@@ -298,11 +307,8 @@ Expected<PendingPtr> StartAllToAllTuple(Communicator& comm, uint64_t tag, const 
   const size_t bytes = outgoing.front().size();
   return Exchange::Start(comm, tag, group, std::move(outgoing), bytes,
                          [shape](std::vector<Bytes> received) -> Expected<Tensor> {
-                           std::vector<Tensor> elements;
-                           for (const Bytes& data : received) {
-                             LOOM_ASSIGN_OR_RETURN(Tensor element, FromBytes(shape, data));
-                             elements.push_back(std::move(element));
-                           }
+                           LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> elements,
+                                                 TensorsFromBytes(shape, received));
                            return Tensor::Tuple(std::move(elements));
                          });
 }
