@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/collective_groups.h"
 #include "ir/shape_inference.h"
 
 namespace loom::ir {
@@ -63,19 +64,8 @@ Shape OperandSide(const Instruction& instruction) {
 
 // --- who takes part (XLA's CollectiveOpGroupMode) ----------------------------
 
-// How replica_groups (or source_target_pairs) pick devices, as XLA decides
-// from channel_id and use_global_device_ids:
-//  - kCrossReplica (no channel_id): replica ids; the same groups in every
-//    partition.
-//  - kCrossPartition (channel_id; ops without use_global_device_ids:
-//    all-to-all, collective-permute, collective-broadcast): partition ids.
-//  - kCrossReplicaAndPartition (channel_id, use_global_device_ids false or
-//    absent: all-gather, all-reduce, reduce-scatter always carry the flag in
-//    XLA, false by default): replica ids, and each group spans every
-//    partition, so it has group size x num_partitions devices.
-//  - kFlattenedId (channel_id, use_global_device_ids=true): global ids,
-//    replica * num_partitions + partition.
-enum class GroupMode { kCrossReplica, kCrossPartition, kCrossReplicaAndPartition, kFlattenedId };
+// The group modes are ir/collective_groups.h's, so that the verifier, the
+// executor and the passes read channel_id and use_global_device_ids alike.
 
 // What the ids of a group mode number.
 enum class IdSpace { kReplicas, kPartitions, kFlattened };
@@ -125,23 +115,8 @@ bool UsesSourceTargetPairs(Opcode opcode) {
   return opcode == Opcode::kCollectivePermute || opcode == Opcode::kCollectivePermuteStart;
 }
 
-bool HasNoGlobalDeviceIds(Opcode opcode) {
-  return UsesSourceTargetPairs(opcode) || opcode == Opcode::kAllToAll ||
-         opcode == Opcode::kCollectiveBroadcast || opcode == Opcode::kRaggedAllToAll;
-}
-
 Expected<GroupMode> GroupModeOf(const Instruction& instruction) {
-  const Attributes& attrs = instruction.attrs();
-  const bool has_channel = attrs.channel_id.has_value();
-  if (HasNoGlobalDeviceIds(instruction.opcode())) {
-    return has_channel ? GroupMode::kCrossPartition : GroupMode::kCrossReplica;
-  }
-  const bool global = attrs.use_global_device_ids.value_or(false);
-  if (!has_channel) {
-    if (global) return At(instruction, "use_global_device_ids=true needs a channel_id");
-    return GroupMode::kCrossReplica;
-  }
-  return global ? GroupMode::kFlattenedId : GroupMode::kCrossReplicaAndPartition;
+  return CollectiveGroupMode(instruction);
 }
 
 // Replica groups as lists of ids; `{}` (or no attribute) is `all_devices`.
