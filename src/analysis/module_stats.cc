@@ -1,5 +1,7 @@
 #include "analysis/module_stats.h"
 
+#include "ir/collective_groups.h"
+
 namespace loom::analysis {
 namespace {
 
@@ -32,13 +34,11 @@ std::string CollectiveKind(Opcode opcode) {
   }
 }
 
-int64_t GroupSize(const Instruction& instruction, int64_t devices) {
-  const auto& groups = instruction.attrs().replica_groups;
-  if (!groups) return devices;
-  const auto expanded = groups->Groups(devices);
-  return expanded.empty() || expanded.front().empty()
-             ? devices
-             : static_cast<int64_t>(expanded.front().size());
+// How many devices take part in the collective with device 0, by XLA's
+// group modes (a cross-replica-and-partition group spans every partition).
+int64_t GroupSize(const Instruction& instruction, const ir::DeviceGrid& grid) {
+  Expected<std::vector<int64_t>> group = ir::ParticipantGroupOf(instruction, grid, 0);
+  return group.ok() ? static_cast<int64_t>(group->size()) : grid.size();
 }
 
 int64_t OperandBytes(const Instruction& instruction) {
@@ -79,7 +79,8 @@ int64_t DotFlops(const Instruction& dot) {
 
 ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& report) {
   ModuleStats stats;
-  stats.devices = report.partition_count * report.replica_count;
+  const ir::DeviceGrid grid{report.replica_count, report.partition_count};
+  stats.devices = grid.size();
   stats.computation_count = static_cast<int64_t>(module.computations().size());
   for (const auto& computation : module.computations()) {
     for (const auto& instruction : computation->instructions()) {
@@ -95,7 +96,7 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
       ++collective.count;
       collective.result_bytes += ResultBytes(*instruction);
       collective.ring_bytes_per_device +=
-          RingBytes(*instruction, kind, GroupSize(*instruction, stats.devices));
+          RingBytes(*instruction, kind, GroupSize(*instruction, grid));
     }
   }
   if (module.entry()) {

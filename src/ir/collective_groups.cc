@@ -68,20 +68,6 @@ Expected<std::vector<std::vector<int64_t>>> WrittenGroups(const Instruction& ins
 
 }  // namespace
 
-std::string_view GroupModeName(GroupMode mode) {
-  switch (mode) {
-    case GroupMode::kCrossReplica:
-      return "cross-replica";
-    case GroupMode::kCrossPartition:
-      return "cross-partition";
-    case GroupMode::kCrossReplicaAndPartition:
-      return "cross-replica-and-partition";
-    case GroupMode::kFlattenedId:
-      return "flattened-id";
-  }
-  return "";
-}
-
 Expected<GroupMode> CollectiveGroupMode(const Instruction& instruction) {
   const Attributes& attrs = instruction.attrs();
   const bool use_global = attrs.use_global_device_ids.value_or(false);

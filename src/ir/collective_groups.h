@@ -33,8 +33,6 @@ namespace loom::ir {
 
 enum class GroupMode { kCrossReplica, kCrossPartition, kCrossReplicaAndPartition, kFlattenedId };
 
-std::string_view GroupModeName(GroupMode mode);
-
 // The devices of a run.
 struct DeviceGrid {
   int64_t replica_count = 1;

@@ -79,19 +79,6 @@ void Lexer::SkipTrivia() {
   }
 }
 
-bool Lexer::SkipTriviaInLine() {
-  while (pos_ < text_.size()) {
-    const char c = text_[pos_];
-    if (c == '\n') return true;
-    if (IsSpace(c)) {
-      ++pos_;
-    } else if (!SkipComment()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool Lexer::AtEnd() {
   SkipTrivia();
   return pos_ >= text_.size();

@@ -20,9 +20,6 @@ class Lexer {
   // Skips whitespace and comments. An unterminated `/*` is remembered as an
   // error (see error()) and skips to the end.
   void SkipTrivia();
-  // Like SkipTrivia, but stops at a newline: true when a line break was
-  // crossed or the end reached.
-  bool SkipTriviaInLine();
 
   bool AtEnd();
   char Peek();  // after trivia; '\0' at the end

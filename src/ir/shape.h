@@ -101,7 +101,6 @@ class Shape {
   int64_t dim(int64_t i) const { return dims_.at(static_cast<size_t>(i)); }
   int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
   const std::vector<bool>& dynamic() const { return dynamic_; }
-  bool IsDynamicDim(int64_t i) const { return dynamic_.at(static_cast<size_t>(i)); }
   void set_dynamic(std::vector<bool> dynamic) { dynamic_ = std::move(dynamic); }
 
   const std::optional<Layout>& layout() const { return layout_; }

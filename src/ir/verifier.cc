@@ -115,10 +115,6 @@ bool UsesSourceTargetPairs(Opcode opcode) {
   return opcode == Opcode::kCollectivePermute || opcode == Opcode::kCollectivePermuteStart;
 }
 
-Expected<GroupMode> GroupModeOf(const Instruction& instruction) {
-  return CollectiveGroupMode(instruction);
-}
-
 // Replica groups as lists of ids; `{}` (or no attribute) is `all_devices`.
 struct ExpandedGroups {
   bool all_devices = true;
@@ -716,7 +712,7 @@ void ModuleVerifier::InferDeviceCounts() {
       const Instruction& instruction = *owned;
       const Opcode opcode = instruction.opcode();
       if (!UsesReplicaGroups(opcode) && !UsesSourceTargetPairs(opcode)) continue;
-      const Expected<GroupMode> mode = GroupModeOf(instruction);
+      const Expected<GroupMode> mode = CollectiveGroupMode(instruction);
       if (!mode.ok()) continue;
       const IdSpace space = IdSpaceOf(*mode);
       const Attributes& attrs = instruction.attrs();
@@ -1101,7 +1097,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
     case Opcode::kCollectiveBroadcast:
       return VerifyCollectiveBroadcast(instruction);
     case Opcode::kRaggedAllToAll: {
-      LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+      LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
       LOOM_RETURN_IF_ERROR(VerifyReplicaGroups(instruction, mode, true).status());
       return Trust(instruction);
     }
@@ -1392,7 +1388,7 @@ Status ModuleVerifier::VerifyCollectiveReducer(const Instruction& instruction) {
 
 Status ModuleVerifier::VerifyAllGather(const Instruction& instruction) {
   LOOM_ASSIGN_OR_RETURN(const int64_t dimension, RequireSingleDimension(instruction));
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_ASSIGN_OR_RETURN(const GroupSummary groups, VerifyReplicaGroups(instruction, mode, true));
   int64_t shards = groups.group_size;
   if (shards == 0) {
@@ -1423,7 +1419,7 @@ Status ModuleVerifier::VerifyAllGatherDone(const Instruction& instruction) {
 
 Status ModuleVerifier::VerifyReduceScatter(const Instruction& instruction) {
   LOOM_ASSIGN_OR_RETURN(const int64_t dimension, RequireSingleDimension(instruction));
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_ASSIGN_OR_RETURN(const GroupSummary groups, VerifyReplicaGroups(instruction, mode, true));
   LOOM_RETURN_IF_ERROR(VerifyCollectiveReducer(instruction));
   int64_t shards = groups.group_size;
@@ -1436,7 +1432,7 @@ Status ModuleVerifier::VerifyReduceScatter(const Instruction& instruction) {
 
 // all-reduce(-start): XLA allows replica groups of different sizes here.
 Status ModuleVerifier::VerifyAllReduce(const Instruction& instruction) {
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_RETURN_IF_ERROR(VerifyReplicaGroups(instruction, mode, /*uniform_size=*/false).status());
   LOOM_RETURN_IF_ERROR(VerifyCollectiveReducer(instruction));
   return ExpectInferred(instruction, InferSameAsOperandsShape(OperandShapes(instruction)));
@@ -1445,7 +1441,7 @@ Status ModuleVerifier::VerifyAllReduce(const Instruction& instruction) {
 // With dimensions={d}: one operand split along d into one piece per device.
 // Without: one operand per device of a group, and a tuple result.
 Status ModuleVerifier::VerifyAllToAll(const Instruction& instruction) {
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_ASSIGN_OR_RETURN(const GroupSummary groups, VerifyReplicaGroups(instruction, mode, true));
   if (instruction.attrs().dimensions) {
     LOOM_ASSIGN_OR_RETURN(const int64_t dimension, RequireSingleDimension(instruction));
@@ -1467,7 +1463,7 @@ Status ModuleVerifier::VerifyAllToAll(const Instruction& instruction) {
 }
 
 Status ModuleVerifier::VerifyCollectivePermute(const Instruction& instruction) {
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_RETURN_IF_ERROR(VerifySourceTargetPairs(instruction, IdSpaceOf(mode)));
   // The in-place form (input, output, input offsets, output offsets; with
   // slice_sizes) writes into its second operand: Loom does not interpret it.
@@ -1501,7 +1497,7 @@ Status ModuleVerifier::VerifyCollectivePermuteDone(const Instruction& instructio
 }
 
 Status ModuleVerifier::VerifyCollectiveBroadcast(const Instruction& instruction) {
-  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, GroupModeOf(instruction));
+  LOOM_ASSIGN_OR_RETURN(const GroupMode mode, CollectiveGroupMode(instruction));
   LOOM_RETURN_IF_ERROR(VerifyReplicaGroups(instruction, mode, true).status());
   return ExpectInferred(instruction, InferSameAsOperandsShape(OperandShapes(instruction)));
 }

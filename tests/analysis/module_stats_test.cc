@@ -43,5 +43,22 @@ ENTRY %e {
   EXPECT_EQ(stats.entry_parameter_bytes, 16 * 32 * 4 + 32 * 8 * 4);
 }
 
+TEST(ModuleStatsTest, GroupSizesFollowXlasGroupModes) {
+  // A channel_id without use_global_device_ids: the group {0} of replicas
+  // spans all 4 partitions, so 3/4 of the result crosses the ring.
+  auto module = ir::ParseModule(R"(
+HloModule m, num_partitions=4
+ENTRY %e {
+  %a = f32[4,8] parameter(0)
+  ROOT %g = f32[16,8] all-gather(%a), channel_id=1, replica_groups={{0}}, dimensions={0}
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  auto report = ir::VerifyModule(**module);
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ModuleStats stats = ComputeStats(**module, *report);
+  EXPECT_EQ(stats.collectives.at("all-gather").ring_bytes_per_device, 16 * 8 * 4 * 3 / 4);
+}
+
 }  // namespace
 }  // namespace loom::analysis
