@@ -1,5 +1,10 @@
 #include "analysis/module_stats.h"
 
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "analysis/while_loop.h"
 #include "ir/collective_groups.h"
 
 namespace loom::analysis {
@@ -75,6 +80,169 @@ int64_t DotFlops(const Instruction& dot) {
   return 2 * dot.shape().ElementCount() * contracted;
 }
 
+// One execution of a collective of `kind`.
+CollectiveStats CollectiveStatsOf(const Instruction& instruction, const std::string& kind,
+                                  const ir::DeviceGrid& grid) {
+  return CollectiveStats{
+      .count = 1,
+      .result_bytes = ResultBytes(instruction),
+      .ring_bytes_per_device = RingBytes(instruction, kind, GroupSize(instruction, grid)),
+  };
+}
+
+// sum += value * times, saturating at the int64_t maximum: trip counts of
+// nested loops multiply, and a wrong huge number beats a negative one.
+void AddTimes(int64_t& sum, int64_t value, int64_t times) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(value, times, &product) ||
+      __builtin_add_overflow(sum, product, &sum)) {
+    sum = std::numeric_limits<int64_t>::max();
+  }
+}
+
+void AddTimes(CollectiveStats& sum, const CollectiveStats& value, int64_t times) {
+  AddTimes(sum.count, value.count, times);
+  AddTimes(sum.result_bytes, value.result_bytes, times);
+  AddTimes(sum.ring_bytes_per_device, value.ring_bytes_per_device, times);
+}
+
+// What the dynamic walk adds up; DynamicStats is made from it at the end.
+struct DynamicTally {
+  std::map<std::string, CollectiveStats> collectives;
+  int64_t dot_count = 0;
+  int64_t dot_flops = 0;
+  std::set<const Instruction*> unknown_trip_count_loops;
+};
+
+// Keeps, number by number, the larger of `tally` and `branch` (conditional).
+void MaxInto(DynamicTally& tally, const DynamicTally& branch) {
+  for (const auto& [kind, collective] : branch.collectives) {
+    CollectiveStats& into = tally.collectives[kind];
+    into.count = std::max(into.count, collective.count);
+    into.result_bytes = std::max(into.result_bytes, collective.result_bytes);
+    into.ring_bytes_per_device =
+        std::max(into.ring_bytes_per_device, collective.ring_bytes_per_device);
+  }
+  tally.dot_count = std::max(tally.dot_count, branch.dot_count);
+  tally.dot_flops = std::max(tally.dot_flops, branch.dot_flops);
+  tally.unknown_trip_count_loops.insert(branch.unknown_trip_count_loops.begin(),
+                                        branch.unknown_trip_count_loops.end());
+}
+
+void AddInto(DynamicTally& tally, const DynamicTally& other) {
+  for (const auto& [kind, collective] : other.collectives) {
+    AddTimes(tally.collectives[kind], collective, 1);
+  }
+  AddTimes(tally.dot_count, other.dot_count, 1);
+  AddTimes(tally.dot_flops, other.dot_flops, 1);
+  tally.unknown_trip_count_loops.insert(other.unknown_trip_count_loops.begin(),
+                                        other.unknown_trip_count_loops.end());
+}
+
+// Inside a fusion only dots are counted (see DynamicStats).
+enum class WalkMode { kEverything, kDotsOnly };
+
+// The dynamic walk of DynamicStats: every instruction of a computation that
+// runs `times` times, and the computations it runs in turn.
+class DynamicWalker {
+ public:
+  explicit DynamicWalker(const ir::DeviceGrid& grid) : grid_(grid) {}
+
+  void Walk(const ir::Computation& computation, int64_t times, WalkMode mode,
+            DynamicTally& tally) const {
+    for (const auto& instruction : computation.instructions()) {
+      Count(*instruction, times, mode, tally);
+      WalkCallees(*instruction, times, mode, tally);
+    }
+  }
+
+ private:
+  void Count(const Instruction& instruction, int64_t times, WalkMode mode,
+             DynamicTally& tally) const {
+    if (instruction.opcode() == Opcode::kDot) {
+      AddTimes(tally.dot_count, 1, times);
+      AddTimes(tally.dot_flops, DotFlops(instruction), times);
+    }
+    if (mode == WalkMode::kDotsOnly) return;
+    const std::string kind = CollectiveKind(instruction.opcode());
+    if (kind.empty()) return;
+    AddTimes(tally.collectives[kind], CollectiveStatsOf(instruction, kind, grid_), times);
+  }
+
+  void WalkCallees(const Instruction& instruction, int64_t times, WalkMode mode,
+                   DynamicTally& tally) const {
+    switch (instruction.opcode()) {
+      case Opcode::kWhile:
+        return WalkWhile(instruction, times, mode, tally);
+      case Opcode::kConditional:
+        return WalkBranches(instruction, times, mode, tally);
+      case Opcode::kCall:
+      case Opcode::kAsyncStart:
+        for (const ir::Computation* callee : instruction.called_computations()) {
+          Walk(*callee, times, mode, tally);
+        }
+        return;
+      case Opcode::kFusion:
+        for (const ir::Computation* callee : instruction.called_computations()) {
+          Walk(*callee, times, WalkMode::kDotsOnly, tally);
+        }
+        return;
+      default:
+        return;  // reducers, comparators, custom-call callees: see DynamicStats
+    }
+  }
+
+  // The body runs `trips` times per execution and the condition once more.
+  void WalkWhile(const Instruction& loop, int64_t times, WalkMode mode, DynamicTally& tally) const {
+    std::optional<int64_t> trips = KnownTripCount(loop);
+    int64_t body_times = times;
+    int64_t condition_times = times;
+    if (trips) {
+      body_times = 0;
+      condition_times = 0;
+      AddTimes(body_times, *trips, times);
+      AddTimes(condition_times, *trips + 1, times);
+    } else {
+      tally.unknown_trip_count_loops.insert(&loop);
+    }
+    if (const ir::Computation* body = loop.called("body")) {
+      Walk(*body, body_times, mode, tally);
+    }
+    if (const ir::Computation* condition = loop.called("condition")) {
+      Walk(*condition, condition_times, mode, tally);
+    }
+  }
+
+  // One branch runs per execution; which one is data: take the largest.
+  void WalkBranches(const Instruction& conditional, int64_t times, WalkMode mode,
+                    DynamicTally& tally) const {
+    DynamicTally largest;
+    for (const ir::Computation* branch : conditional.called_computations()) {
+      DynamicTally branch_tally;
+      Walk(*branch, times, mode, branch_tally);
+      MaxInto(largest, branch_tally);
+    }
+    AddInto(tally, largest);
+  }
+
+  ir::DeviceGrid grid_;
+};
+
+DynamicStats ComputeDynamicStats(const ir::Module& module, const ir::DeviceGrid& grid) {
+  DynamicStats stats;
+  if (module.entry() == nullptr) return stats;
+  DynamicTally tally;
+  DynamicWalker(grid).Walk(*module.entry(), 1, WalkMode::kEverything, tally);
+  stats.collectives = std::move(tally.collectives);
+  for (const auto& [kind, collective] : stats.collectives) {
+    AddTimes(stats.bytes_sent_per_device, collective.ring_bytes_per_device, 1);
+  }
+  stats.dot_count = tally.dot_count;
+  stats.dot_flops = tally.dot_flops;
+  stats.unknown_trip_count_loops = static_cast<int64_t>(tally.unknown_trip_count_loops.size());
+  return stats;
+}
+
 }  // namespace
 
 ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& report) {
@@ -92,11 +260,7 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
       }
       const std::string kind = CollectiveKind(instruction->opcode());
       if (kind.empty()) continue;
-      CollectiveStats& collective = stats.collectives[kind];
-      ++collective.count;
-      collective.result_bytes += ResultBytes(*instruction);
-      collective.ring_bytes_per_device +=
-          RingBytes(*instruction, kind, GroupSize(*instruction, grid));
+      AddTimes(stats.collectives[kind], CollectiveStatsOf(*instruction, kind, grid), 1);
     }
   }
   if (module.entry()) {
@@ -104,6 +268,7 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
       if (param) stats.entry_parameter_bytes += param->shape().ByteSize();
     }
   }
+  stats.dynamic = ComputeDynamicStats(module, grid);
   return stats;
 }
 

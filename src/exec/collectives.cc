@@ -106,15 +106,46 @@ class Exchange : public PendingCollective {
   std::vector<std::pair<size_t, RequestId>> recvs_;
 };
 
-// Folds same-shaped contributions in order: ((c0 + c1) + c2) + ...
-Expected<Tensor> FoldInOrder(const ir::Shape& shape, const std::vector<Bytes>& contributions,
-                             const Reducer& reducer) {
-  LOOM_ASSIGN_OR_RETURN(Tensor accumulator, FromBytes(shape, contributions.front()));
-  for (size_t i = 1; i < contributions.size(); ++i) {
-    LOOM_ASSIGN_OR_RETURN(Tensor next, FromBytes(shape, contributions[i]));
+// Folds same-shaped contributions in ring order for block `block`:
+// ((c[block+1] + c[block+2]) + ...) + c[block], positions mod N.
+Expected<Tensor> FoldInRingOrder(const ir::Shape& shape, const std::vector<Bytes>& contributions,
+                                 size_t block, const Reducer& reducer) {
+  const size_t n = contributions.size();
+  LOOM_ASSIGN_OR_RETURN(Tensor accumulator, FromBytes(shape, contributions[(block + 1) % n]));
+  for (size_t i = 2; i <= n; ++i) {
+    LOOM_ASSIGN_OR_RETURN(Tensor next, FromBytes(shape, contributions[(block + i) % n]));
     LOOM_ASSIGN_OR_RETURN(accumulator, reducer(accumulator, next));
   }
   return accumulator;
+}
+
+// All-reduce: chunk q of the flattened buffer folded in ring order for q.
+Expected<Tensor> FoldChunksInRingOrder(const ir::Shape& shape,
+                                       const std::vector<Bytes>& contributions,
+                                       const Reducer& reducer) {
+  const int64_t n = static_cast<int64_t>(contributions.size());
+  const int64_t elements = shape.ElementCount();
+  const int bits = ir::PrimitiveTypeBits(shape.type());
+  // Sub-byte types cannot be cut at arbitrary elements: one chunk.
+  if (bits % 8 != 0) return FoldInRingOrder(shape, contributions, n - 1, reducer);
+  const auto element_bytes = static_cast<size_t>(bits / 8);
+  LOOM_ASSIGN_OR_RETURN(Tensor result, Tensor::Zeros(shape));
+  for (int64_t q = 0; q < n; ++q) {
+    const int64_t begin = q * elements / n;
+    const int64_t end = (q + 1) * elements / n;
+    if (begin == end) continue;
+    const ir::Shape chunk_shape(shape.type(), {end - begin});
+    std::vector<Bytes> chunks;
+    for (const Bytes& contribution : contributions) {
+      chunks.emplace_back(contribution.begin() + static_cast<ptrdiff_t>(begin * element_bytes),
+                          contribution.begin() + static_cast<ptrdiff_t>(end * element_bytes));
+    }
+    LOOM_ASSIGN_OR_RETURN(Tensor folded,
+                          FoldInRingOrder(chunk_shape, chunks, static_cast<size_t>(q), reducer));
+    std::copy(folded.bytes().begin(), folded.bytes().end(),
+              result.mutable_bytes().begin() + static_cast<ptrdiff_t>(begin * element_bytes));
+  }
+  return result;
 }
 
 Expected<std::vector<Tensor>> TensorsFromBytes(const ir::Shape& shape,
@@ -263,9 +294,11 @@ Expected<PendingPtr> StartReduceScatter(Communicator& comm, uint64_t tag, const 
   LOOM_ASSIGN_OR_RETURN(std::vector<Bytes> outgoing,
                         SplitIntoBlocks(input, dimension, n, block_shape));
   const size_t block_bytes = outgoing.front().size();
+  LOOM_ASSIGN_OR_RETURN(const int64_t me, MyIndex(comm, group));
   return Exchange::Start(comm, tag, group, std::move(outgoing), block_bytes,
-                         [block_shape, reducer](std::vector<Bytes> received) {
-                           return FoldInOrder(block_shape, received, reducer);
+                         [block_shape, reducer, me](std::vector<Bytes> received) {
+                           return FoldInRingOrder(block_shape, received, static_cast<size_t>(me),
+                                                  reducer);
                          });
 }
 
@@ -276,7 +309,7 @@ Expected<PendingPtr> StartAllReduce(Communicator& comm, uint64_t tag, const Grou
   std::vector<Bytes> outgoing(group.size(), ToBytes(input));
   return Exchange::Start(comm, tag, group, std::move(outgoing), input.bytes().size(),
                          [shape, reducer](std::vector<Bytes> received) {
-                           return FoldInOrder(shape, received, reducer);
+                           return FoldChunksInRingOrder(shape, received, reducer);
                          });
 }
 

@@ -6,9 +6,16 @@
 //
 // Groups are ordered lists of global device ids (ir/collective_groups.h);
 // the group order is the concatenation order of all-gather and the block
-// order of reduce-scatter and all-to-all. Reductions fold the contributions
-// in group order, so every member of an all-reduce computes bitwise the same
-// result, on every backend.
+// order of reduce-scatter and all-to-all.
+//
+// Reductions fold in ring order, as a ring algorithm (NCCL's, or Loom's
+// decomposed collectives) does: block q of a reduce-scatter, which member q
+// keeps, is ((c[q+1] + c[q+2]) + ...) + c[q] over group positions mod N. An
+// all-reduce cuts its flattened buffer into N contiguous chunks (chunk q:
+// elements [q*E/N, (q+1)*E/N)) and folds chunk q in the same order. The
+// order depends only on the chunk, so every member computes bitwise the same
+// result, on every backend; and a program that runs the ring itself can
+// reproduce it exactly.
 #pragma once
 
 #include <cstdint>

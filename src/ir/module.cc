@@ -1,5 +1,6 @@
 #include "ir/module.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_set>
 
@@ -9,6 +10,14 @@ Computation* Module::AddComputation(std::unique_ptr<Computation> computation) {
   computation->set_parent(this);
   computations_.push_back(std::move(computation));
   return computations_.back().get();
+}
+
+Computation* Module::InsertComputationBefore(std::unique_ptr<Computation> computation,
+                                             const Computation* before) {
+  computation->set_parent(this);
+  auto it = std::find_if(computations_.begin(), computations_.end(),
+                         [&](const auto& owned) { return owned.get() == before; });
+  return computations_.insert(it, std::move(computation))->get();
 }
 
 Computation* Module::FindComputation(std::string_view name) const {

@@ -29,6 +29,10 @@ class Module {
   const std::string& name() const { return name_; }
 
   Computation* AddComputation(std::unique_ptr<Computation> computation);
+  // Inserts before `before` (a computation of this module), so that a new
+  // callee prints ahead of its caller.
+  Computation* InsertComputationBefore(std::unique_ptr<Computation> computation,
+                                       const Computation* before);
   const std::vector<std::unique_ptr<Computation>>& computations() const { return computations_; }
   Computation* FindComputation(std::string_view name) const;
   Computation* entry() const { return entry_; }

@@ -87,6 +87,24 @@ if run "$loom" stats "$example"; then
   else
     fail "loom stats example" "output does not mention: ${missing[*]}"
   fi
+  # The dynamic section. The example has no loops, so it repeats the static
+  # numbers: 3/4 of the 4 MiB gathered and of the 4 MiB reduce-scattered, two
+  # 2x2048x1024x1024 dots. Peak live bytes (bf16[2048,1024] = 4 MiB): the
+  # 5 MiB of parameters, %h, the four GELU broadcasts, %h.sq and %h.cube are
+  # live at %h.cube, 5 + 7 x 4 = 33 MiB (tests/analysis/module_stats_test.cc
+  # goes through it).
+  missing=()
+  for pattern in 'per device, dynamic' \
+    'bytes sent: +6\.00 MiB \(all-gather 3\.00 MiB, reduce-scatter 3\.00 MiB\)' \
+    'dot FLOPs: +8\.590 GFLOP' 'peak live bytes: +33\.00 MiB'; do
+    grep -qE -- "$pattern" "$tmp/out" || missing+=("'$pattern'")
+  done
+  if grep -q 'unknown trip count' "$tmp/out"; then missing+=("no unknown trip count"); fi
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    ok "loom stats example: dynamic numbers"
+  else
+    fail "loom stats example: dynamic numbers" "output does not match: ${missing[*]}"
+  fi
 else
   fail "loom stats example" "exit status $?"
 fi

@@ -50,5 +50,6 @@ void AddVerifyCommand(CLI::App& app);
 void AddStatsCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddCompareCommand(CLI::App& app);
+void AddOptCommand(CLI::App& app);
 
 }  // namespace loom::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   loom::cli::AddFmtCommand(app);
   loom::cli::AddVerifyCommand(app);
   loom::cli::AddStatsCommand(app);
+  loom::cli::AddOptCommand(app);
   loom::cli::AddRunCommand(app);
   loom::cli::AddCompareCommand(app);
   try {

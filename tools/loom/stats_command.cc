@@ -1,6 +1,9 @@
-// `loom stats MODULE`: op counts, bytes moved per collective kind, dot FLOPs.
+// `loom stats MODULE`: op counts, bytes moved per collective kind, dot FLOPs,
+// and the same per device over one run (loops times their trip counts) with
+// the peak of live bytes.
 #include <fmt/format.h>
 
+#include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
 #include "loom/command.h"
 
@@ -16,6 +19,30 @@ std::string HumanBytes(int64_t bytes) {
     ++unit;
   }
   return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, kUnits[unit]);
+}
+
+// "3.00 MiB (all-gather 3.00 MiB, reduce-scatter 3.00 MiB)".
+std::string BytesSentByKind(const analysis::DynamicStats& dynamic) {
+  std::string text = HumanBytes(dynamic.bytes_sent_per_device);
+  std::string by_kind;
+  for (const auto& [kind, collective] : dynamic.collectives) {
+    by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", kind,
+                           HumanBytes(collective.ring_bytes_per_device));
+  }
+  return by_kind.empty() ? text : fmt::format("{} ({})", text, by_kind);
+}
+
+void PrintDynamicStats(const analysis::DynamicStats& dynamic, int64_t peak_live_bytes) {
+  fmt::print("\nper device, dynamic (loop bodies times their trip counts)\n");
+  fmt::print("  bytes sent:        {}\n", BytesSentByKind(dynamic));
+  fmt::print("  dot FLOPs:         {:.3f} GFLOP ({} dots run)\n",
+             static_cast<double>(dynamic.dot_flops) / 1e9, dynamic.dot_count);
+  fmt::print("  peak live bytes:   {} (text order, buffers freed after their last use)\n",
+             HumanBytes(peak_live_bytes));
+  if (dynamic.unknown_trip_count_loops > 0) {
+    fmt::print("  note: {} while loop(s) with an unknown trip count counted once per run\n",
+               dynamic.unknown_trip_count_loops);
+  }
 }
 
 void PrintStats(const std::string& path, const ir::Module& module,
@@ -38,6 +65,7 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);
+  PrintDynamicStats(stats.dynamic, analysis::PeakLiveBytes(module));
 }
 
 }  // namespace
@@ -45,7 +73,9 @@ void PrintStats(const std::string& path, const ir::Module& module,
 void AddStatsCommand(CLI::App& app) {
   auto input = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
-      "stats", "Print op counts, bytes moved per collective kind and dot FLOPs of a module");
+      "stats",
+      "Print op counts, bytes moved per collective kind and dot FLOPs of a module, statically "
+      "and over one run (loop bodies times their trip counts), and its peak live bytes");
   command->add_option("MODULE", *input, "HLO text file")->required();
   command->callback([input] {
     ir::VerifyReport report;

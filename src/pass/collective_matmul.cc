@@ -1,0 +1,892 @@
+#include "pass/collective_matmul.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <variant>
+
+#include "ir/builder.h"
+#include "ir/verifier.h"
+#include "pass/ring/dimension_trace.h"
+#include "pass/ring/dot_geometry.h"
+#include "pass/ring/ring_group.h"
+#include "pass/ring/ring_steps.h"
+
+namespace loom::pass {
+
+namespace {
+
+using ir::Builder;
+using ir::Instruction;
+using ir::Opcode;
+
+// ---------------------------------------------------------------------------
+// Matching
+
+// all-gather [-> traceable ops] -> operand `operand` of a dot.
+struct GatherMatch {
+  Instruction* gather = nullptr;
+  std::vector<Instruction*> chain;  // the gather's user first, the dot's operand last
+  std::vector<int64_t> chain_dims;  // the gathered dimension in each chain result
+  Instruction* dot = nullptr;
+  int64_t operand = 0;      // 0: lhs, 1: rhs
+  int64_t operand_dim = 0;  // the gathered dimension of the dot's operand
+  OperandDim dim;
+  bool other_users = false;  // the gather or a chain value has other users
+  RingGroup ring;
+};
+
+// dot [-> traceable ops] -> reduce-scatter or all-reduce.
+struct ScatterMatch {
+  Instruction* dot = nullptr;
+  std::vector<Instruction*> chain;  // the dot's user first, the collective's operand last
+  std::vector<int64_t> chain_dims;  // the scattered dimension in each chain result
+  Instruction* collective = nullptr;
+  int64_t output_dim = 0;      // of the dot
+  int64_t collective_dim = 0;  // of the collective's operand
+  OutputDim dim;
+  Opcode combine = Opcode::kAdd;  // the reduction, as an elementwise op
+  RingGroup ring;
+};
+
+// A collective next to a dot, matched or declined.
+template <typename Match>
+struct Found {
+  Instruction* collective = nullptr;
+  Expected<Match> match;
+};
+
+bool UsedOnlyBy(const Instruction& value, const Instruction& user) {
+  const ir::Computation& computation = *value.parent();
+  if (computation.root() == &value) return false;
+  const auto users = computation.Users(&value);
+  return users.size() == 1 && users.front() == &user &&
+         std::count(user.operands().begin(), user.operands().end(), &value) == 1;
+}
+
+bool HasControlDependencies(const Instruction& instruction) {
+  if (!instruction.attrs().control_predecessors.empty()) return true;
+  for (const auto& other : instruction.parent()->instructions()) {
+    const auto& predecessors = other->attrs().control_predecessors;
+    if (std::find(predecessors.begin(), predecessors.end(), &instruction) != predecessors.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsPlainArray(const ir::Shape& shape) {
+  return shape.IsArray() &&
+         std::none_of(shape.dynamic().begin(), shape.dynamic().end(), [](bool d) { return d; });
+}
+
+// The op an async-start wraps (its called computation's root), if any.
+std::optional<Opcode> WrappedOpcode(const Instruction& async_start) {
+  const ir::Computation* wrapped = async_start.called("calls");
+  if (wrapped == nullptr || wrapped->root() == nullptr) return std::nullopt;
+  return wrapped->root()->opcode();
+}
+
+bool IsAsyncGather(const Instruction& async_done) {
+  const Instruction* start = async_done.operand_count() == 1 ? async_done.operand(0) : nullptr;
+  return start != nullptr && start->opcode() == Opcode::kAsyncStart &&
+         WrappedOpcode(*start) == Opcode::kAllGather;
+}
+
+bool IsAsyncReduction(const Instruction& async_start) {
+  const auto wrapped = WrappedOpcode(async_start);
+  return wrapped == Opcode::kAllReduce || wrapped == Opcode::kReduceScatter;
+}
+
+std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
+                                              const ir::DeviceGrid& grid) {
+  std::vector<Instruction*> chain;
+  Instruction* value = dot.operand(operand);
+  while (IsTraceableOp(*value)) {
+    chain.insert(chain.begin(), value);
+    value = value->operand(0);
+  }
+  if (value->opcode() == Opcode::kAllGatherDone || value->opcode() == Opcode::kAsyncDone) {
+    if (value->opcode() == Opcode::kAsyncDone && !IsAsyncGather(*value)) return std::nullopt;
+    return Found<GatherMatch>{value, Error{"the all-gather is already asynchronous (start/done); "
+                                           "run collective-matmul before async-collectives"}};
+  }
+  if (value->opcode() != Opcode::kAllGather) return std::nullopt;
+  Found<GatherMatch> found{value, Error{}};
+  const auto decline = [&](std::string reason) {
+    found.match = Error{std::move(reason)};
+    return found;
+  };
+  Instruction& gather = *value;
+  if (gather.operand_count() != 1 || !IsPlainArray(gather.shape()) || !gather.attrs().dimensions ||
+      gather.attrs().dimensions->size() != 1) {
+    return decline("the all-gather is not a single array gathered along one dimension");
+  }
+  Expected<RingGroup> ring = RingGroup::Of(gather, grid);
+  if (!ring.ok()) return decline(ring.error().message);
+  GatherMatch match{&gather, chain, {}, &dot, operand, 0, {}, false, *ring};
+  int64_t dim = gather.attrs().dimensions->front();
+  const Instruction* previous = &gather;
+  for (Instruction* op : chain) {
+    match.other_users |= !UsedOnlyBy(*previous, *op);
+    std::optional<int64_t> traced = TraceDimension(*op, dim, ring->size());
+    if (!traced) {
+      return decline(fmt::format("the gathered dimension cannot be traced through %{} ({})",
+                                 op->name(), ir::OpcodeName(op->opcode())));
+    }
+    dim = *traced;
+    match.chain_dims.push_back(dim);
+    previous = op;
+  }
+  match.other_users |= !UsedOnlyBy(*previous, dot);
+  if (HasControlDependencies(gather) || HasControlDependencies(dot)) {
+    return decline("the all-gather or the dot has control dependencies");
+  }
+  match.operand_dim = dim;
+  match.dim = ClassifyOperandDim(dot, operand, dim);
+  found.match = std::move(match);
+  return found;
+}
+
+// The elementwise op a reduction computation applies, when it is one binary
+// op of its two parameters.
+std::optional<Opcode> ReductionOp(const Instruction& collective) {
+  const ir::Computation* reducer = collective.called("to_apply");
+  if (reducer == nullptr || reducer->root() == nullptr) return std::nullopt;
+  const Instruction& root = *reducer->root();
+  const auto params = reducer->parameters();
+  if (params.size() != 2 || root.operand_count() != 2) return std::nullopt;
+  const bool uses_both = (root.operand(0) == params[0] && root.operand(1) == params[1]) ||
+                         (root.operand(0) == params[1] && root.operand(1) == params[0]);
+  if (!uses_both) return std::nullopt;
+  switch (root.opcode()) {
+    case Opcode::kAdd:
+    case Opcode::kMultiply:
+    case Opcode::kMaximum:
+    case Opcode::kMinimum:
+    case Opcode::kAnd:
+    case Opcode::kOr:
+      return root.opcode();
+    default:
+      return std::nullopt;
+  }
+}
+
+int64_t ProductBefore(const std::vector<int64_t>& dims, int64_t end) {
+  int64_t product = 1;
+  for (int64_t d = 0; d < end; ++d) product *= dims[static_cast<size_t>(d)];
+  return product;
+}
+
+bool IsScatterChainOp(const Instruction& op) {
+  return IsTraceableOp(op) && op.opcode() != Opcode::kTranspose;
+}
+
+// Traces dot output dimension `output_dim` down the chain; the dimension of
+// the collective's operand it becomes, or nullopt.
+std::optional<int64_t> TraceDown(const ScatterMatch& match, int64_t output_dim,
+                                 std::vector<int64_t>& chain_dims) {
+  const int64_t n = match.ring.size();
+  if (match.dot->shape().dim(output_dim) % n != 0) return std::nullopt;
+  chain_dims.clear();
+  int64_t dim = output_dim;
+  for (Instruction* op : match.chain) {
+    std::optional<int64_t> traced = TraceDimension(*op, dim, n);
+    if (!traced) return std::nullopt;
+    dim = *traced;
+    chain_dims.push_back(dim);
+  }
+  return dim;
+}
+
+std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::DeviceGrid& grid) {
+  std::vector<Instruction*> chain;
+  Instruction* value = &dot;
+  const ir::Computation& computation = *dot.parent();
+  Instruction* collective = nullptr;
+  while (collective == nullptr) {
+    const auto users = computation.Users(value);
+    if (users.size() != 1 || computation.root() == value) return std::nullopt;
+    Instruction* user = users.front();
+    if (user->opcode() == Opcode::kAllReduceStart ||
+        (user->opcode() == Opcode::kAsyncStart && IsAsyncReduction(*user))) {
+      return Found<ScatterMatch>{user, Error{"the collective is already asynchronous "
+                                             "(start/done); run collective-matmul before "
+                                             "async-collectives"}};
+    }
+    if (user->opcode() == Opcode::kReduceScatter || user->opcode() == Opcode::kAllReduce) {
+      collective = user;
+    } else if (IsScatterChainOp(*user)) {
+      chain.push_back(user);
+      value = user;
+    } else {
+      return std::nullopt;
+    }
+  }
+  Found<ScatterMatch> found{collective, Error{}};
+  const auto decline = [&](std::string reason) {
+    found.match = Error{std::move(reason)};
+    return found;
+  };
+  const bool all_reduce = collective->opcode() == Opcode::kAllReduce;
+  if (collective->operand_count() != 1 || !IsPlainArray(collective->shape()) ||
+      !IsPlainArray(dot.shape())) {
+    return decline("the collective is not over a single array");
+  }
+  if (!all_reduce && collective->attrs().dimensions->size() != 1) {
+    return decline("the reduce-scatter does not scatter exactly one dimension");
+  }
+  std::optional<Opcode> combine = ReductionOp(*collective);
+  if (!combine) return decline("its reduction is not a single elementwise binary op");
+  Expected<RingGroup> ring = RingGroup::Of(*collective, grid);
+  if (!ring.ok()) return decline(ring.error().message);
+  if (HasControlDependencies(*collective) || HasControlDependencies(dot)) {
+    return decline("the dot or the collective has control dependencies");
+  }
+  ScatterMatch match{&dot, chain, {}, collective, 0, 0, {}, *combine, *ring};
+  const ir::Shape& reduced = collective->operand(0)->shape();
+  std::optional<std::pair<int64_t, int64_t>> chosen;  // (dot dimension, collective dimension)
+  for (int64_t d = 0; d < dot.shape().rank(); ++d) {
+    std::vector<int64_t> dims;
+    std::optional<int64_t> traced = TraceDown(match, d, dims);
+    if (!traced) continue;
+    if (!all_reduce) {
+      if (*traced != collective->attrs().dimensions->front()) continue;
+      chosen = {d, *traced};
+      break;
+    }
+    // An all-reduce may be split along any dimension the group size divides.
+    // Prefer one whose blocks are contiguous in memory: they are then the
+    // chunks the executor's all-reduce folds (exec/collectives.h), so the
+    // split is bitwise exact.
+    if (!chosen) chosen = {d, *traced};
+    if (ProductBefore(reduced.dims(), *traced) == 1) {
+      chosen = {d, *traced};
+      break;
+    }
+  }
+  if (chosen) {
+    match.output_dim = chosen->first;
+    match.collective_dim = chosen->second;
+    TraceDown(match, match.output_dim, match.chain_dims);
+    match.dim = ClassifyOutputDim(dot, match.output_dim);
+    found.match = std::move(match);
+    return found;
+  }
+  return decline(all_reduce
+                     ? fmt::format("no output dimension of the dot is divisible by the group "
+                                   "size {} and traceable to the all-reduce",
+                                   ring->size())
+                     : "the scattered dimension cannot be traced back to an output dimension "
+                       "of the dot");
+}
+
+// ---------------------------------------------------------------------------
+// Emission helpers
+
+// The value of an s32[] constant (unrolled steps are constants, so their
+// index arithmetic folds away and the printed ring stays readable).
+std::optional<int64_t> ConstantS32(const Instruction* value) {
+  if (value->opcode() != Opcode::kConstant || value->shape().type() != ir::PrimitiveType::kS32 ||
+      value->shape().rank() != 0) {
+    return std::nullopt;
+  }
+  return std::stoll(value->literal());
+}
+
+// lhs + rhs (or lhs - rhs), folded when both are constants.
+Expected<Instruction*> AddS32(Builder& builder, Instruction* lhs, Instruction* rhs,
+                              bool subtract = false) {
+  const auto a = ConstantS32(lhs);
+  const auto b = ConstantS32(rhs);
+  if (a && b) return builder.S32(subtract ? *a - *b : *a + *b);
+  if (b == 0) return lhs;
+  return builder.Binary(subtract ? Opcode::kSubtract : Opcode::kAdd, lhs, rhs);
+}
+
+// (position + step) mod n, for a non-negative step and n > 0.
+Expected<Instruction*> Block(Builder& builder, Instruction* position, Instruction* step,
+                             int64_t n) {
+  if (const auto s = ConstantS32(step); s && *s % n == 0) return position;
+  LOOM_ASSIGN_OR_RETURN(Instruction * sum, AddS32(builder, position, step));
+  return builder.Binary(Opcode::kRemainder, sum, builder.S32(n));
+}
+
+Expected<Instruction*> BlockAt(Builder& builder, Instruction* position, int64_t offset,
+                               Instruction* step, int64_t n) {
+  LOOM_ASSIGN_OR_RETURN(Instruction * shifted, AddS32(builder, step, builder.S32(offset)));
+  return Block(builder, position, shifted, n);
+}
+
+// n - step, for a step counting down the other way round the ring.
+Expected<Instruction*> Backwards(Builder& builder, Instruction* step, int64_t n) {
+  return AddS32(builder, builder.S32(n), step, /*subtract=*/true);
+}
+
+// Start indices selecting block `block` (of size `size`) along `dim`.
+Expected<std::vector<Instruction*>> BlockStarts(Builder& builder, int64_t rank, int64_t dim,
+                                                Instruction* block, int64_t size) {
+  std::vector<Instruction*> starts;
+  LOOM_ASSIGN_OR_RETURN(Instruction * offset,
+                        builder.Binary(Opcode::kMultiply, block, builder.S32(size)));
+  for (int64_t d = 0; d < rank; ++d) starts.push_back(d == dim ? offset : builder.S32(0));
+  return starts;
+}
+
+Expected<Instruction*> SliceBlock(Builder& builder, Instruction* value, int64_t dim,
+                                  Instruction* block, int64_t blocks) {
+  std::vector<int64_t> sizes = value->shape().dims();
+  const int64_t size = sizes[static_cast<size_t>(dim)] / blocks;
+  sizes[static_cast<size_t>(dim)] = size;
+  LOOM_ASSIGN_OR_RETURN(auto starts, BlockStarts(builder, value->shape().rank(), dim, block, size));
+  return builder.DynamicSlice(value, starts, std::move(sizes));
+}
+
+// A dot like `prototype` (dimensions, precision, ...) on new operands.
+Expected<Instruction*> PartialDot(Builder& builder, const Instruction& prototype, Instruction* lhs,
+                                  Instruction* rhs, ir::PrimitiveType type) {
+  LOOM_ASSIGN_OR_RETURN(Instruction * dot, builder.Dot(lhs, rhs, *prototype.attrs().dot, type));
+  for (const auto& raw : prototype.attrs().raw) {
+    if (raw.key != "sharding") dot->mutable_attrs().raw.push_back(raw);
+  }
+  return dot;
+}
+
+bool IsNarrowFloat(ir::PrimitiveType type) {
+  return ir::IsFloatingPoint(type) && ir::PrimitiveTypeBits(type) < 32;
+}
+
+// Removes what the rewrite left without users, from `last` back along its
+// operand chain, stopping at the first value still in use.
+void RemoveDeadChain(ir::Computation& computation, Instruction* last) {
+  while (last != nullptr && computation.Users(last).empty() && computation.root() != last) {
+    Instruction* next = last->operand_count() == 1 ? last->operand(0) : nullptr;
+    const bool removable = last->opcode() != Opcode::kParameter;
+    if (!removable) return;
+    computation.RemoveInstruction(last);
+    last = next;
+  }
+}
+
+std::string_view DirectionName(RingDirection direction) {
+  return direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional";
+}
+
+std::string_view FormName(RingForm form) { return form == RingForm::kLoop ? "loop" : "unrolled"; }
+
+// ---------------------------------------------------------------------------
+// all-gather -> dot
+
+class GatherRing {
+ public:
+  GatherRing(const GatherMatch& match, ir::NameTable& names)
+      : m_(match), n_(match.ring.size()), names_(names) {}
+
+  Status Emit(RingDirection direction, RingForm form) {
+    ir::Computation& computation = *m_.dot->parent();
+    Builder builder(computation, names_, m_.dot);
+    RingValues values;
+    LOOM_ASSIGN_OR_RETURN(values.position, m_.ring.EmitPosition(builder));
+    values.invariants = {m_.dot->operand(1 - m_.operand)};
+    const ir::PrimitiveType type = ResultType();
+    LOOM_ASSIGN_OR_RETURN(Instruction * result,
+                          builder.Zeros(ir::Shape(type, m_.dot->shape().dims())));
+    Instruction* shard = m_.gather->operand(0);
+    if (direction == RingDirection::kBidirectional && n_ >= 3) {
+      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, shard, result, values));
+    } else {
+      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, shard, result, values));
+    }
+    Instruction* out = values.state.back();
+    if (out->shape().type() != m_.dot->shape().type()) {
+      LOOM_ASSIGN_OR_RETURN(out, builder.Convert(out, m_.dot->shape().type()));
+    }
+    builder.RemoveUnusedConstants();
+    computation.ReplaceAllUsesWith(m_.dot, out);
+    computation.RemoveInstruction(m_.dot);
+    RemoveDeadChain(computation, m_.chain.empty() ? m_.gather : m_.chain.back());
+    return Status{};
+  }
+
+ private:
+  // Contracting windows sum N partial products: in f32 when the dot's
+  // result is a narrower float, as the dot itself accumulates.
+  ir::PrimitiveType ResultType() const {
+    const ir::PrimitiveType type = m_.dot->shape().type();
+    if (m_.dim.dim_class == DimClass::kContracting && IsNarrowFloat(type)) {
+      return ir::PrimitiveType::kF32;
+    }
+    return type;
+  }
+
+  // Multiplies `window` (shard `block` of the gathered operand) and merges
+  // the partial product into `result`.
+  Expected<Instruction*> Multiply(Builder& builder, Instruction* window, Instruction* block,
+                                  Instruction* other, Instruction* result) const {
+    for (size_t k = 0; k < m_.chain.size(); ++k) {
+      LOOM_ASSIGN_OR_RETURN(window,
+                            ReplayOnBlock(builder, *m_.chain[k], window, m_.chain_dims[k], n_));
+    }
+    const int64_t size = window->shape().dim(m_.operand_dim);
+    if (m_.dim.other_operand_dim) {
+      LOOM_ASSIGN_OR_RETURN(other,
+                            SliceBlock(builder, other, *m_.dim.other_operand_dim, block, n_));
+    }
+    Instruction* lhs = m_.operand == 0 ? window : other;
+    Instruction* rhs = m_.operand == 0 ? other : window;
+    LOOM_ASSIGN_OR_RETURN(Instruction * partial,
+                          PartialDot(builder, *m_.dot, lhs, rhs, result->shape().type()));
+    if (m_.dim.dim_class == DimClass::kContracting) {
+      return builder.Binary(Opcode::kAdd, result, partial);
+    }
+    LOOM_ASSIGN_OR_RETURN(
+        auto starts, BlockStarts(builder, result->shape().rank(), *m_.dim.output_dim, block, size));
+    return builder.DynamicUpdateSlice(result, partial, starts);
+  }
+
+  // Step i: multiply window (r+i) mod N, passing it to the predecessor
+  // first unless it is the last step. State: (window, result).
+  Status EmitUnidirectional(Builder& builder, RingForm form, Instruction* shard,
+                            Instruction* result, RingValues& values) const {
+    values.state = {shard, result};
+    const auto step = [this](bool send) {
+      return [this, send](Builder& b, Instruction* i, RingValues& v) -> Status {
+        Instruction* window = v.state[0];
+        if (send) {
+          LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, window, true));
+        }
+        LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, i, n_));
+        LOOM_ASSIGN_OR_RETURN(v.state[1], Multiply(b, window, block, v.invariants[0], v.state[1]));
+        return Status{};
+      };
+    };
+    LOOM_RETURN_IF_ERROR(EmitSteps(builder, form, "ag", 0, n_ - 1, step(true), values));
+    return EmitSteps(builder, RingForm::kUnrolled, "ag", n_ - 1, 1, step(false), values);
+  }
+
+  // Step 0 multiplies the own shard and sends it both ways; step j then
+  // multiplies shard r+j (clockwise, from the successor) and r-j (from the
+  // predecessor). N-1 shards: ceil((N-1)/2) clockwise, the rest the other
+  // way. State: (clockwise window, counter-clockwise window, result).
+  Status EmitBidirectional(Builder& builder, RingForm form, Instruction* shard, Instruction* result,
+                           RingValues& values) const {
+    const int64_t clockwise = n_ / 2;      // ceil((N-1)/2)
+    const int64_t counter = (n_ - 1) / 2;  // floor((N-1)/2)
+    values.state = {shard, shard, result};
+    const auto first = [this](Builder& b, Instruction* i, RingValues& v) -> Status {
+      Instruction* own = v.state[0];
+      LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, own, true));
+      LOOM_ASSIGN_OR_RETURN(v.state[1], m_.ring.EmitShift(b, own, false));
+      LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, i, n_));
+      LOOM_ASSIGN_OR_RETURN(v.state[2], Multiply(b, own, block, v.invariants[0], v.state[2]));
+      return Status{};
+    };
+    const auto step = [this](bool send_cw, bool cw, bool send_ccw, bool ccw) {
+      return [=, this](Builder& b, Instruction* j, RingValues& v) -> Status {
+        Instruction* cw_window = v.state[0];
+        Instruction* ccw_window = v.state[1];
+        if (send_cw) {
+          LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, cw_window, true));
+        }
+        if (send_ccw) {
+          LOOM_ASSIGN_OR_RETURN(v.state[1], m_.ring.EmitShift(b, ccw_window, false));
+        }
+        if (cw) {
+          LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, j, n_));
+          LOOM_ASSIGN_OR_RETURN(v.state[2],
+                                Multiply(b, cw_window, block, v.invariants[0], v.state[2]));
+        }
+        if (ccw) {
+          LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_));
+          LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, back, n_));
+          LOOM_ASSIGN_OR_RETURN(v.state[2],
+                                Multiply(b, ccw_window, block, v.invariants[0], v.state[2]));
+        }
+        return Status{};
+      };
+    };
+    LOOM_RETURN_IF_ERROR(EmitSteps(builder, RingForm::kUnrolled, "ag", 0, 1, first, values));
+    // Steps 1 .. counter-1 send and multiply both ways: the loop.
+    const int64_t middle = std::max<int64_t>(counter - 1, 0);
+    LOOM_RETURN_IF_ERROR(
+        EmitSteps(builder, form, "ag", 1, middle, step(true, true, true, true), values));
+    for (int64_t j = std::max<int64_t>(counter, 1); j <= clockwise; ++j) {
+      LOOM_RETURN_IF_ERROR(EmitSteps(builder, RingForm::kUnrolled, "ag", j, 1,
+                                     step(j < clockwise, true, j < counter, j <= counter), values));
+    }
+    return Status{};
+  }
+
+  const GatherMatch& m_;
+  const int64_t n_;
+  ir::NameTable& names_;
+};
+
+// ---------------------------------------------------------------------------
+// dot -> reduce-scatter / all-reduce
+
+class ScatterRing {
+ public:
+  ScatterRing(const ScatterMatch& match, ir::NameTable& names)
+      : m_(match), n_(match.ring.size()), names_(names) {}
+
+  Status Emit(RingDirection direction, RingForm form) {
+    ir::Computation& computation = *m_.collective->parent();
+    Builder builder(computation, names_, m_.collective);
+    RingValues values;
+    LOOM_ASSIGN_OR_RETURN(values.position, m_.ring.EmitPosition(builder));
+    values.invariants = {m_.dot->operand(0), m_.dot->operand(1)};
+    if (direction == RingDirection::kBidirectional && n_ >= 3) {
+      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, values));
+    } else {
+      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, values));
+    }
+    Instruction* out = values.state.back();
+    if (m_.collective->opcode() == Opcode::kAllReduce) {
+      LOOM_ASSIGN_OR_RETURN(out, GatherBack(builder, out));
+    }
+    builder.RemoveUnusedConstants();
+    computation.ReplaceAllUsesWith(m_.collective, out);
+    computation.RemoveInstruction(m_.collective);
+    RemoveDeadChain(computation, m_.chain.empty() ? m_.dot : m_.chain.back());
+    return Status{};
+  }
+
+ private:
+  // Block `block` of this device's contribution: the dot of the operand
+  // slices that produce that block of the output, then the chain.
+  Expected<Instruction*> Contribution(Builder& builder, const RingValues& values,
+                                      Instruction* block) const {
+    Instruction* lhs = values.invariants[0];
+    Instruction* rhs = values.invariants[1];
+    if (m_.dim.lhs_dim >= 0) {
+      LOOM_ASSIGN_OR_RETURN(lhs, SliceBlock(builder, lhs, m_.dim.lhs_dim, block, n_));
+    }
+    if (m_.dim.rhs_dim >= 0) {
+      LOOM_ASSIGN_OR_RETURN(rhs, SliceBlock(builder, rhs, m_.dim.rhs_dim, block, n_));
+    }
+    LOOM_ASSIGN_OR_RETURN(Instruction * partial,
+                          PartialDot(builder, *m_.dot, lhs, rhs, m_.dot->shape().type()));
+    for (size_t k = 0; k < m_.chain.size(); ++k) {
+      LOOM_ASSIGN_OR_RETURN(partial,
+                            ReplayOnBlock(builder, *m_.chain[k], partial, m_.chain_dims[k], n_));
+    }
+    return partial;
+  }
+
+  // One stream's step: contribute block `block`, combined with the partial
+  // sum received (state[slot]) unless this is the stream's first step, and
+  // send the sum on.
+  Status StreamStep(Builder& b, RingValues& v, size_t slot, Instruction* block, bool first,
+                    bool to_predecessor) const {
+    LOOM_ASSIGN_OR_RETURN(Instruction * sum, Contribution(b, v, block));
+    if (!first) {
+      LOOM_ASSIGN_OR_RETURN(sum, b.Binary(m_.combine, v.state[slot], sum));
+    }
+    LOOM_ASSIGN_OR_RETURN(v.state[slot], m_.ring.EmitShift(b, sum, to_predecessor));
+    return Status{};
+  }
+
+  // The device's own block plus what arrived: the result.
+  Status Finish(Builder& b, RingValues& v) const {
+    LOOM_ASSIGN_OR_RETURN(Instruction * out, Contribution(b, v, v.position));
+    for (Instruction* received : v.state) {
+      LOOM_ASSIGN_OR_RETURN(out, b.Binary(m_.combine, received, out));
+    }
+    v.state = {out};
+    return Status{};
+  }
+
+  // Step i contributes block (r-1-i) mod N and passes the sum to the
+  // successor; after N-1 steps block r arrives home, summed in the order
+  // r+1, r+2, ..., r: the ring order of the executor's reduce-scatter, so
+  // the two agree bitwise when the partial products do. State: (received).
+  Status EmitUnidirectional(Builder& builder, RingForm form, RingValues& values) const {
+    values.state = {nullptr};
+    const auto step = [this](bool first) {
+      return [this, first](Builder& b, Instruction* i, RingValues& v) -> Status {
+        LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, i, n_ - 1));
+        LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, back, n_));
+        return StreamStep(b, v, 0, block, first, false);
+      };
+    };
+    LOOM_RETURN_IF_ERROR(EmitSteps(builder, RingForm::kUnrolled, "rs", 0, 1, step(true), values));
+    LOOM_RETURN_IF_ERROR(EmitSteps(builder, form, "rs", 1, n_ - 2, step(false), values));
+    return Finish(builder, values);
+  }
+
+  // Two streams: the one sent to predecessors collects block q from devices
+  // q+a .. q+1, the other from q-b .. q-1 (a = ceil((N-1)/2), b the rest);
+  // block r is then the own contribution plus both. Round j contributes
+  // block r-a+j to the first stream and r+b-j to the second.
+  // State: (received from successor, received from predecessor).
+  Status EmitBidirectional(Builder& builder, RingForm form, RingValues& values) const {
+    const int64_t a = n_ / 2;
+    const int64_t b_count = (n_ - 1) / 2;
+    values.state = {nullptr, nullptr};
+    const auto round = [this, a, b_count](bool first, bool second_stream) {
+      return [=, this](Builder& b, Instruction* j, RingValues& v) -> Status {
+        LOOM_ASSIGN_OR_RETURN(Instruction * p_block, BlockAt(b, v.position, n_ - a, j, n_));
+        LOOM_RETURN_IF_ERROR(StreamStep(b, v, 0, p_block, first, true));
+        if (second_stream) {
+          LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_ + b_count));
+          LOOM_ASSIGN_OR_RETURN(Instruction * s_block, Block(b, v.position, back, n_));
+          LOOM_RETURN_IF_ERROR(StreamStep(b, v, 1, s_block, first, false));
+        }
+        return Status{};
+      };
+    };
+    LOOM_RETURN_IF_ERROR(
+        EmitSteps(builder, RingForm::kUnrolled, "rs", 0, 1, round(true, true), values));
+    // Rounds 1 .. b-1 feed both streams: the loop.
+    const int64_t middle = std::max<int64_t>(b_count - 1, 0);
+    LOOM_RETURN_IF_ERROR(EmitSteps(builder, form, "rs", 1, middle, round(false, true), values));
+    for (int64_t j = std::max<int64_t>(b_count, 1); j < a; ++j) {
+      LOOM_RETURN_IF_ERROR(
+          EmitSteps(builder, RingForm::kUnrolled, "rs", j, 1, round(false, false), values));
+    }
+    return Finish(builder, values);
+  }
+
+  // The all-reduce's second half: gather the reduced blocks back.
+  Expected<Instruction*> GatherBack(Builder& builder, Instruction* block) const {
+    const Instruction& all_reduce = *m_.collective;
+    auto gather = std::make_unique<Instruction>(
+        all_reduce.name() + ".gather", Opcode::kAllGather,
+        ir::Shape(all_reduce.shape().type(), all_reduce.shape().dims()));
+    gather->AppendOperand(block);
+    ir::Attributes& attrs = gather->mutable_attrs();
+    attrs.dimensions = std::vector<int64_t>{m_.collective_dim};
+    attrs.replica_groups = all_reduce.attrs().replica_groups;
+    attrs.use_global_device_ids = all_reduce.attrs().use_global_device_ids;
+    if (all_reduce.attrs().channel_id) attrs.channel_id = names_.NextChannelId();
+    return builder.Insert(std::move(gather));
+  }
+
+  const ScatterMatch& m_;
+  const int64_t n_;
+  ir::NameTable& names_;
+};
+
+// ---------------------------------------------------------------------------
+// Driver
+
+using AnyMatch = std::variant<GatherMatch, ScatterMatch>;
+
+struct Pending {
+  Candidate candidate;
+  AnyMatch match;
+  GateVerdict verdict;
+};
+
+std::string DescribeGather(const GatherMatch& m) {
+  return fmt::format("all-gather -> dot ({} {} dimension {}, N={})", m.operand == 0 ? "lhs" : "rhs",
+                     DimClassName(m.dim.dim_class), m.operand_dim, m.ring.size());
+}
+
+std::string DescribeScatter(const ScatterMatch& m) {
+  const bool all_reduce = m.collective->opcode() == Opcode::kAllReduce;
+  return fmt::format("dot -> {} (output dimension {}, {}, N={})",
+                     all_reduce ? "all-reduce" : "reduce-scatter", m.output_dim,
+                     m.dim.dim_class == DimClass::kBatch ? "batch"
+                     : m.dim.operand == 0                ? "lhs free"
+                                                         : "rhs free",
+                     m.ring.size());
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (1 << 20)) return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
+  if (bytes >= (1 << 10)) return fmt::format("{:.2f} KiB", bytes / double(1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+Candidate DescribeCandidate(const AnyMatch& any) {
+  Candidate c;
+  if (const auto* g = std::get_if<GatherMatch>(&any)) {
+    c.kind = CandidateKind::kAllGather;
+    c.collective = g->gather->name();
+    c.dot = g->dot->name();
+    c.computation = g->dot->parent()->name();
+    c.group_size = g->ring.size();
+    c.collective_bytes = g->gather->shape().ByteSize();
+    c.dot_flops = DotFlops(*g->dot);
+    c.dimension_class = DimClassName(g->dim.dim_class);
+  } else {
+    const auto& s = std::get<ScatterMatch>(any);
+    c.kind = s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
+                                                          : CandidateKind::kReduceScatter;
+    c.collective = s.collective->name();
+    c.dot = s.dot->name();
+    c.computation = s.dot->parent()->name();
+    c.group_size = s.ring.size();
+    c.collective_bytes = s.collective->operand(0)->shape().ByteSize();
+    c.dot_flops = DotFlops(*s.dot);
+    c.dimension_class = s.dim.dim_class == DimClass::kBatch ? "batch" : "free";
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string_view CandidateKindName(CandidateKind kind) {
+  switch (kind) {
+    case CandidateKind::kAllGather:
+      return "all-gather";
+    case CandidateKind::kReduceScatter:
+      return "reduce-scatter";
+    case CandidateKind::kAllReduce:
+      return "all-reduce";
+  }
+  return "?";
+}
+
+std::string FormatDecision(const Decision& d) {
+  return fmt::format("{} %{} / %{} in {}: {}: {}", d.rewritten ? "rewritten" : "declined",
+                     d.collective, d.dot, d.computation, d.form, d.reason);
+}
+
+namespace {
+
+std::string RingSummary(const GateVerdict& verdict, int64_t group_size) {
+  const bool bidirectional = verdict.direction == RingDirection::kBidirectional && group_size >= 3;
+  return fmt::format(
+      "{} {} ring",
+      DirectionName(bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional),
+      FormName(verdict.form));
+}
+
+class Rewriter {
+ public:
+  Rewriter(ir::Module& module, const CollectiveMatmulOptions& options, const ir::DeviceGrid& grid,
+           std::vector<Decision>& decisions)
+      : options_(options), grid_(grid), names_(module), decisions_(decisions) {}
+
+  // Rewrites at most one candidate of `dot`; true when it did.
+  Expected<bool> VisitDot(Instruction& dot) {
+    std::vector<Pending> pending;
+    for (int64_t operand : {1, 0}) {  // XLA tries the rhs first
+      if (!options_.all_gather) break;
+      if (auto found = MatchGather(dot, operand, grid_)) Consider(dot, std::move(*found), pending);
+    }
+    if (options_.reduce_scatter || options_.all_reduce) {
+      if (auto found = MatchScatter(dot, grid_)) {
+        const bool all_reduce = found->collective->opcode() == Opcode::kAllReduce;
+        if (all_reduce ? options_.all_reduce : options_.reduce_scatter) {
+          Consider(dot, std::move(*found), pending);
+        }
+      }
+    }
+    if (pending.empty()) return false;
+    auto best = std::max_element(pending.begin(), pending.end(), [](const auto& a, const auto& b) {
+      return a.verdict.benefit < b.verdict.benefit;
+    });
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (it == best) continue;
+      Record(it->candidate, it->match, false,
+             fmt::format("%{} of the same dot is the better candidate ({})",
+                         best->candidate.collective, it->verdict.reason));
+    }
+    LOOM_RETURN_IF_ERROR(Apply(*best));
+    Record(best->candidate, best->match, true,
+           fmt::format("{}; {}", RingSummary(best->verdict, best->candidate.group_size),
+                       best->verdict.reason));
+    return true;
+  }
+
+ private:
+  template <typename Match>
+  void Consider(Instruction& dot, Found<Match> found, std::vector<Pending>& pending) {
+    if (!found.match.ok()) {
+      decisions_.push_back({dot.parent()->name(), found.collective->name(), dot.name(),
+                            std::string(ir::OpcodeName(found.collective->opcode())) + " / dot",
+                            false, found.match.error().message});
+      return;
+    }
+    AnyMatch match = std::move(*found.match);
+    if (const auto* g = std::get_if<GatherMatch>(&match);
+        g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
+      Record(DescribeCandidate(match), match, false,
+             "the gathered value has other users (keep_gather_for_other_users=false)");
+      return;
+    }
+    Candidate candidate = DescribeCandidate(match);
+    GateVerdict verdict = Judge(candidate);
+    if (!verdict.rewrite) {
+      Record(candidate, match, false, verdict.reason);
+      return;
+    }
+    pending.push_back({std::move(candidate), std::move(match), std::move(verdict)});
+  }
+
+  GateVerdict Judge(const Candidate& candidate) const {
+    if (options_.gate) return options_.gate(candidate);
+    GateVerdict verdict;
+    verdict.direction = options_.direction;
+    verdict.form = options_.form;
+    verdict.benefit = static_cast<double>(candidate.collective_bytes);
+    if (candidate.collective_bytes < options_.min_bytes) {
+      verdict.reason =
+          fmt::format("{} is below min_bytes ({})", FormatBytes(candidate.collective_bytes),
+                      FormatBytes(options_.min_bytes));
+      return verdict;
+    }
+    verdict.rewrite = true;
+    verdict.reason =
+        fmt::format("a {} collective; no cost model given, size threshold {}",
+                    FormatBytes(candidate.collective_bytes), FormatBytes(options_.min_bytes));
+    return verdict;
+  }
+
+  Status Apply(const Pending& p) {
+    if (const auto* g = std::get_if<GatherMatch>(&p.match)) {
+      return GatherRing(*g, names_).Emit(p.verdict.direction, p.verdict.form);
+    }
+    return ScatterRing(std::get<ScatterMatch>(p.match), names_)
+        .Emit(p.verdict.direction, p.verdict.form);
+  }
+
+  void Record(const Candidate& c, const AnyMatch& match, bool rewritten, std::string reason) {
+    std::string form = std::holds_alternative<GatherMatch>(match)
+                           ? DescribeGather(std::get<GatherMatch>(match))
+                           : DescribeScatter(std::get<ScatterMatch>(match));
+    decisions_.push_back(
+        {c.computation, c.collective, c.dot, std::move(form), rewritten, std::move(reason)});
+  }
+
+  const CollectiveMatmulOptions& options_;
+  const ir::DeviceGrid grid_;
+  ir::NameTable names_;
+  std::vector<Decision>& decisions_;
+};
+
+}  // namespace
+
+std::vector<std::string> CollectiveMatmul::Explain() const {
+  std::vector<std::string> lines;
+  for (const Decision& decision : decisions_) lines.push_back(FormatDecision(decision));
+  return lines;
+}
+
+Expected<bool> CollectiveMatmul::Run(ir::Module& module) {
+  decisions_.clear();
+  LOOM_ASSIGN_OR_RETURN(ir::VerifyReport report, ir::VerifyModule(module));
+  const ir::DeviceGrid grid{report.replica_count, report.partition_count};
+  Rewriter rewriter(module, options_, grid, decisions_);
+  bool changed = false;
+  std::vector<ir::Computation*> computations;
+  for (const auto& computation : module.computations()) computations.push_back(computation.get());
+  for (ir::Computation* computation : computations) {
+    std::vector<Instruction*> dots;
+    for (const auto& instruction : computation->instructions()) {
+      if (instruction->opcode() == Opcode::kDot) dots.push_back(instruction.get());
+    }
+    for (Instruction* dot : dots) {
+      LOOM_ASSIGN_OR_RETURN(bool rewritten, rewriter.VisitDot(*dot));
+      changed |= rewritten;
+    }
+  }
+  return changed;
+}
+
+}  // namespace loom::pass

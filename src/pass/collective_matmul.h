@@ -1,0 +1,146 @@
+// collective-matmul: decomposes a collective that feeds a matrix product, or
+// is fed by one, into a ring of collective-permutes interleaved with partial
+// products, so that a device multiplies one shard while the next is in
+// flight (Wang et al., ASPLOS 2023; ../shared/BRIEF.md section 2).
+//
+// all-gather -> dot (the operand travels). Before, on 4 devices:
+//
+//   %x.full = f32[256,128] all-gather(f32[64,128] %x), dimensions={0},
+//             replica_groups={{0,1,2,3}}, channel_id=1, use_global_device_ids=true
+//   %y = f32[256,96] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+//
+// after (unidirectional, unrolled; r is the device's position in its group):
+//
+//   %p0 = f32[64,96] dot(%x, %w)                          // block (r+0)%4
+//   %x1 = f32[64,128] collective-permute(%x), source_target_pairs={{1,0},{2,1},{3,2},{0,3}}
+//   %y0 = f32[256,96] dynamic-update-slice(%zeros, %p0, ((r+0)%4)*64, 0)
+//   %p1 = f32[64,96] dot(%x1, %w)                         // block (r+1)%4
+//   %x2 = ... collective-permute(%x1) ...
+//   ...
+//   %y  = f32[256,96] dynamic-update-slice(%y2, %p3, ((r+3)%4)*64, 0)
+//
+// The loop form puts the repeated steps in a while loop
+// (windowed_dot_general_body_ag / _rs, as XLA names them) whose state is
+// (step, r, loop invariants, windows, result). A gathered dimension that is
+// a batch dimension slices the other operand's batch dimension at the same
+// block; a contracting one slices its contracting dimension and sums the N
+// partial products (in f32 for narrower float types).
+//
+// dot -> reduce-scatter (the accumulator travels). Before:
+//
+//   %p = f32[256,96] dot(%a, %b), ...
+//   %out = f32[64,96] reduce-scatter(%p), dimensions={0}, to_apply=%add, ...
+//
+// after: at step i each device computes only block q = (r+i+1)%N of its
+// product (slicing the operand that supplies that output dimension), adds
+// it to the partial sum received from its ring successor and passes the sum
+// on; after N-1 transfers block r is home.
+//
+//   %c0 = f32[64,96] dot(dynamic-slice(%a, ((r+1)%4)*64, 0), %b)
+//   %s1 = f32[64,96] collective-permute(%c0), source_target_pairs={{1,0},...}
+//   %c1 = f32[64,96] dot(dynamic-slice(%a, ((r+2)%4)*64, 0), %b)
+//   %a1 = f32[64,96] add(%s1, %c1)
+//   ...
+//   %out = f32[64,96] add(%s3, %c3)                       // block r
+//
+// dot -> all-reduce becomes a reduce-scatter ring followed by an all-gather
+// of the result, which this pass then decomposes against the dot that
+// consumes it, when there is one.
+//
+// Bidirectional rings send half the windows (or partial sums) each way
+// round the ring, for any N >= 3: the critical path has ceil((N-1)/2)
+// transfers instead of N-1, each carrying one shard.
+//
+// The collective may reach the dot through reshape, bitcast, convert, copy
+// and transpose (and the dot reach the reduce-scatter through convert,
+// reshape, bitcast and copy) while the collective's dimension can be traced
+// through them; the chain is replayed on each shard.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pass/pass.h"
+
+namespace loom::pass {
+
+enum class RingDirection { kUnidirectional, kBidirectional };
+enum class RingForm { kLoop, kUnrolled };
+
+// What a candidate decomposes.
+enum class CandidateKind { kAllGather, kReduceScatter, kAllReduce };
+std::string_view CandidateKindName(CandidateKind kind);
+
+// One collective/dot pair the pass could rewrite, as the gate sees it.
+struct Candidate {
+  CandidateKind kind = CandidateKind::kAllGather;
+  std::string computation;
+  std::string collective;  // the all-gather, reduce-scatter or all-reduce
+  std::string dot;
+  int64_t group_size = 0;
+  // Bytes of the whole buffer the collective gathers or reduces (per device).
+  int64_t collective_bytes = 0;
+  int64_t dot_flops = 0;
+  // How the collective's dimension enters the dot: "free", "batch" or
+  // "contracting" (all-gather), or the output dimension's class.
+  std::string dimension_class;
+};
+
+// The gate's answer for one candidate: rewrite or not, with which ring, and
+// why, in words `loom opt --explain` prints.
+struct GateVerdict {
+  bool rewrite = false;
+  RingDirection direction = RingDirection::kUnidirectional;
+  RingForm form = RingForm::kLoop;
+  // Larger is better when one dot offers two candidates.
+  double benefit = 0;
+  std::string reason;
+};
+using Gate = std::function<GateVerdict(const Candidate&)>;
+
+struct CollectiveMatmulOptions {
+  bool all_gather = true;
+  bool reduce_scatter = true;
+  bool all_reduce = true;
+  RingDirection direction = RingDirection::kUnidirectional;
+  RingForm form = RingForm::kLoop;
+  // Collectives whose whole buffer is smaller than this are left alone (a
+  // stand-in for a cost model when no gate is given).
+  int64_t min_bytes = 1 << 20;
+  // An all-gather (or a value between it and the dot) with other users:
+  // when true the gather stays for them and the dot gets a ring anyway (the
+  // data then crosses the network twice); when false the pair is declined,
+  // as XLA does.
+  bool keep_gather_for_other_users = false;
+  // When set, decides each candidate instead of min_bytes, direction and form.
+  Gate gate;
+};
+
+// One decision, rewritten or declined, with its reason.
+struct Decision {
+  std::string computation;
+  std::string collective;
+  std::string dot;
+  std::string form;  // "all-gather -> dot, bidirectional loop, N=4", or what was matched
+  bool rewritten = false;
+  std::string reason;
+};
+std::string FormatDecision(const Decision& decision);
+
+class CollectiveMatmul : public Pass {
+ public:
+  explicit CollectiveMatmul(CollectiveMatmulOptions options = {}) : options_(std::move(options)) {}
+  std::string_view name() const override { return "collective-matmul"; }
+  Expected<bool> Run(ir::Module& module) override;
+
+  std::vector<std::string> Explain() const override;
+  const std::vector<Decision>& decisions() const { return decisions_; }
+
+ private:
+  CollectiveMatmulOptions options_;
+  std::vector<Decision> decisions_;
+};
+
+}  // namespace loom::pass

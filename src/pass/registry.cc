@@ -1,0 +1,149 @@
+#include "pass/registry.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+
+#include "pass/collective_matmul.h"
+
+namespace loom::pass {
+
+namespace {
+
+using PassOptions = std::map<std::string, std::string, std::less<>>;
+
+// Splits at commas that are not inside braces.
+std::vector<std::string_view> SplitTopLevel(std::string_view text) {
+  std::vector<std::string_view> parts;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || (text[i] == ',' && depth == 0)) {
+      parts.push_back(text.substr(start, i - start));
+      start = i + 1;
+    } else if (text[i] == '{') {
+      ++depth;
+    } else if (text[i] == '}') {
+      --depth;
+    }
+  }
+  return parts;
+}
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+Expected<PassOptions> ParseOptions(std::string_view pass, std::string_view body) {
+  PassOptions options;
+  if (Trim(body).empty()) return options;
+  for (std::string_view item : SplitTopLevel(body)) {
+    const size_t equals = item.find('=');
+    if (equals == std::string_view::npos) {
+      return Error{fmt::format("pass {}: option '{}' is not key=value", pass, Trim(item))};
+    }
+    options[std::string(Trim(item.substr(0, equals)))] = std::string(Trim(item.substr(equals + 1)));
+  }
+  return options;
+}
+
+Expected<int64_t> ParseBytes(std::string_view pass, std::string_view key, std::string_view text) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || value < 0) {
+    return Error{fmt::format("pass {}: {}={} is not a byte count", pass, key, text)};
+  }
+  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  if (suffix == "K" || suffix == "KiB") return value << 10;
+  if (suffix == "M" || suffix == "MiB") return value << 20;
+  if (suffix.empty()) return value;
+  return Error{fmt::format("pass {}: {}={} has an unknown unit", pass, key, text)};
+}
+
+Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& options) {
+  constexpr std::string_view kName = "collective-matmul";
+  CollectiveMatmulOptions config;
+  for (const auto& [key, value] : options) {
+    const auto bad = [&] {
+      return Error{
+          fmt::format("pass {}: {}={} is not one of the allowed values", kName, key, value)};
+    };
+    if (key == "direction") {
+      if (value != "unidirectional" && value != "bidirectional") return bad();
+      config.direction =
+          value == "bidirectional" ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
+    } else if (key == "form") {
+      if (value != "loop" && value != "unrolled") return bad();
+      config.form = value == "loop" ? RingForm::kLoop : RingForm::kUnrolled;
+    } else if (key == "min-bytes") {
+      LOOM_ASSIGN_OR_RETURN(config.min_bytes, ParseBytes(kName, key, value));
+    } else if (key == "other-users") {
+      if (value != "decline" && value != "keep") return bad();
+      config.keep_gather_for_other_users = value == "keep";
+    } else if (key == "forms") {
+      config.all_gather = config.reduce_scatter = config.all_reduce = false;
+      for (size_t start = 0; start <= value.size();) {
+        const size_t end = std::min(value.find('+', start), value.size());
+        const std::string_view form = std::string_view(value).substr(start, end - start);
+        if (form == "all-gather") {
+          config.all_gather = true;
+        } else if (form == "reduce-scatter") {
+          config.reduce_scatter = true;
+        } else if (form == "all-reduce") {
+          config.all_reduce = true;
+        } else {
+          return bad();
+        }
+        start = end + 1;
+      }
+    } else {
+      return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
+    }
+  }
+  return std::unique_ptr<Pass>(std::make_unique<CollectiveMatmul>(std::move(config)));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec) {
+  spec = Trim(spec);
+  std::string_view name = spec;
+  std::string_view body;
+  if (const size_t brace = spec.find('{'); brace != std::string_view::npos) {
+    if (spec.back() != '}')
+      return Error{fmt::format("pass '{}': options must end with '}}'", spec)};
+    name = Trim(spec.substr(0, brace));
+    body = spec.substr(brace + 1, spec.size() - brace - 2);
+  }
+  LOOM_ASSIGN_OR_RETURN(PassOptions options, ParseOptions(name, body));
+  if (name == "collective-matmul") return CreateCollectiveMatmul(options);
+  return Error{fmt::format("unknown pass '{}' (known: collective-matmul)", name)};
+}
+
+Expected<Pipeline> ParsePipeline(std::string_view spec) {
+  Pipeline pipeline;
+  for (std::string_view item : SplitTopLevel(spec)) {
+    if (Trim(item).empty()) return Error{fmt::format("empty pass name in '{}'", spec)};
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, CreatePass(item));
+    pipeline.Add(std::move(pass));
+  }
+  return pipeline;
+}
+
+std::vector<std::string> DescribePasses() {
+  return {
+      "collective-matmul{direction=unidirectional|bidirectional, form=loop|unrolled, "
+      "min-bytes=N[K|M] (default 1M), other-users=decline|keep, "
+      "forms=all-gather+reduce-scatter+all-reduce}: decompose collectives next to dots into "
+      "rings of collective-permutes overlapped with partial products",
+  };
+}
+
+}  // namespace loom::pass

@@ -1,0 +1,87 @@
+#include "pass/ring/dot_geometry.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace loom::pass {
+
+namespace {
+
+int64_t IndexOf(const std::vector<int64_t>& dims, int64_t dim) {
+  auto it = std::find(dims.begin(), dims.end(), dim);
+  return it == dims.end() ? -1 : static_cast<int64_t>(it - dims.begin());
+}
+
+// The dimensions of an operand that are neither batch nor contracting, in
+// increasing order: the order they take in the output.
+std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (IndexOf(batch, d) < 0 && IndexOf(contracting, d) < 0) free.push_back(d);
+  }
+  return free;
+}
+
+}  // namespace
+
+std::string_view DimClassName(DimClass dim_class) {
+  switch (dim_class) {
+    case DimClass::kFree:
+      return "free";
+    case DimClass::kBatch:
+      return "batch";
+    case DimClass::kContracting:
+      return "contracting";
+  }
+  return "?";
+}
+
+OperandDim ClassifyOperandDim(const ir::Instruction& dot, int64_t operand, int64_t dim) {
+  const ir::DotDimensions& dims = *dot.attrs().dot;
+  const auto& batch = operand == 0 ? dims.lhs_batch : dims.rhs_batch;
+  const auto& other_batch = operand == 0 ? dims.rhs_batch : dims.lhs_batch;
+  const auto& contracting = operand == 0 ? dims.lhs_contracting : dims.rhs_contracting;
+  const auto& other_contracting = operand == 0 ? dims.rhs_contracting : dims.lhs_contracting;
+  if (int64_t k = IndexOf(batch, dim); k >= 0) {
+    return {DimClass::kBatch, other_batch[static_cast<size_t>(k)], k};
+  }
+  if (int64_t k = IndexOf(contracting, dim); k >= 0) {
+    return {DimClass::kContracting, other_contracting[static_cast<size_t>(k)], std::nullopt};
+  }
+  const int64_t batch_count = static_cast<int64_t>(dims.lhs_batch.size());
+  int64_t offset = batch_count;
+  if (operand == 1) {
+    offset += static_cast<int64_t>(
+        FreeDims(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting).size());
+  }
+  const auto free = FreeDims(dot.operand(operand)->shape().rank(), batch, contracting);
+  return {DimClass::kFree, std::nullopt, offset + IndexOf(free, dim)};
+}
+
+OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim) {
+  const ir::DotDimensions& dims = *dot.attrs().dot;
+  const int64_t batch_count = static_cast<int64_t>(dims.lhs_batch.size());
+  if (output_dim < batch_count) {
+    const auto k = static_cast<size_t>(output_dim);
+    return {DimClass::kBatch, -1, dims.lhs_batch[k], dims.rhs_batch[k]};
+  }
+  const auto lhs_free =
+      FreeDims(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting);
+  const int64_t lhs_index = output_dim - batch_count;
+  if (lhs_index < static_cast<int64_t>(lhs_free.size())) {
+    return {DimClass::kFree, 0, lhs_free[static_cast<size_t>(lhs_index)], -1};
+  }
+  const auto rhs_free =
+      FreeDims(dot.operand(1)->shape().rank(), dims.rhs_batch, dims.rhs_contracting);
+  const auto rhs_index = static_cast<size_t>(lhs_index - static_cast<int64_t>(lhs_free.size()));
+  return {DimClass::kFree, 1, -1, rhs_free[rhs_index]};
+}
+
+int64_t DotFlops(const ir::Instruction& dot) {
+  int64_t contracted = 1;
+  for (int64_t d : dot.attrs().dot->lhs_contracting) contracted *= dot.operand(0)->shape().dim(d);
+  return 2 * dot.shape().ElementCount() * contracted;
+}
+
+}  // namespace loom::pass

@@ -1,0 +1,53 @@
+// The ring a decomposed collective runs on: its groups as the collective
+// defines them, in group order, expressed in the ids a collective-permute
+// can name (partition ids with a channel, replica ids without one), and the
+// table that gives each device its position in its group.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/collective_groups.h"
+#include "support/status.h"
+
+namespace loom::pass {
+
+class RingGroup {
+ public:
+  // The ring of `collective` on `grid`. Fails, with the reason the rewrite is
+  // declined, when a group has one device, the groups differ in size, or a
+  // group spans both replicas and partitions (no collective-permute names
+  // such a ring).
+  static Expected<RingGroup> Of(const ir::Instruction& collective, const ir::DeviceGrid& grid);
+
+  int64_t size() const { return size_; }
+  bool cross_partition() const { return cross_partition_; }
+
+  // Pairs that send each device's value to its predecessor in the ring
+  // (position r -> r-1), or to its successor (r -> r+1).
+  std::vector<std::pair<int64_t, int64_t>> PairsToPredecessor() const { return Pairs(-1); }
+  std::vector<std::pair<int64_t, int64_t>> PairsToSuccessor() const { return Pairs(+1); }
+
+  // This device's position in its group, as an s32[] computed from
+  // partition-id (or replica-id).
+  Expected<ir::Instruction*> EmitPosition(ir::Builder& builder) const;
+  // A collective-permute of `value` one step round the ring.
+  Expected<ir::Instruction*> EmitShift(ir::Builder& builder, ir::Instruction* value,
+                                       bool to_predecessor) const;
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> Pairs(int64_t step) const;
+
+  int64_t size_ = 0;
+  bool cross_partition_ = true;
+  // Groups of partition ids (or replica ids), each in ring order; the same
+  // in every replica (partition).
+  std::vector<std::vector<int64_t>> groups_;
+  // position_[id]: the position of partition (replica) `id` in its group.
+  std::vector<int64_t> position_;
+};
+
+}  // namespace loom::pass

@@ -1,0 +1,621 @@
+// collective-matmul on hand-written modules: CHECK lines on the printed
+// output for each form, the cases that must be left alone (with the reason
+// the pass gives), and for every rewrite, execution on the threads backend
+// against the original.
+#include "pass/collective_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "exec/runner.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "pass/check_lines.h"
+#include "pass/registry.h"
+
+namespace loom::pass {
+namespace {
+
+struct Outcome {
+  bool changed = false;
+  std::string text;
+  std::vector<Decision> decisions;
+  std::string Explain() const {
+    std::string lines;
+    for (const Decision& d : decisions) lines += FormatDecision(d) + "\n";
+    return lines;
+  }
+};
+
+std::unique_ptr<ir::Module> Parse(std::string_view text) {
+  auto module = ir::ParseModule(text);
+  EXPECT_TRUE(module.ok()) << module.error().ToString();
+  return module.ok() ? std::move(module).value() : nullptr;
+}
+
+// Runs the pass; the output must verify and print as a fixed point.
+Outcome Rewrite(std::string_view hlo, CollectiveMatmulOptions options = {}) {
+  auto module = Parse(hlo);
+  if (!module) return {};
+  CollectiveMatmul pass(options);
+  Expected<bool> changed = pass.Run(*module);
+  EXPECT_TRUE(changed.ok()) << changed.error().message;
+  Outcome outcome{changed.ok() && *changed, ir::PrintModule(*module), pass.decisions()};
+  Expected<ir::VerifyReport> verified = ir::VerifyModule(*module);
+  EXPECT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << outcome.text;
+  auto reparsed = Parse(outcome.text);
+  if (reparsed) EXPECT_EQ(ir::PrintModule(*reparsed), outcome.text);
+  return outcome;
+}
+
+// Runs both modules on every device (threads, reference dot kernels) and
+// expects bitwise-equal outputs, or within `tolerance` of max(1, |a|).
+void ExpectSameResults(std::string_view before, std::string_view after, int64_t devices,
+                       double tolerance = 0) {
+  auto a = Parse(before);
+  auto b = Parse(after);
+  ASSERT_TRUE(a && b);
+  Expected<ir::DeviceGrid> grid = exec::GridFor(*a, devices);
+  ASSERT_TRUE(grid.ok()) << grid.error().message;
+  exec::RunOptions options;
+  options.seed = 7;
+  options.deterministic = true;
+  auto ra = exec::RunOnThreads(*a, *grid, options);
+  auto rb = exec::RunOnThreads(*b, *grid, options);
+  ASSERT_TRUE(ra.ok()) << ra.error().message;
+  ASSERT_TRUE(rb.ok()) << rb.error().message;
+  for (size_t d = 0; d < ra->size(); ++d) {
+    const auto la = exec::OutputLeaves((*ra)[d].output);
+    const auto lb = exec::OutputLeaves((*rb)[d].output);
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t i = 0; i < la.size(); ++i) {
+      ASSERT_EQ(la[i]->shape(), lb[i]->shape());
+      if (tolerance == 0) {
+        EXPECT_EQ(0,
+                  std::memcmp(la[i]->bytes().data(), lb[i]->bytes().data(), la[i]->bytes().size()))
+            << "device " << d << " output " << i << " differs";
+        continue;
+      }
+      for (int64_t e = 0; e < la[i]->ElementCount(); ++e) {
+        const double x = la[i]->GetDouble(e);
+        const double y = lb[i]->GetDouble(e);
+        ASSERT_LE(std::abs(x - y), tolerance * std::max(1.0, std::abs(x)))
+            << "device " << d << " element " << e;
+      }
+    }
+  }
+}
+
+CollectiveMatmulOptions With(RingDirection direction, RingForm form) {
+  CollectiveMatmulOptions options;
+  options.min_bytes = 0;
+  options.direction = direction;
+  options.form = form;
+  return options;
+}
+
+const CollectiveMatmulOptions kUniUnrolled =
+    With(RingDirection::kUnidirectional, RingForm::kUnrolled);
+const CollectiveMatmulOptions kUniLoop = With(RingDirection::kUnidirectional, RingForm::kLoop);
+const CollectiveMatmulOptions kBiUnrolled =
+    With(RingDirection::kBidirectional, RingForm::kUnrolled);
+const CollectiveMatmulOptions kBiLoop = With(RingDirection::kBidirectional, RingForm::kLoop);
+
+#define EXPECT_CHECKS(text, checks) EXPECT_EQ("", testing::CheckLines(text, checks))
+
+// --- all-gather -> dot ---------------------------------------------------------
+
+constexpr std::string_view kGatherLhsFree = R"(
+HloModule ag, num_partitions=4
+ENTRY %main {
+  %x = f32[2,6] parameter(0)
+  %w = f32[6,5] parameter(1)
+  %x.full = f32[8,6] all-gather(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  ROOT %y = f32[8,5] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+
+TEST(CollectiveMatmul, GatherFreeDimensionUnrolled) {
+  Outcome out = Rewrite(kGatherLhsFree, kUniUnrolled);
+  ASSERT_TRUE(out.changed) << out.Explain();
+  EXPECT_CHECKS(out.text, R"(
+    CHECK-NOT: all-gather
+    CHECK-NOT: while
+    CHECK-COUNT-3: collective-permute(
+    CHECK-COUNT-4: f32[2,5] dot(
+    CHECK-COUNT-4: dynamic-update-slice(
+    CHECK: %partition = u32[] partition-id()
+    CHECK: collective-permute(%x), channel_id=2, source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
+    CHECK: f32[2,5] dot(%x, %w)
+    CHECK: ROOT
+  )");
+  ASSERT_EQ(out.decisions.size(), 1u);
+  EXPECT_TRUE(out.decisions[0].rewritten);
+  EXPECT_EQ(out.decisions[0].form, "all-gather -> dot (lhs free dimension 0, N=4)");
+  ExpectSameResults(kGatherLhsFree, out.text, 4);
+}
+
+TEST(CollectiveMatmul, GatherFreeDimensionLoop) {
+  Outcome out = Rewrite(kGatherLhsFree, kUniLoop);
+  ASSERT_TRUE(out.changed) << out.Explain();
+  // Steps 0..2 send and multiply in the loop; step 3 only multiplies.
+  EXPECT_CHECKS(out.text, R"(
+    CHECK: %windowed_dot_general_body_ag
+    CHECK: collective-permute(
+    CHECK: dot(
+    CHECK: dynamic-update-slice(
+    CHECK: %windowed_dot_general_cond_ag
+    CHECK: s32[] constant(3)
+    CHECK: direction=LT
+    CHECK: ENTRY
+    CHECK: while(
+    CHECK: condition=%windowed_dot_general_cond_ag, body=%windowed_dot_general_body_ag
+    CHECK: dot(
+    CHECK-COUNT-1: collective-permute(
+    CHECK-COUNT-2: dot(
+  )");
+  ExpectSameResults(kGatherLhsFree, out.text, 4);
+}
+
+TEST(CollectiveMatmul, GatherBidirectionalSendsBothWays) {
+  for (const auto& options : {kBiUnrolled, kBiLoop}) {
+    Outcome out = Rewrite(kGatherLhsFree, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    // Own shard both ways, then one more clockwise: 3 transfers, critical
+    // path 2 instead of 3.
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-COUNT-3: collective-permute(
+      CHECK: collective-permute(%x), channel_id=2, source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
+      CHECK: collective-permute(%x), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+    )");
+    ExpectSameResults(kGatherLhsFree, out.text, 4);
+  }
+}
+
+TEST(CollectiveMatmul, GatherBatchDimensionSlicesTheOtherOperand) {
+  constexpr std::string_view kHlo = R"(
+HloModule ag_batch, num_partitions=3
+ENTRY %main {
+  %a = f32[4,3,6] parameter(0)
+  %b = f32[4,2,5] parameter(1)
+  %b.full = f32[4,6,5] all-gather(%b), channel_id=1, replica_groups={{0,1,2}}, dimensions={1}, use_global_device_ids=true
+  ROOT %y = f32[6,3,5] dot(%a, %b.full), lhs_batch_dims={2}, lhs_contracting_dims={0}, rhs_batch_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  for (const auto& options : {kUniUnrolled, kUniLoop, kBiUnrolled, kBiLoop}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_EQ(out.decisions[0].form, "all-gather -> dot (rhs batch dimension 1, N=3)");
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-NOT: all-gather
+      CHECK: f32[4,3,2] dynamic-slice(%a
+      CHECK: f32[2,3,5] dot(
+    )");
+    ExpectSameResults(kHlo, out.text, 3);
+  }
+}
+
+TEST(CollectiveMatmul, GatherContractingDimensionAccumulatesInF32) {
+  constexpr std::string_view kHlo = R"(
+HloModule ag_contracting, num_partitions=4
+%add (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %s = f32[] add(%p, %q)
+}
+ENTRY %main {
+  %x = bf16[3,2] parameter(0)
+  %w = bf16[8,5] parameter(1)
+  %x.full = bf16[3,8] all-gather(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true
+  ROOT %y = bf16[3,5] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  for (const auto& options : {kUniUnrolled, kUniLoop, kBiUnrolled, kBiLoop}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_CHECKS(out.text, R"(
+      CHECK: bf16[2,5] dynamic-slice(%w
+      CHECK: f32[3,5] dot(
+      CHECK: f32[3,5] add(
+      CHECK: bf16[3,5] convert(
+    )");
+    // The sum over the contracting dimension is split: bf16 rounding of one
+    // product against four f32 partials rounded once.
+    ExpectSameResults(kHlo, out.text, 4, 1.0 / 64);
+  }
+}
+
+TEST(CollectiveMatmul, GatherThroughTransposeAndReshape) {
+  constexpr std::string_view kHlo = R"(
+HloModule ag_chain, num_partitions=2
+ENTRY %main {
+  %x = f32[3,2,4] parameter(0)
+  %w = f32[4,5] parameter(1)
+  %x.full = f32[3,4,4] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={1}, use_global_device_ids=true
+  %t = f32[4,3,4] transpose(%x.full), dimensions={1,0,2}
+  %r = f32[12,4] reshape(%t)
+  ROOT %y = f32[12,5] dot(%r, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  for (const auto& options : {kUniUnrolled, kBiLoop}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-NOT: all-gather
+      CHECK: f32[2,3,4] transpose(%x), dimensions={1,0,2}
+      CHECK: f32[6,4] reshape(
+      CHECK: f32[6,5] dot(
+    )");
+    ExpectSameResults(kHlo, out.text, 2);
+  }
+}
+
+TEST(CollectiveMatmul, SubgroupsOfAMeshUseAPositionTable) {
+  // Two groups of 2 on 4 devices, ring order = group order: {0,2} and {1,3}.
+  constexpr std::string_view kHlo = R"(
+HloModule ag_mesh, num_partitions=4
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %x.full = f32[4,3] all-gather(%x), channel_id=1, replica_groups=[2,2]<=[2,2]T(1,0), dimensions={0}, use_global_device_ids=true
+  ROOT %y = f32[4,4] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  Outcome out = Rewrite(kHlo, kUniUnrolled);
+  ASSERT_TRUE(out.changed) << out.Explain();
+  EXPECT_CHECKS(out.text, R"(
+    CHECK: s32[4] constant({0, 0, 1, 1})
+    CHECK: source_target_pairs={{0,2},{2,0},{1,3},{3,1}}
+  )");
+  ExpectSameResults(kHlo, out.text, 4);
+}
+
+TEST(CollectiveMatmul, CrossReplicaGroupsPermuteReplicas) {
+  constexpr std::string_view kHlo = R"(
+HloModule ag_replicas, replica_count=3
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %x.full = f32[6,3] all-gather(%x), replica_groups={{2,0,1}}, dimensions={0}
+  ROOT %y = f32[6,4] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  for (const auto& options : {kUniLoop, kBiUnrolled}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-NOT: channel_id
+      CHECK-NOT: partition-id
+      CHECK: replica-id()
+      CHECK: s32[3] constant({1, 2, 0})
+    )");
+    EXPECT_CHECKS(out.text, "CHECK: source_target_pairs={{2,1},{0,2},{1,0}}");
+    ExpectSameResults(kHlo, out.text, 3);
+  }
+}
+
+// --- dot -> reduce-scatter / all-reduce -----------------------------------------
+
+constexpr std::string_view kReduceScatter = R"(
+HloModule rs, num_partitions=4
+%add (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %s = f32[] add(%p, %q)
+}
+ENTRY %main {
+  %a = f32[3,4] parameter(0)
+  %b = f32[4,8] parameter(1)
+  %p = f32[3,8] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = f32[3,2] reduce-scatter(%p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true, to_apply=%add
+}
+)";
+
+TEST(CollectiveMatmul, ReduceScatterUnidirectionalIsBitwise) {
+  for (const auto& options : {kUniUnrolled, kUniLoop}) {
+    Outcome out = Rewrite(kReduceScatter, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_EQ(out.decisions[0].form, "dot -> reduce-scatter (output dimension 1, rhs free, N=4)");
+    // Partial sums travel to the successor: block r arrives summed in the
+    // executor's ring order, so the result is bitwise the same.
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-NOT: reduce-scatter
+      CHECK-NOT: source_target_pairs={{0,3}
+      CHECK: f32[4,2] dynamic-slice(%b
+      CHECK: f32[3,2] dot(%a
+      CHECK: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+    )");
+    if (options.form == RingForm::kUnrolled) {
+      EXPECT_CHECKS(out.text, "CHECK-COUNT-3: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}");
+    }
+    ExpectSameResults(kReduceScatter, out.text, 4);
+  }
+}
+
+TEST(CollectiveMatmul, ReduceScatterBidirectional) {
+  for (const auto& options : {kBiUnrolled, kBiLoop}) {
+    Outcome out = Rewrite(kReduceScatter, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    // Block q: devices q+1, q+2 one way (2 transfers), q-1 the other way.
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-COUNT-2: source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
+      CHECK-COUNT-1: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+    )");
+    ExpectSameResults(kReduceScatter, out.text, 4, 1e-6);
+  }
+}
+
+TEST(CollectiveMatmul, ReduceScatterOfABatchDimensionThroughConvert) {
+  constexpr std::string_view kHlo = R"(
+HloModule rs_batch, num_partitions=6
+%add (p: bf16[], q: bf16[]) -> bf16[] {
+  %p = bf16[] parameter(0)
+  %q = bf16[] parameter(1)
+  ROOT %s = bf16[] add(%p, %q)
+}
+ENTRY %main {
+  %a = f32[6,3,4] parameter(0)
+  %b = f32[6,4,5] parameter(1)
+  %p = f32[6,3,5] dot(%a, %b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  %c = bf16[6,3,5] convert(%p)
+  ROOT %out = bf16[1,3,5] reduce-scatter(%c), channel_id=1, replica_groups={{0,1,2,3,4,5}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
+}
+)";
+  for (const auto& options : {kUniUnrolled, kUniLoop}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    EXPECT_CHECKS(out.text, R"(
+      CHECK: f32[1,3,4] dynamic-slice(%a
+      CHECK: f32[1,4,5] dynamic-slice(%b
+      CHECK: f32[1,3,5] dot(
+      CHECK: bf16[1,3,5] convert(
+    )");
+    ExpectSameResults(kHlo, out.text, 6);
+  }
+}
+
+TEST(CollectiveMatmul, AllReduceSplitsAndTheGatherFeedsTheNextDot) {
+  constexpr std::string_view kHlo = R"(
+HloModule ar, num_partitions=4
+%add (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %s = f32[] add(%p, %q)
+}
+ENTRY %main {
+  %a = f32[8,3] parameter(0)
+  %b = f32[3,5] parameter(1)
+  %c = f32[5,2] parameter(2)
+  %p = f32[8,5] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s = f32[8,5] all-reduce(%p), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=%add
+  ROOT %y = f32[8,2] dot(%s, %c), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  for (const auto& options : {kUniUnrolled, kUniLoop}) {
+    Outcome out = Rewrite(kHlo, options);
+    ASSERT_TRUE(out.changed) << out.Explain();
+    ASSERT_EQ(out.decisions.size(), 2u) << out.Explain();
+    EXPECT_EQ(out.decisions[0].form, "dot -> all-reduce (output dimension 0, lhs free, N=4)");
+    EXPECT_TRUE(out.decisions[1].rewritten) << out.Explain();
+    EXPECT_EQ(out.decisions[1].collective, "s.gather");
+    EXPECT_CHECKS(out.text, R"(
+      CHECK-NOT: all-reduce
+      CHECK-NOT: all-gather
+      CHECK: f32[2,5] dot(
+      CHECK: f32[2,2] dot(
+    )");
+    // Both halves are exact: the all-reduce folds chunk q in the order the
+    // reduce-scatter ring sums block q.
+    ExpectSameResults(kHlo, out.text, 4);
+  }
+}
+
+// --- what must not be rewritten --------------------------------------------------
+
+// The module is unchanged and the one decision (if any) declines with a
+// reason containing `reason`.
+void ExpectDeclined(std::string_view hlo, std::string_view reason,
+                    CollectiveMatmulOptions options = kUniLoop) {
+  Outcome out = Rewrite(hlo, options);
+  EXPECT_FALSE(out.changed) << out.text;
+  auto original = Parse(hlo);
+  ASSERT_TRUE(original);
+  EXPECT_EQ(out.text, ir::PrintModule(*original));
+  if (reason.empty()) {
+    EXPECT_TRUE(out.decisions.empty()) << out.Explain();
+    return;
+  }
+  ASSERT_EQ(out.decisions.size(), 1u) << out.Explain();
+  EXPECT_FALSE(out.decisions[0].rewritten);
+  EXPECT_NE(out.decisions[0].reason.find(reason), std::string::npos) << out.Explain();
+}
+
+TEST(CollectiveMatmulDeclines, GatherWithoutADot) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  ROOT %n = f32[4,3] negate(%g)
+}
+)",
+                 "");
+}
+
+TEST(CollectiveMatmulDeclines, DimensionMergedIntoAMoreMajorOne) {
+  // Gathered dimension 1 merges into dimension 0 behind dimension 0's rows:
+  // shard r is not one block of the reshaped operand.
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[3,2,4] parameter(0)
+  %w = f32[4,5] parameter(1)
+  %g = f32[3,4,4] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={1}, use_global_device_ids=true
+  %r = f32[12,4] reshape(%g)
+  ROOT %y = f32[12,5] dot(%r, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)",
+                 "cannot be traced through %r (reshape)");
+}
+
+TEST(CollectiveMatmulDeclines, GroupOfOneDevice) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %g = f32[2,3] all-gather(%x), channel_id=1, replica_groups={{0},{1}}, dimensions={0}, use_global_device_ids=true
+  ROOT %y = f32[2,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)",
+                 "group has one device");
+}
+
+constexpr std::string_view kGatherWithTwoUsers = R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  %y = f32[4,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %n = f32[4,3] negate(%g)
+  ROOT %t = (f32[4,4], f32[4,3]) tuple(%y, %n)
+}
+)";
+
+TEST(CollectiveMatmulDeclines, GatherWithAnotherUser) {
+  ExpectDeclined(kGatherWithTwoUsers, "other users");
+}
+
+TEST(CollectiveMatmul, GatherWithAnotherUserIsKeptForItWhenAsked) {
+  CollectiveMatmulOptions options = kUniUnrolled;
+  options.keep_gather_for_other_users = true;
+  Outcome out = Rewrite(kGatherWithTwoUsers, options);
+  ASSERT_TRUE(out.changed) << out.Explain();
+  EXPECT_CHECKS(out.text, R"(
+    CHECK-COUNT-1: all-gather(
+    CHECK: collective-permute(
+    CHECK: negate(%g)
+  )");
+  ExpectSameResults(kGatherWithTwoUsers, out.text, 2);
+}
+
+TEST(CollectiveMatmulDeclines, BelowTheSizeThreshold) {
+  CollectiveMatmulOptions options;  // min_bytes 1 MiB
+  ExpectDeclined(kGatherLhsFree, "below min_bytes", options);
+}
+
+TEST(CollectiveMatmulDeclines, ReductionThatIsNotOneElementwiseOp) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+%sum_sq (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  %s = f32[] add(%p, %q)
+  ROOT %m = f32[] multiply(%s, %s)
+}
+ENTRY %main {
+  %a = f32[4,3] parameter(0)
+  %b = f32[3,4] parameter(1)
+  %p = f32[4,4] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = f32[2,4] reduce-scatter(%p), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true, to_apply=%sum_sq
+}
+)",
+                 "not a single elementwise binary op");
+}
+
+TEST(CollectiveMatmulDeclines, GroupsSpanningReplicasAndPartitions) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2, replica_count=2
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,3},{1,2}}, dimensions={0}, use_global_device_ids=true
+  ROOT %y = f32[4,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)",
+                 "no collective-permute can express");
+}
+
+TEST(CollectiveMatmulDeclines, AlreadyAsynchronousGather) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,4] parameter(1)
+  %s = (f32[2,3], f32[4,3]) all-gather-start(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  %g = f32[4,3] all-gather-done(%s)
+  ROOT %y = f32[4,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)",
+                 "already asynchronous");
+}
+
+TEST(CollectiveMatmulDeclines, DotWithAnotherUserThanTheReduceScatter) {
+  ExpectDeclined(R"(
+HloModule m, num_partitions=2
+%add (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %s = f32[] add(%p, %q)
+}
+ENTRY %main {
+  %a = f32[4,3] parameter(0)
+  %b = f32[3,4] parameter(1)
+  %p = f32[4,4] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %rs = f32[2,4] reduce-scatter(%p), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
+  ROOT %t = (f32[2,4], f32[4,4]) tuple(%rs, %p)
+}
+)",
+                 "");
+}
+
+TEST(CollectiveMatmul, OfTwoCandidatesTheLargerCollectiveWins) {
+  constexpr std::string_view kHlo = R"(
+HloModule two, num_partitions=2
+%add (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %s = f32[] add(%p, %q)
+}
+ENTRY %main {
+  %x = f32[2,3] parameter(0)
+  %w = f32[3,64] parameter(1)
+  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  %p = f32[4,64] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = f32[4,32] reduce-scatter(%p), channel_id=2, replica_groups={{0,1}}, dimensions={1}, use_global_device_ids=true, to_apply=%add
+}
+)";
+  Outcome out = Rewrite(kHlo, kUniUnrolled);
+  ASSERT_TRUE(out.changed);
+  ASSERT_EQ(out.decisions.size(), 2u) << out.Explain();
+  EXPECT_FALSE(out.decisions[0].rewritten);
+  EXPECT_EQ(out.decisions[0].collective, "g");
+  EXPECT_NE(out.decisions[0].reason.find("%out of the same dot is the better candidate"),
+            std::string::npos)
+      << out.Explain();
+  EXPECT_TRUE(out.decisions[1].rewritten);
+  EXPECT_CHECKS(out.text, R"(
+    CHECK: all-gather(
+    CHECK-NOT: reduce-scatter
+  )");
+  ExpectSameResults(kHlo, out.text, 2);
+}
+
+TEST(CollectiveMatmulRegistry, ParsesOptions) {
+  auto pass = CreatePass("collective-matmul{direction=bidirectional, form=unrolled, min-bytes=4K}");
+  ASSERT_TRUE(pass.ok()) << pass.error().message;
+  EXPECT_EQ((*pass)->name(), "collective-matmul");
+  EXPECT_FALSE(CreatePass("collective-matmul{direction=sideways}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{colour=blue}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{min-bytes=-3}").ok());
+  EXPECT_FALSE(CreatePass("no-such-pass").ok());
+  auto pipeline = ParsePipeline("collective-matmul{form=loop,min-bytes=0},collective-matmul");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.error().message;
+  EXPECT_EQ(pipeline->passes().size(), 2u);
+}
+
+}  // namespace
+}  // namespace loom::pass
