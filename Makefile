@@ -28,11 +28,21 @@ test: deps
 	@$(MAKE) --no-print-directory build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
+DEMO_DIR      := $(BUILD_DIR)/demo
+
+# The demo block: its statistics, the collective-matmul rewrite with every
+# decision explained, traffic and memory after it, and the rewritten block
+# run against the original on 4 in-process devices.
 demo: deps
 	@$(MAKE) --no-print-directory build
+	@mkdir -p $(DEMO_DIR)
 	./$(BUILD_DIR)/loom stats examples/mlp_block_tp4.hlo
 	@echo
-	./$(BUILD_DIR)/loom run examples/mlp_block_tp4.hlo --devices 4
+	./$(BUILD_DIR)/loom opt examples/mlp_block_tp4.hlo --passes=collective-matmul --explain -o $(DEMO_DIR)/mlp_block_tp4.ring.hlo
+	@echo
+	./$(BUILD_DIR)/loom stats $(DEMO_DIR)/mlp_block_tp4.ring.hlo | sed -n '/^per device, dynamic/,$$p'
+	@echo
+	./$(BUILD_DIR)/loom compare examples/mlp_block_tp4.hlo $(DEMO_DIR)/mlp_block_tp4.ring.hlo --devices 4
 
 bench: build
 	./$(BUILD_DIR)/loom_bench
