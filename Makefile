@@ -43,6 +43,11 @@ demo: deps
 	./$(BUILD_DIR)/loom stats $(DEMO_DIR)/mlp_block_tp4.ring.hlo | sed -n '/^per device, dynamic/,$$p'
 	@echo
 	./$(BUILD_DIR)/loom compare examples/mlp_block_tp4.hlo $(DEMO_DIR)/mlp_block_tp4.ring.hlo --devices 4
+	@echo
+	@echo "# The cost model's gate on real targets: the demo block, and the same block at a large model's size"
+	@for target in tpu-v4-4x4x4 dgx-h100; do for block in mlp_block_tp4 mlp_block_tp8_large; do \
+	  ./$(BUILD_DIR)/loom opt examples/$$block.hlo --passes=collective-matmul --target $$target --explain -o $(DEMO_DIR)/$$block.$$target.hlo || exit 1; \
+	done; done
 
 bench: build
 	./$(BUILD_DIR)/loom_bench

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <unordered_map>
 
 namespace loom::ir {
 
@@ -33,6 +34,24 @@ void Computation::ReplaceAllUsesWith(const Instruction* from, Instruction* to) {
     }
   }
   if (root_ == from) root_ = to;
+}
+
+bool Computation::ReorderInstructions(const std::vector<const Instruction*>& order) {
+  if (order.size() != instructions_.size()) return false;
+  std::unordered_map<const Instruction*, size_t> position;
+  for (size_t i = 0; i < instructions_.size(); ++i) position[instructions_[i].get()] = i;
+  std::vector<std::unique_ptr<Instruction>> reordered(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto it = position.find(order[i]);
+    if (it == position.end() || !instructions_[it->second]) {
+      // Not ours, or named twice: put back what was moved and give up.
+      for (size_t j = 0; j < i; ++j) instructions_[position.at(order[j])] = std::move(reordered[j]);
+      return false;
+    }
+    reordered[i] = std::move(instructions_[it->second]);
+  }
+  instructions_ = std::move(reordered);
+  return true;
 }
 
 Instruction* Computation::FindInstruction(std::string_view name) const {

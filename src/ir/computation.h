@@ -32,6 +32,10 @@ class Computation {
   void RemoveInstruction(const Instruction* instruction);
   // Points every user of `from` (and the root, if it is `from`) at `to`.
   void ReplaceAllUsesWith(const Instruction* from, Instruction* to);
+  // Puts the instructions in `order`, which must hold each of them exactly
+  // once (a scheduler's output); false, and nothing changed, otherwise. The
+  // caller keeps every definition ahead of its uses.
+  bool ReorderInstructions(const std::vector<const Instruction*>& order);
 
   const std::vector<std::unique_ptr<Instruction>>& instructions() const { return instructions_; }
   int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }

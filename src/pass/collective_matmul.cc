@@ -701,9 +701,14 @@ std::string FormatBytes(int64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-Candidate DescribeCandidate(const AnyMatch& any) {
+Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {
   Candidate c;
+  c.grid = grid;
   if (const auto* g = std::get_if<GatherMatch>(&any)) {
+    c.dot_instruction = g->dot;
+    c.collective_instruction = g->gather;
+    c.shard_bytes = g->gather->operand(0)->shape().ByteSize();
+    c.ring_pairs = g->ring.GlobalPairsToSuccessor(grid);
     c.kind = CandidateKind::kAllGather;
     c.collective = g->gather->name();
     c.dot = g->dot->name();
@@ -714,6 +719,10 @@ Candidate DescribeCandidate(const AnyMatch& any) {
     c.dimension_class = DimClassName(g->dim.dim_class);
   } else {
     const auto& s = std::get<ScatterMatch>(any);
+    c.dot_instruction = s.dot;
+    c.collective_instruction = s.collective;
+    c.shard_bytes = s.collective->operand(0)->shape().ByteSize() / s.ring.size();
+    c.ring_pairs = s.ring.GlobalPairsToSuccessor(grid);
     c.kind = s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
                                                           : CandidateKind::kReduceScatter;
     c.collective = s.collective->name();
@@ -722,7 +731,9 @@ Candidate DescribeCandidate(const AnyMatch& any) {
     c.group_size = s.ring.size();
     c.collective_bytes = s.collective->operand(0)->shape().ByteSize();
     c.dot_flops = DotFlops(*s.dot);
-    c.dimension_class = s.dim.dim_class == DimClass::kBatch ? "batch" : "free";
+    c.dimension_class = s.dim.dim_class == DimClass::kBatch ? "batch"
+                        : s.dim.operand == 0                ? "lhs free"
+                                                            : "rhs free";
   }
   return c;
 }
@@ -806,11 +817,11 @@ class Rewriter {
     AnyMatch match = std::move(*found.match);
     if (const auto* g = std::get_if<GatherMatch>(&match);
         g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
-      Record(DescribeCandidate(match), match, false,
+      Record(DescribeCandidate(match, grid_), match, false,
              "the gathered value has other users (keep_gather_for_other_users=false)");
       return;
     }
-    Candidate candidate = DescribeCandidate(match);
+    Candidate candidate = DescribeCandidate(match, grid_);
     GateVerdict verdict = Judge(candidate);
     if (!verdict.rewrite) {
       Record(candidate, match, false, verdict.reason);

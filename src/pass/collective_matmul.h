@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/collective_groups.h"
 #include "pass/pass.h"
 
 namespace loom::pass {
@@ -84,8 +85,17 @@ struct Candidate {
   int64_t collective_bytes = 0;
   int64_t dot_flops = 0;
   // How the collective's dimension enters the dot: "free", "batch" or
-  // "contracting" (all-gather), or the output dimension's class.
+  // "contracting" (all-gather); "lhs free", "rhs free" or "batch" (the
+  // output dimension a reduce-scatter or all-reduce splits).
   std::string dimension_class;
+  // For a cost model: the instructions, the bytes one ring step moves (a
+  // shard, or a block of partial sums), and the ring as (device, next
+  // device) pairs of global device ids, every group's.
+  const ir::Instruction* dot_instruction = nullptr;
+  const ir::Instruction* collective_instruction = nullptr;
+  int64_t shard_bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> ring_pairs;
+  ir::DeviceGrid grid;
 };
 
 // The gate's answer for one candidate: rewrite or not, with which ring, and

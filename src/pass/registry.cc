@@ -5,7 +5,10 @@
 #include <charconv>
 #include <map>
 
+#include "pass/async_collectives.h"
 #include "pass/collective_matmul.h"
+#include "pass/collective_matmul_gate.h"
+#include "pass/schedule.h"
 
 namespace loom::pass {
 
@@ -67,9 +70,11 @@ Expected<int64_t> ParseBytes(std::string_view pass, std::string_view key, std::s
   return Error{fmt::format("pass {}: {}={} has an unknown unit", pass, key, text)};
 }
 
-Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& options) {
+Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& options,
+                                                       const PassContext& context) {
   constexpr std::string_view kName = "collective-matmul";
   CollectiveMatmulOptions config;
+  GateOptions gate;
   for (const auto& [key, value] : options) {
     const auto bad = [&] {
       return Error{
@@ -82,6 +87,7 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
     } else if (key == "form") {
       if (value != "loop" && value != "unrolled") return bad();
       config.form = value == "loop" ? RingForm::kLoop : RingForm::kUnrolled;
+      gate.form = config.form;
     } else if (key == "min-bytes") {
       LOOM_ASSIGN_OR_RETURN(config.min_bytes, ParseBytes(kName, key, value));
     } else if (key == "other-users") {
@@ -103,16 +109,67 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
         }
         start = end + 1;
       }
+    } else if (key == "permutes-in-flight") {
+      LOOM_ASSIGN_OR_RETURN(gate.permutes_in_flight, ParseBytes(kName, key, value));
+    } else if (key == "max-unrolled-steps") {
+      LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseBytes(kName, key, value));
     } else {
       return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }
   }
+  // With a target, the cost model decides; direction and form given as
+  // options are then fixed, the rest chosen per candidate.
+  if (context.cost_model) config.gate = MakeCostGate(context.cost_model, gate);
   return std::unique_ptr<Pass>(std::make_unique<CollectiveMatmul>(std::move(config)));
+}
+
+// The schedule pass keeps a reference to its cost model; this owns it.
+struct CostModelHolder {
+  std::shared_ptr<const cost::CostModel> model;
+};
+class OwningSchedule : private CostModelHolder, public Schedule {
+ public:
+  OwningSchedule(std::shared_ptr<const cost::CostModel> model, ScheduleOptions options)
+      : CostModelHolder{std::move(model)}, Schedule(*CostModelHolder::model, std::move(options)) {}
+};
+
+Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
+                                               const PassContext& context) {
+  constexpr std::string_view kName = "schedule";
+  if (!context.cost_model) {
+    return Error{"pass schedule needs a cost model: give --target"};
+  }
+  ScheduleOptions config;
+  for (const auto& [key, value] : options) {
+    if (key == "max-in-flight") {
+      LOOM_ASSIGN_OR_RETURN(int64_t limit, ParseBytes(kName, key, value));
+      if (limit < 1) return Error{"pass schedule: max-in-flight must be at least 1"};
+      config.SetMaxInFlight(limit);
+    } else if (key.starts_with("max-in-flight.")) {
+      const auto kind = cost::ParseTransferKind(std::string_view(key).substr(14));
+      if (!kind) return Error{fmt::format("pass schedule: unknown transfer kind in '{}'", key)};
+      LOOM_ASSIGN_OR_RETURN(config.MaxInFlight(*kind), ParseBytes(kName, key, value));
+      if (config.MaxInFlight(*kind) < 1) {
+        return Error{"pass schedule: max-in-flight must be at least 1"};
+      }
+    } else {
+      return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
+    }
+  }
+  return std::unique_ptr<Pass>(std::make_unique<OwningSchedule>(context.cost_model, config));
+}
+
+Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions& options) {
+  if (!options.empty()) {
+    return Error{
+        fmt::format("pass async-collectives: unknown option '{}'", options.begin()->first)};
+  }
+  return std::unique_ptr<Pass>(std::make_unique<AsyncCollectives>());
 }
 
 }  // namespace
 
-Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec) {
+Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec, const PassContext& context) {
   spec = Trim(spec);
   std::string_view name = spec;
   std::string_view body;
@@ -123,15 +180,18 @@ Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec) {
     body = spec.substr(brace + 1, spec.size() - brace - 2);
   }
   LOOM_ASSIGN_OR_RETURN(PassOptions options, ParseOptions(name, body));
-  if (name == "collective-matmul") return CreateCollectiveMatmul(options);
-  return Error{fmt::format("unknown pass '{}' (known: collective-matmul)", name)};
+  if (name == "collective-matmul") return CreateCollectiveMatmul(options, context);
+  if (name == "async-collectives") return CreateAsyncCollectives(options);
+  if (name == "schedule") return CreateSchedule(options, context);
+  return Error{fmt::format(
+      "unknown pass '{}' (known: collective-matmul, async-collectives, schedule)", name)};
 }
 
-Expected<Pipeline> ParsePipeline(std::string_view spec) {
+Expected<Pipeline> ParsePipeline(std::string_view spec, const PassContext& context) {
   Pipeline pipeline;
   for (std::string_view item : SplitTopLevel(spec)) {
     if (Trim(item).empty()) return Error{fmt::format("empty pass name in '{}'", spec)};
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, CreatePass(item));
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, CreatePass(item, context));
     pipeline.Add(std::move(pass));
   }
   return pipeline;
@@ -140,9 +200,16 @@ Expected<Pipeline> ParsePipeline(std::string_view spec) {
 std::vector<std::string> DescribePasses() {
   return {
       "collective-matmul{direction=unidirectional|bidirectional, form=loop|unrolled, "
-      "min-bytes=N[K|M] (default 1M), other-users=decline|keep, "
+      "min-bytes=N[K|M] (default 1M; without --target), max-unrolled-steps=N (default 16; with "
+      "--target), permutes-in-flight=N (default 1, as schedule's max-in-flight; with --target), "
+      "other-users=decline|keep, "
       "forms=all-gather+reduce-scatter+all-reduce}: decompose collectives next to dots into "
       "rings of collective-permutes overlapped with partial products",
+      "async-collectives: turn collectives and collective-permutes into start/done pairs",
+      "schedule{max-in-flight=N (default 1), max-in-flight.KIND=N}: order every computation "
+      "by list scheduling on the --target's cost model, starts early and dones late, at most N "
+      "transfers of a kind in flight (KIND: collective-permute, all-gather, all-reduce, "
+      "reduce-scatter, all-to-all)",
   };
 }
 

@@ -51,5 +51,6 @@ void AddStatsCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddCompareCommand(CLI::App& app);
 void AddOptCommand(CLI::App& app);
+void AddTargetsCommand(CLI::App& app);
 
 }  // namespace loom::cli

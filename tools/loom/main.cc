@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   loom::cli::AddVerifyCommand(app);
   loom::cli::AddStatsCommand(app);
   loom::cli::AddOptCommand(app);
+  loom::cli::AddTargetsCommand(app);
   loom::cli::AddRunCommand(app);
   loom::cli::AddCompareCommand(app);
   try {

@@ -1,18 +1,31 @@
 // `loom opt MODULE --passes=P1,P2{opt=v} [-o OUT] [--explain]`: run passes.
 #include <fmt/format.h>
 
+#include "cost/step_time.h"
 #include "ir/printer.h"
 #include "loom/command.h"
 #include "pass/registry.h"
 
 namespace loom::cli {
 
+namespace {
+
+std::string Estimate(const ir::Module& module, const cost::CostModel& model) {
+  Expected<cost::StepEstimate> estimate = cost::EstimateStep(module, model);
+  if (!estimate.ok()) throw CommandError("--estimate: " + estimate.error().message);
+  return estimate->ToString();
+}
+
+}  // namespace
+
 void AddOptCommand(CLI::App& app) {
   struct Options {
     std::string input;
     std::string output;
     std::string passes;
+    std::string target;
     bool explain = false;
+    bool estimate = false;
     bool list = false;
   };
   auto options = std::make_shared<Options>();
@@ -24,6 +37,12 @@ void AddOptCommand(CLI::App& app) {
   command->add_option("-o,--output", options->output, "Write here instead of stdout");
   command->add_flag("--explain", options->explain,
                     "Say what each pass decided and why (on stdout with -o, else on stderr)");
+  command->add_option("--target", options->target,
+                      "Decide and schedule for this target (a name from `loom targets`, or a "
+                      ".json file); without one, collective-matmul uses its size threshold");
+  command->add_flag("--estimate", options->estimate,
+                    "With --target: print the estimated step time of one device before and after "
+                    "the passes (on stdout with -o, else on stderr)");
   command->add_flag("--list-passes", options->list, "List the passes and their options");
   command->callback([options] {
     if (options->list) {
@@ -32,9 +51,27 @@ void AddOptCommand(CLI::App& app) {
     }
     if (options->input.empty()) throw CommandError("opt: MODULE is required");
     if (options->passes.empty()) throw CommandError("opt: --passes is required");
-    Expected<pass::Pipeline> pipeline = pass::ParsePipeline(options->passes);
+    pass::PassContext context;
+    if (!options->target.empty()) {
+      Expected<cost::Target> target = cost::FindTarget(options->target);
+      if (!target.ok()) throw CommandError("--target: " + target.error().message);
+      context.cost_model = std::make_shared<cost::TargetCostModel>(std::move(*target));
+    }
+    Expected<pass::Pipeline> pipeline = pass::ParsePipeline(options->passes, context);
     if (!pipeline.ok()) throw CommandError("--passes: " + pipeline.error().message);
-    std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, nullptr);
+    ir::VerifyReport report;
+    std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, &report);
+    if (context.cost_model) {
+      const int64_t devices = report.partition_count * report.replica_count;
+      if (devices > context.cost_model->target().device_count()) {
+        throw CommandError(fmt::format("{}: the module runs on {} devices but target {} has {}",
+                                       options->input, devices, context.cost_model->target().name(),
+                                       context.cost_model->target().device_count()));
+      }
+    }
+    if (options->estimate && !context.cost_model) throw CommandError("--estimate needs --target");
+    std::string before;
+    if (options->estimate) before = Estimate(*module, *context.cost_model);
     Expected<bool> changed = pipeline->Run(*module);
     if (!changed.ok()) throw CommandError(changed.error().ToString(options->input));
     if (options->explain) {
@@ -44,6 +81,13 @@ void AddOptCommand(CLI::App& app) {
           fmt::print(sink, "{}: {}\n", pass->name(), line);
         }
       }
+    }
+    if (options->estimate) {
+      std::FILE* sink = options->output.empty() || options->output == "-" ? stderr : stdout;
+      fmt::print(sink, "estimated step on {}: before {}\n", context.cost_model->target().name(),
+                 before);
+      fmt::print(sink, "estimated step on {}: after  {}\n", context.cost_model->target().name(),
+                 Estimate(*module, *context.cost_model));
     }
     WriteOutput(options->output, ir::PrintModule(*module));
   });

@@ -31,6 +31,9 @@ class RingGroup {
   std::vector<std::pair<int64_t, int64_t>> PairsToPredecessor() const { return Pairs(-1); }
   std::vector<std::pair<int64_t, int64_t>> PairsToSuccessor() const { return Pairs(+1); }
 
+  // PairsToSuccessor() as global device ids on `grid`.
+  std::vector<std::pair<int64_t, int64_t>> GlobalPairsToSuccessor(const ir::DeviceGrid& grid) const;
+
   // This device's position in its group, as an s32[] computed from
   // partition-id (or replica-id).
   Expected<ir::Instruction*> EmitPosition(ir::Builder& builder) const;

@@ -1,0 +1,39 @@
+// How long an instruction takes on one device of a target: the one
+// interface the collective-matmul gate, the scheduler and the simulator ask.
+//
+// Times are seconds. Compute ops follow a roofline (FLOPs over the peak for
+// the element type, or bytes over memory bandwidth, whichever is larger)
+// plus a fixed launch cost; ops that only rename or alias values
+// (parameter, constant, get-tuple-element, tuple, bitcast, ...) cost
+// nothing. Collectives cost what their native algorithm takes on the
+// target's topology for the group each device is in (see target_cost.h);
+// the -start of an asynchronous pair carries the transfer time and its
+// -done none: the transfer runs while the device computes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/collective_groups.h"
+#include "ir/instruction.h"
+
+namespace loom::cost {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+
+  // Device time of a compute instruction (0 for collectives, their -start
+  // and -done, and for aliasing ops). A while, call or conditional counts
+  // its own launch only; their bodies are costed instruction by instruction.
+  virtual double ComputeSeconds(const ir::Instruction& instruction) const = 0;
+
+  // Transfer time of a collective, a collective-permute, or the -start (or
+  // async-start) of one, on `grid`: the slowest group's time. 0 for
+  // anything else.
+  virtual double TransferSeconds(const ir::Instruction& instruction,
+                                 const ir::DeviceGrid& grid) const = 0;
+};
+
+}  // namespace loom::cost

@@ -1,0 +1,311 @@
+#include "cost/step_time.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis/while_loop.h"
+#include "ir/verifier.h"
+
+namespace loom::cost {
+
+using ir::Instruction;
+using ir::Opcode;
+
+namespace {
+
+constexpr std::string_view kKindNames[kTransferKindCount] = {
+    "collective-permute", "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "other"};
+
+// The collective an async-start (or -update, -done) runs: the root of its
+// called computation, when that is a collective.
+const Instruction* WrappedCollective(const Instruction& instruction) {
+  const ir::Computation* called = instruction.called("calls");
+  if (called == nullptr || called->root() == nullptr) return nullptr;
+  const Instruction* root = called->root();
+  return ir::IsCollective(root->opcode()) ? root : nullptr;
+}
+
+std::optional<TransferKind> KindOfCollective(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kCollectivePermute:
+    case Opcode::kCollectivePermuteStart:
+    case Opcode::kCollectivePermuteDone:
+      return TransferKind::kCollectivePermute;
+    case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllGatherDone:
+      return TransferKind::kAllGather;
+    case Opcode::kAllReduce:
+    case Opcode::kAllReduceStart:
+    case Opcode::kAllReduceDone:
+      return TransferKind::kAllReduce;
+    case Opcode::kReduceScatter:
+      return TransferKind::kReduceScatter;
+    case Opcode::kAllToAll:
+    case Opcode::kRaggedAllToAll:
+      return TransferKind::kAllToAll;
+    case Opcode::kCollectiveBroadcast:
+      return TransferKind::kOther;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string Micros(double seconds) { return fmt::format("{:.3f} us", seconds * 1e6); }
+
+// Equal up to rounding: the loop extrapolation compares clocks that went
+// through many additions.
+bool Close(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-18;
+}
+
+}  // namespace
+
+std::string_view TransferKindName(TransferKind kind) { return kKindNames[static_cast<int>(kind)]; }
+
+std::optional<TransferKind> ParseTransferKind(std::string_view name) {
+  for (int i = 0; i < kTransferKindCount; ++i) {
+    if (kKindNames[i] == name) return static_cast<TransferKind>(i);
+  }
+  return std::nullopt;
+}
+
+TransferRole TransferRoleOf(const Instruction& instruction) {
+  switch (instruction.opcode()) {
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllReduceStart:
+    case Opcode::kCollectivePermuteStart:
+      return TransferRole::kStart;
+    case Opcode::kAllGatherDone:
+    case Opcode::kAllReduceDone:
+    case Opcode::kCollectivePermuteDone:
+      return TransferRole::kDone;
+    case Opcode::kAsyncStart:
+      return WrappedCollective(instruction) ? TransferRole::kStart : TransferRole::kNone;
+    case Opcode::kAsyncDone: {
+      const Instruction* start = TransferStartOf(instruction);
+      return start && TransferRoleOf(*start) == TransferRole::kStart ? TransferRole::kDone
+                                                                     : TransferRole::kNone;
+    }
+    default:
+      return ir::IsCollective(instruction.opcode()) ? TransferRole::kSynchronous
+                                                    : TransferRole::kNone;
+  }
+}
+
+std::optional<TransferKind> TransferKindOf(const Instruction& instruction) {
+  switch (TransferRoleOf(instruction)) {
+    case TransferRole::kNone:
+      return std::nullopt;
+    case TransferRole::kSynchronous:
+      return KindOfCollective(instruction.opcode());
+    case TransferRole::kStart:
+      if (instruction.opcode() == Opcode::kAsyncStart) {
+        return KindOfCollective(WrappedCollective(instruction)->opcode());
+      }
+      return KindOfCollective(instruction.opcode());
+    case TransferRole::kDone: {
+      const Instruction* start = TransferStartOf(instruction);
+      if (start && TransferRoleOf(*start) == TransferRole::kStart) return TransferKindOf(*start);
+      return KindOfCollective(instruction.opcode());
+    }
+  }
+  return std::nullopt;
+}
+
+const Instruction* TransferStartOf(const Instruction& done) {
+  const Instruction* start = done.operand_count() > 0 ? done.operand(0) : nullptr;
+  while (start && start->opcode() == Opcode::kAsyncUpdate && start->operand_count() > 0) {
+    start = start->operand(0);
+  }
+  return start;
+}
+
+std::string StepEstimate::ToString() const {
+  std::string text = fmt::format("{} (compute {}, transfer {}, exposed {})", Micros(total_seconds),
+                                 Micros(compute_seconds), Micros(transfer_seconds),
+                                 Micros(exposed_transfer_seconds));
+  if (!unknown_trip_counts.empty()) {
+    text += fmt::format("; counted once, trip count unknown: %{}", unknown_trip_counts[0]);
+    for (size_t i = 1; i < unknown_trip_counts.size(); ++i) {
+      text += fmt::format(", %{}", unknown_trip_counts[i]);
+    }
+  }
+  return text;
+}
+
+// --- the replay ----------------------------------------------------------------
+
+std::optional<double> Timeline::TransferFinish(const Instruction& start) const {
+  auto it = in_flight_.find(&start);
+  if (it == in_flight_.end()) return std::nullopt;
+  return it->second;
+}
+
+StepEstimate Timeline::estimate() const {
+  StepEstimate estimate = totals_;
+  estimate.total_seconds = now_;
+  return estimate;
+}
+
+void Timeline::RunComputation(const ir::Computation& computation) {
+  for (const auto& instruction : computation.instructions()) Run(*instruction);
+}
+
+void Timeline::Run(const Instruction& instruction) {
+  const double compute = model_->ComputeSeconds(instruction);
+  totals_.compute_seconds += compute;
+  now_ += compute;
+  switch (TransferRoleOf(instruction)) {
+    case TransferRole::kSynchronous:
+    case TransferRole::kStart: {
+      const auto kind = static_cast<int>(*TransferKindOf(instruction));
+      const double transfer = model_->TransferSeconds(instruction, grid_);
+      totals_.transfer_seconds += transfer;
+      const double end = std::max(now_, stream_free_[kind]) + transfer;
+      stream_free_[kind] = end;
+      if (TransferRoleOf(instruction) == TransferRole::kStart) {
+        in_flight_[&instruction] = end;
+      } else {
+        totals_.exposed_transfer_seconds += end - now_;
+        now_ = end;
+      }
+      return;
+    }
+    case TransferRole::kDone: {
+      auto it = in_flight_.find(TransferStartOf(instruction));
+      if (it == in_flight_.end()) return;  // its start ran elsewhere: nothing to wait for
+      if (it->second > now_) {
+        totals_.exposed_transfer_seconds += it->second - now_;
+        now_ = it->second;
+      }
+      in_flight_.erase(it);
+      return;
+    }
+    case TransferRole::kNone:
+      break;
+  }
+  switch (instruction.opcode()) {
+    case Opcode::kWhile:
+      return RunWhile(instruction);
+    case Opcode::kConditional:
+      return RunConditional(instruction);
+    case Opcode::kCall:
+      if (const ir::Computation* callee = instruction.called("to_apply")) RunComputation(*callee);
+      return;
+    case Opcode::kAsyncStart:
+      // Not a collective: its computation runs on the compute stream.
+      if (const ir::Computation* callee = instruction.called("calls")) RunComputation(*callee);
+      return;
+    default:
+      return;
+  }
+}
+
+void Timeline::NoteUnknownTripCount(const std::string& name) {
+  auto& names = totals_.unknown_trip_counts;
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
+// Each iteration replays the condition and the body. Once an iteration
+// starts from the same state as the one before (the streams' backlog
+// relative to the clock; transfers the body starts it also completes),
+// every later one repeats it exactly, so the rest
+// are added up instead of replayed: a loop of a million trips costs a few
+// replays. A loop that never settles is replayed in full up to kMaxReplays
+// iterations, and the rest take the last one's time.
+void Timeline::RunWhile(const Instruction& instruction) {
+  const ir::Computation* condition = instruction.called("condition");
+  const ir::Computation* body = instruction.called("body");
+  if (condition == nullptr || body == nullptr) return;
+  std::optional<int64_t> trips = analysis::KnownTripCount(instruction);
+  if (!trips) {
+    NoteUnknownTripCount(instruction.name());
+    trips = 1;
+  }
+  struct State {
+    double now, compute, transfer, exposed;
+    std::array<double, kTransferKindCount> backlog;
+  };
+  auto state = [&] {
+    State s{now_,
+            totals_.compute_seconds,
+            totals_.transfer_seconds,
+            totals_.exposed_transfer_seconds,
+            {}};
+    for (int k = 0; k < kTransferKindCount; ++k)
+      s.backlog[k] = std::max(0.0, stream_free_[k] - now_);
+    return s;
+  };
+  constexpr int64_t kMaxReplays = 64;
+  State before = state();
+  for (int64_t i = 0; i < *trips; ++i) {
+    RunComputation(*condition);
+    RunComputation(*body);
+    const State after = state();
+    const int64_t left = *trips - i - 1;
+    bool settled = true;
+    for (int k = 0; k < kTransferKindCount && settled; ++k) {
+      settled = Close(before.backlog[k], after.backlog[k]);
+    }
+    if (left > 0 && (settled || i + 1 >= kMaxReplays)) {
+      const double n = static_cast<double>(left);
+      now_ += n * (after.now - before.now);
+      totals_.compute_seconds += n * (after.compute - before.compute);
+      totals_.transfer_seconds += n * (after.transfer - before.transfer);
+      totals_.exposed_transfer_seconds += n * (after.exposed - before.exposed);
+      for (int k = 0; k < kTransferKindCount; ++k) {
+        if (after.backlog[k] > 0) stream_free_[k] = now_ + after.backlog[k];
+      }
+      break;
+    }
+    before = after;
+  }
+  RunComputation(*condition);
+}
+
+// Every branch runs from the same state; the slowest one's state goes on.
+void Timeline::RunConditional(const Instruction& instruction) {
+  std::optional<Timeline> slowest;
+  for (const ir::Computation* branch : instruction.called_computations()) {
+    if (branch == nullptr) continue;
+    Timeline copy = *this;
+    copy.RunComputation(*branch);
+    if (!slowest || copy.now_ > slowest->now_) slowest = std::move(copy);
+  }
+  if (slowest) *this = std::move(*slowest);
+}
+
+// --- whole programs --------------------------------------------------------------
+
+StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
+                          const ir::DeviceGrid& grid) {
+  Timeline timeline(model, grid);
+  if (module.entry() != nullptr) timeline.RunComputation(*module.entry());
+  return timeline.estimate();
+}
+
+Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model) {
+  LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport report, ir::VerifyModule(module));
+  return EstimateStep(module, model, ir::DeviceGrid{report.replica_count, report.partition_count});
+}
+
+double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid) {
+  switch (TransferRoleOf(instruction)) {
+    case TransferRole::kSynchronous:
+    case TransferRole::kStart:
+      return model.ComputeSeconds(instruction) + model.TransferSeconds(instruction, grid);
+    case TransferRole::kDone:
+      return model.ComputeSeconds(instruction);
+    case TransferRole::kNone:
+      break;
+  }
+  Timeline timeline(model, grid);
+  timeline.Run(instruction);
+  return timeline.now();
+}
+
+}  // namespace loom::cost

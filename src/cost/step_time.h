@@ -1,0 +1,143 @@
+// How long one step of a scheduled per-device program takes, by the cost
+// model, on one device: the text order of the entry computation is the
+// schedule, replayed on one compute stream and one transfer stream per kind
+// of collective.
+//
+//   - a compute op occupies the compute stream for ComputeSeconds;
+//   - a synchronous collective waits until its kind's stream is free, then
+//     blocks the compute stream for its TransferSeconds;
+//   - a -start (all-gather-start, all-reduce-start, collective-permute-start,
+//     async-start wrapping a collective) launches its transfer, which begins
+//     when its kind's stream is free and takes TransferSeconds; the compute
+//     stream goes on at once;
+//   - the matching -done waits until that transfer has finished;
+//   - a while runs its condition and body KnownTripCount times, then the
+//     condition once more; a loop whose trip count is unknown runs once and
+//     is named in StepEstimate::unknown_trip_counts;
+//   - a call runs its callee, a conditional its slowest branch; a fusion (or
+//     any other op that calls a computation) is costed as one op.
+//
+// For example, with dots of 1 us and transfers of 2 us:
+//
+//   %s = collective-permute-start(%x)      transfer 0..2 us
+//   %d = dot(%a, %b)                       compute  0..1 us
+//   %r = collective-permute-done(%s)       waits    1..2 us (exposed 1 us)
+//
+// takes 2 us, 1 of them exposed transfer; with the dot after the done it
+// takes 3 us, 2 exposed.
+//
+// Transfers of one kind share one stream, so two of them in flight run one
+// after the other here even when they use different links (a bidirectional
+// ring); contention between links is the simulator's business.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "ir/collective_groups.h"
+#include "ir/module.h"
+#include "support/status.h"
+
+namespace loom::cost {
+
+// The kinds of transfer that get a stream (and an in-flight limit) each.
+// kOther: collective-broadcast.
+enum class TransferKind {
+  kCollectivePermute,
+  kAllGather,
+  kAllReduce,
+  kReduceScatter,
+  kAllToAll,
+  kOther,
+};
+inline constexpr int kTransferKindCount = 6;
+// "collective-permute", "all-gather", "all-reduce", "reduce-scatter",
+// "all-to-all", "other".
+std::string_view TransferKindName(TransferKind kind);
+std::optional<TransferKind> ParseTransferKind(std::string_view name);
+
+// What an instruction does to a transfer stream.
+enum class TransferRole {
+  kNone,         // not a transfer (compute, aliasing, control flow, ...)
+  kSynchronous,  // all-gather, all-reduce, ..., collective-permute
+  kStart,        // *-start, or async-start of a computation rooted at a collective
+  kDone,         // *-done, or the async-done of such an async-start
+};
+TransferRole TransferRoleOf(const ir::Instruction& instruction);
+// The kind of transfer a collective, start or done makes; nullopt when its
+// role is kNone.
+std::optional<TransferKind> TransferKindOf(const ir::Instruction& instruction);
+// The start a -done completes (through any async-update), or nullptr.
+const ir::Instruction* TransferStartOf(const ir::Instruction& done);
+
+struct StepEstimate {
+  double total_seconds = 0;
+  // Sum of ComputeSeconds over every op run.
+  double compute_seconds = 0;
+  // Sum of TransferSeconds over every transfer made.
+  double transfer_seconds = 0;
+  // Time the compute stream spent waiting on transfers: in synchronous
+  // collectives and in -dones whose transfer had not finished.
+  double exposed_transfer_seconds = 0;
+  // While loops (by instruction name) whose trip count is unknown; each
+  // was counted as running once.
+  std::vector<std::string> unknown_trip_counts;
+
+  // "12.0 us (compute 10.0 us, transfer 4.0 us, exposed 2.0 us)", plus the
+  // loops of unknown trip count when there are any.
+  std::string ToString() const;
+};
+
+// The replay itself, one instruction at a time; the scheduler drives it
+// while it picks an order, EstimateStep over a whole entry computation.
+class Timeline {
+ public:
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
+
+  // Runs `instruction` after everything run so far (its callees too).
+  void Run(const ir::Instruction& instruction);
+  // Runs every instruction of `computation` in text order.
+  void RunComputation(const ir::Computation& computation);
+
+  // The compute stream's clock.
+  double now() const { return now_; }
+  // When the transfer `start` launched finishes; nullopt when it has not
+  // been launched (or its done has run).
+  std::optional<double> TransferFinish(const ir::Instruction& start) const;
+  // When the stream of `kind` is next free.
+  double StreamFree(TransferKind kind) const { return stream_free_[static_cast<int>(kind)]; }
+  // The totals so far (total_seconds is now()).
+  StepEstimate estimate() const;
+
+ private:
+  void RunWhile(const ir::Instruction& instruction);
+  void RunConditional(const ir::Instruction& instruction);
+  void NoteUnknownTripCount(const std::string& name);
+
+  const CostModel* model_;
+  ir::DeviceGrid grid_;
+  double now_ = 0;
+  std::array<double, kTransferKindCount> stream_free_{};
+  std::unordered_map<const ir::Instruction*, double> in_flight_;
+  StepEstimate totals_;
+};
+
+// The estimate of the entry computation on the grid the verifier finds
+// (fails when the module does not verify), or on `grid`.
+Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model);
+StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
+                          const ir::DeviceGrid& grid);
+
+// How long `instruction` keeps the compute stream of an idle device:
+// ComputeSeconds, the transfer time of a synchronous collective or a start,
+// and for a while, call or conditional the time of what it calls.
+double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid);
+
+}  // namespace loom::cost

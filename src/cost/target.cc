@@ -1,0 +1,380 @@
+#include "cost/target.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+namespace loom::cost {
+
+namespace {
+
+int64_t Product(const std::vector<int64_t>& dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+}
+
+int64_t DeviceCountOf(const Topology& topology) {
+  if (const auto* torus = std::get_if<TorusTopology>(&topology)) return Product(torus->dims);
+  if (const auto* switched = std::get_if<SwitchedTopology>(&topology)) {
+    return switched->devices_per_node * switched->nodes;
+  }
+  return 1 << 20;  // a bus takes any number of devices
+}
+
+}  // namespace
+
+double ComputeSpec::PeakFlops(ir::PrimitiveType type) const {
+  std::string key = "f32";
+  switch (type) {
+    case ir::PrimitiveType::kBF16:
+    case ir::PrimitiveType::kF16:
+      key = "bf16";
+      break;
+    case ir::PrimitiveType::kF64:
+      key = "f64";
+      break;
+    case ir::PrimitiveType::kS8:
+    case ir::PrimitiveType::kU8:
+      key = "s8";
+      break;
+    default:
+      if (ir::IsFloatingPoint(type) && ir::PrimitiveTypeBits(type) == 8) key = "f8";
+  }
+  if (auto it = peak_flops.find(key); it != peak_flops.end()) return it->second;
+  if (key == "f8") {
+    if (auto it = peak_flops.find("bf16"); it != peak_flops.end()) return it->second;
+  }
+  return peak_flops.at("f32");
+}
+
+Target::Target(std::string name, std::string description, ComputeSpec compute, Topology topology)
+    : name_(std::move(name)),
+      description_(std::move(description)),
+      compute_(std::move(compute)),
+      topology_(std::move(topology)),
+      device_count_(DeviceCountOf(topology_)) {
+  if (const auto* torus = std::get_if<TorusTopology>(&topology_)) {
+    position_of_device_.resize(static_cast<size_t>(device_count_));
+    for (int64_t i = 0; i < device_count_; ++i) {
+      const int64_t device =
+          torus->device_order.empty() ? i : torus->device_order[static_cast<size_t>(i)];
+      position_of_device_[static_cast<size_t>(device)] = i;
+    }
+  }
+}
+
+std::string_view Target::kind() const {
+  if (std::holds_alternative<TorusTopology>(topology_)) return "torus";
+  if (std::holds_alternative<SwitchedTopology>(topology_)) return "switched";
+  return "bus";
+}
+
+std::vector<int64_t> Target::Coordinates(int64_t device) const {
+  if (const auto* torus = std::get_if<TorusTopology>(&topology_)) {
+    int64_t position = position_of_device_.at(static_cast<size_t>(device));
+    std::vector<int64_t> coords;
+    for (int64_t dim : torus->dims) {
+      coords.push_back(position % dim);
+      position /= dim;
+    }
+    return coords;
+  }
+  if (const auto* switched = std::get_if<SwitchedTopology>(&topology_)) {
+    return {device / switched->devices_per_node, device % switched->devices_per_node};
+  }
+  return {device};
+}
+
+int64_t Target::DeviceAt(const std::vector<int64_t>& coords) const {
+  const auto& torus = std::get<TorusTopology>(topology_);
+  int64_t position = 0;
+  for (size_t i = coords.size(); i-- > 0;) position = position * torus.dims[i] + coords[i];
+  return torus.device_order.empty() ? position : torus.device_order[static_cast<size_t>(position)];
+}
+
+namespace {
+
+// --- built-ins (figures from ../shared/BRIEF.md section 4; latencies and
+// launch costs are order-of-magnitude assumptions, marked as such) --------
+
+ComputeSpec TpuV4Compute() {
+  ComputeSpec spec;
+  // bf16 on the MXUs; f32 as three bf16 passes (XLA's HIGH precision).
+  spec.peak_flops = {{"bf16", 275e12}, {"f32", 275e12 / 3}, {"s8", 275e12}};
+  spec.memory_bytes_per_second = 1.2e12;
+  spec.memory_bytes = 32.0 * (1LL << 30);
+  spec.launch_seconds = 1e-6;  // assumption
+  return spec;
+}
+
+Target TpuV4(int64_t x, int64_t y, int64_t z) {
+  TorusTopology torus;
+  torus.dims = {x, y, z};
+  // A dimension wraps around where the slice spans whole 4-chip cube edges
+  // (the optical switches close the ring); smaller slices have none.
+  for (int64_t d : torus.dims) torus.wraparound.push_back(d % 4 == 0);
+  torus.link = {45e9, 1e-6};  // ICI per link per direction; hop latency assumed
+  return Target(fmt::format("tpu-v4-{}x{}x{}", x, y, z),
+                fmt::format("TPU v4 slice of {} chips, 3D torus {}x{}x{}", x * y * z, x, y, z),
+                TpuV4Compute(), torus);
+}
+
+ComputeSpec A100Compute() {
+  ComputeSpec spec;
+  spec.peak_flops = {{"bf16", 312e12}, {"f32", 156e12}, {"s8", 624e12}, {"f64", 19.5e12}};
+  spec.memory_bytes_per_second = 2.0e12;
+  spec.memory_bytes = 80e9;
+  spec.launch_seconds = 4e-6;  // kernel launch, assumption
+  return spec;
+}
+
+ComputeSpec H100Compute(double memory_bandwidth, double memory_bytes) {
+  ComputeSpec spec;
+  spec.peak_flops = {
+      {"bf16", 989e12}, {"f32", 494e12}, {"f8", 1979e12}, {"s8", 1979e12}, {"f64", 67e12}};
+  spec.memory_bytes_per_second = memory_bandwidth;
+  spec.memory_bytes = memory_bytes;
+  spec.launch_seconds = 4e-6;  // kernel launch, assumption
+  return spec;
+}
+
+Target Dgx(std::string_view gpu, ComputeSpec compute, Link nvlink, Link infiniband, int64_t nodes) {
+  SwitchedTopology switched;
+  switched.devices_per_node = 8;
+  switched.nodes = nodes;
+  switched.intra_node = nvlink;
+  switched.inter_node = infiniband;
+  const std::string name =
+      nodes == 1 ? fmt::format("dgx-{}", gpu) : fmt::format("dgx-{}-x{}", gpu, nodes);
+  return Target(name,
+                fmt::format("{} DGX {} node(s) of 8 GPUs: NVSwitch inside, InfiniBand fat tree "
+                            "between",
+                            nodes, gpu),
+                std::move(compute), switched);
+}
+
+Target Loopback() {
+  ComputeSpec spec;
+  // Loom's executor on the 2-core build machine: OpenBLAS sgemm measured at
+  // 34 GFLOP/s by `make bench-overlap`; bf16 is widened to f32 element by
+  // element first (a 2048x1024x1024 product: 200 ms in f32, 318 ms in
+  // bf16). The element-by-element interpreter moves about 250 MB/s of f32
+  // (a quarter of that in bf16).
+  spec.peak_flops = {{"f32", 34e9}, {"bf16", 20e9}};
+  spec.memory_bytes_per_second = 250e6;
+  spec.memory_bytes = 8e9;
+  spec.launch_seconds = 10e-6;
+  BusTopology bus;
+  // `tc ... tbf rate 2gbit` on loopback: 0.25 GB/s measured point to point,
+  // shared by every flow.
+  bus.bus = {0.25e9, 50e-6};
+  return Target("loopback-2gbit",
+                "Loom's executor under mpirun on one machine, loopback shaped to 2 Gbit/s "
+                "(BRIEF section 5)",
+                spec, bus);
+}
+
+std::vector<Target> MakeBuiltins() {
+  const Link nvlink3{300e9, 2e-6};
+  const Link nvlink4{450e9, 2e-6};
+  const Link hdr{25e9, 5e-6};  // 200 Gb/s per GPU
+  const Link ndr{50e9, 5e-6};  // 400 Gb/s per GPU
+  return {
+      TpuV4(2, 2, 1),
+      TpuV4(4, 4, 4),
+      TpuV4(8, 8, 8),
+      TpuV4(8, 16, 16),
+      Dgx("a100", A100Compute(), nvlink3, hdr, 1),
+      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 1),
+      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 4),
+      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 32),
+      Dgx("h200", H100Compute(4.8e12, 141e9), nvlink4, ndr, 4),
+      Loopback(),
+  };
+}
+
+// --- JSON --------------------------------------------------------------------
+
+using Json = nlohmann::json;
+
+Expected<double> Number(const Json& object, std::string_view key, std::string_view where) {
+  auto it = object.find(std::string(key));
+  if (it == object.end() || !it->is_number() || it->get<double>() < 0) {
+    return Error{fmt::format("{}: '{}' must be a non-negative number", where, key)};
+  }
+  return it->get<double>();
+}
+
+Expected<Link> ParseLink(const Json& object, std::string_view where) {
+  if (!object.is_object()) return Error{fmt::format("{} must be an object", where)};
+  Link link;
+  LOOM_ASSIGN_OR_RETURN(link.bytes_per_second, Number(object, "bandwidth", where));
+  LOOM_ASSIGN_OR_RETURN(link.latency_seconds, Number(object, "latency", where));
+  if (link.bytes_per_second <= 0) return Error{fmt::format("{}: bandwidth must be > 0", where)};
+  return link;
+}
+
+Expected<ComputeSpec> ParseCompute(const Json& json) {
+  if (!json.is_object()) return Error{"'compute' must be an object"};
+  ComputeSpec spec;
+  const auto flops = json.find("peak_flops");
+  if (flops == json.end() || !flops->is_object() || !flops->contains("f32")) {
+    return Error{"compute: 'peak_flops' must be an object with at least \"f32\""};
+  }
+  for (const auto& [type, value] : flops->items()) {
+    if (!value.is_number() || value.get<double>() <= 0) {
+      return Error{fmt::format("compute.peak_flops: '{}' must be a positive number", type)};
+    }
+    spec.peak_flops[type] = value.get<double>();
+  }
+  LOOM_ASSIGN_OR_RETURN(spec.memory_bytes_per_second, Number(json, "memory_bandwidth", "compute"));
+  LOOM_ASSIGN_OR_RETURN(spec.memory_bytes, Number(json, "memory_capacity", "compute"));
+  LOOM_ASSIGN_OR_RETURN(spec.launch_seconds, Number(json, "launch_latency", "compute"));
+  if (spec.memory_bytes_per_second <= 0) return Error{"compute: memory_bandwidth must be > 0"};
+  return spec;
+}
+
+Expected<Topology> ParseTorus(const Json& json) {
+  TorusTopology torus;
+  const auto dims = json.find("dims");
+  if (dims == json.end() || !dims->is_array() || dims->empty()) {
+    return Error{"topology: a torus needs 'dims', a non-empty array"};
+  }
+  for (const auto& dim : *dims) {
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 1 || dim.get<int64_t>() > 4096) {
+      return Error{"topology.dims: each must be an integer in 1..4096"};
+    }
+    torus.dims.push_back(dim.get<int64_t>());
+  }
+  const auto wrap = json.find("wraparound");
+  if (wrap == json.end() || !wrap->is_array() || wrap->size() != torus.dims.size()) {
+    return Error{"topology: 'wraparound' must be an array of booleans, one per dimension"};
+  }
+  for (const auto& w : *wrap) {
+    if (!w.is_boolean()) return Error{"topology.wraparound: each must be true or false"};
+    torus.wraparound.push_back(w.get<bool>());
+  }
+  LOOM_ASSIGN_OR_RETURN(torus.link, ParseLink(json.value("link", Json()), "topology.link"));
+  if (Product(torus.dims) > (1 << 20)) return Error{"topology: more than 2^20 chips"};
+  if (const auto order = json.find("device_order"); order != json.end()) {
+    std::vector<bool> seen(static_cast<size_t>(Product(torus.dims)), false);
+    if (!order->is_array() || order->size() != seen.size()) {
+      return Error{"topology: 'device_order' must list every device id once"};
+    }
+    for (const auto& id : *order) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<size_t>() >= seen.size() ||
+          seen[id.get<size_t>()]) {
+        return Error{"topology: 'device_order' must list every device id once"};
+      }
+      seen[id.get<size_t>()] = true;
+      torus.device_order.push_back(id.get<int64_t>());
+    }
+  }
+  return Topology(std::move(torus));
+}
+
+Expected<Topology> ParseTopology(const Json& json) {
+  if (!json.is_object()) return Error{"'topology' must be an object"};
+  const std::string kind = json.value("kind", "");
+  if (kind == "torus") return ParseTorus(json);
+  if (kind == "switched") {
+    SwitchedTopology switched;
+    const auto per_node = json.value("devices_per_node", Json());
+    const auto nodes = json.value("nodes", Json());
+    if (!per_node.is_number_integer() || per_node.get<int64_t>() < 1 ||
+        !nodes.is_number_integer() || nodes.get<int64_t>() < 1 ||
+        per_node.get<int64_t>() * nodes.get<int64_t>() > (1 << 20)) {
+      return Error{"topology: 'devices_per_node' and 'nodes' must be positive integers"};
+    }
+    switched.devices_per_node = per_node.get<int64_t>();
+    switched.nodes = nodes.get<int64_t>();
+    LOOM_ASSIGN_OR_RETURN(switched.intra_node,
+                          ParseLink(json.value("intra_node", Json()), "topology.intra_node"));
+    LOOM_ASSIGN_OR_RETURN(switched.inter_node,
+                          ParseLink(json.value("inter_node", Json()), "topology.inter_node"));
+    return Topology(std::move(switched));
+  }
+  if (kind == "bus") {
+    BusTopology bus;
+    LOOM_ASSIGN_OR_RETURN(bus.bus, ParseLink(json.value("bus", Json()), "topology.bus"));
+    return Topology(std::move(bus));
+  }
+  return Error{"topology: 'kind' must be \"torus\", \"switched\" or \"bus\""};
+}
+
+Json LinkJson(const Link& link) {
+  return {{"bandwidth", link.bytes_per_second}, {"latency", link.latency_seconds}};
+}
+
+}  // namespace
+
+const std::vector<Target>& BuiltinTargets() {
+  static const std::vector<Target> targets = MakeBuiltins();
+  return targets;
+}
+
+Expected<Target> ParseTargetJson(const std::string& text, const std::string& source) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto fail = [&](const Error& error) {
+    return Error{fmt::format("{}: {}", source, error.message)};
+  };
+  if (json.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
+  if (!json.is_object() || !json.contains("name") || !json["name"].is_string()) {
+    return Error{fmt::format("{}: a target is an object with a string 'name'", source)};
+  }
+  Expected<ComputeSpec> compute = ParseCompute(json.value("compute", Json()));
+  if (!compute.ok()) return fail(compute.error());
+  Expected<Topology> topology = ParseTopology(json.value("topology", Json()));
+  if (!topology.ok()) return fail(topology.error());
+  return Target(json["name"].get<std::string>(), json.value("description", ""), std::move(*compute),
+                std::move(*topology));
+}
+
+std::string TargetToJson(const Target& target) {
+  Json compute = {{"peak_flops", target.compute().peak_flops},
+                  {"memory_bandwidth", target.compute().memory_bytes_per_second},
+                  {"memory_capacity", target.compute().memory_bytes},
+                  {"launch_latency", target.compute().launch_seconds}};
+  Json topology;
+  if (const auto* torus = std::get_if<TorusTopology>(&target.topology())) {
+    topology = {{"kind", "torus"},
+                {"dims", torus->dims},
+                {"wraparound", torus->wraparound},
+                {"link", LinkJson(torus->link)}};
+    if (!torus->device_order.empty()) topology["device_order"] = torus->device_order;
+  } else if (const auto* switched = std::get_if<SwitchedTopology>(&target.topology())) {
+    topology = {{"kind", "switched"},
+                {"devices_per_node", switched->devices_per_node},
+                {"nodes", switched->nodes},
+                {"intra_node", LinkJson(switched->intra_node)},
+                {"inter_node", LinkJson(switched->inter_node)}};
+  } else {
+    topology = {{"kind", "bus"}, {"bus", LinkJson(std::get<BusTopology>(target.topology()).bus)}};
+  }
+  Json json = {{"name", target.name()},
+               {"description", target.description()},
+               {"compute", compute},
+               {"topology", topology}};
+  return json.dump(2);
+}
+
+Expected<Target> FindTarget(const std::string& name_or_path) {
+  for (const Target& target : BuiltinTargets()) {
+    if (target.name() == name_or_path) return target;
+  }
+  if (name_or_path.ends_with(".json")) {
+    std::ifstream in(name_or_path);
+    if (!in) return Error{fmt::format("cannot read target file {}", name_or_path)};
+    std::stringstream text;
+    text << in.rdbuf();
+    return ParseTargetJson(text.str(), name_or_path);
+  }
+  std::string known;
+  for (const Target& target : BuiltinTargets()) known += " " + target.name();
+  return Error{
+      fmt::format("unknown target '{}' (built-in:{}; or a .json file)", name_or_path, known)};
+}
+
+}  // namespace loom::cost

@@ -1,0 +1,107 @@
+// A hardware target: what one device computes, and how devices are joined.
+//
+// Three kinds of topology cover the machines Loom models:
+//   torus     TPU slices: a 3D torus of chips, each with a link per
+//             direction to its neighbours; a dimension wraps around only
+//             where the slice is a whole cube edge (optical switches).
+//   switched  GPU clusters: nodes of devices joined all-to-all by NVSwitch,
+//             nodes joined by an InfiniBand fat tree (full bisection, one
+//             NIC per device).
+//   bus       the bandwidth-shaped loopback testbed (BRIEF section 5): every
+//             transfer shares one medium.
+//
+// Device id d of a module runs on target device d. On a torus, device ids
+// are laid out with the first dimension fastest (x, then y, then z), as
+// TPU device assignments number the chips of a slice, unless the target
+// gives its own order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/shape.h"
+#include "support/status.h"
+
+namespace loom::cost {
+
+struct Link {
+  double bytes_per_second = 0;  // per direction
+  double latency_seconds = 0;   // per hop
+};
+
+struct ComputeSpec {
+  // Dense peak FLOP/s by element type name: "bf16" (also used for f16),
+  // "f32", "f64", "f8", "s8". A type without an entry uses f32's.
+  std::map<std::string, double> peak_flops;
+  double memory_bytes_per_second = 0;
+  double memory_bytes = 0;    // capacity
+  double launch_seconds = 0;  // fixed cost of every op
+
+  double PeakFlops(ir::PrimitiveType type) const;
+};
+
+struct TorusTopology {
+  std::vector<int64_t> dims;     // chips per dimension
+  std::vector<bool> wraparound;  // per dimension
+  Link link;
+  // device_order[i]: the device id of the chip at linear position i (first
+  // dimension fastest). Empty: the identity.
+  std::vector<int64_t> device_order;
+};
+
+struct SwitchedTopology {
+  int64_t devices_per_node = 8;
+  int64_t nodes = 1;
+  Link intra_node;  // NVLink through NVSwitch, per device
+  Link inter_node;  // InfiniBand, per device (its own NIC)
+};
+
+struct BusTopology {
+  Link bus;  // shared by every transfer
+};
+
+using Topology = std::variant<TorusTopology, SwitchedTopology, BusTopology>;
+
+class Target {
+ public:
+  Target(std::string name, std::string description, ComputeSpec compute, Topology topology);
+
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  const ComputeSpec& compute() const { return compute_; }
+  const Topology& topology() const { return topology_; }
+  int64_t device_count() const { return device_count_; }
+  std::string_view kind() const;
+
+  // Torus: the coordinates of `device`; switched: {node, index in node};
+  // bus: {device}.
+  std::vector<int64_t> Coordinates(int64_t device) const;
+  // The device at torus coordinates `coords`.
+  int64_t DeviceAt(const std::vector<int64_t>& coords) const;
+
+ private:
+  std::string name_;
+  std::string description_;
+  ComputeSpec compute_;
+  Topology topology_;
+  int64_t device_count_ = 0;
+  std::vector<int64_t> position_of_device_;  // torus: inverse of device_order
+};
+
+// The built-in targets, in the order `loom targets` lists them.
+const std::vector<Target>& BuiltinTargets();
+
+// A built-in by name, or a JSON file (a path ending in .json).
+Expected<Target> FindTarget(const std::string& name_or_path);
+
+// Reads one target from JSON text (see targets/*.json in the repository for
+// the format); errors name the field.
+Expected<Target> ParseTargetJson(const std::string& text, const std::string& source);
+
+// The target as JSON, in the format ParseTargetJson reads.
+std::string TargetToJson(const Target& target);
+
+}  // namespace loom::cost

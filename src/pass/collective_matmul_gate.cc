@@ -1,0 +1,149 @@
+#include "pass/collective_matmul_gate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "pass/ring/dot_geometry.h"
+
+namespace loom::pass {
+
+namespace {
+
+double Bytes(const ir::Instruction& instruction) {
+  return static_cast<double>(instruction.shape().ByteSize());
+}
+
+double OperandBytes(const ir::Instruction& instruction) {
+  double bytes = 0;
+  for (const ir::Instruction* operand : instruction.operands()) bytes += Bytes(*operand);
+  return bytes;
+}
+
+// t_c: one partial product and what merges it into the result. The slices
+// of an operand are read by the product directly and the partial product
+// is written in place into its block of the result (XLA fuses both), so
+// they cost nothing beyond the product; an add of partial results is an
+// elementwise op of its own.
+double StepCompute(const cost::TargetCostModel& model, const Candidate& c) {
+  const ir::Instruction& dot = *c.dot_instruction;
+  const auto n = static_cast<double>(c.group_size);
+  const double launch = model.target().compute().launch_seconds;
+  const double out = Bytes(dot);
+  const double lhs = Bytes(*dot.operand(0));
+  const double rhs = Bytes(*dot.operand(1));
+  // Bytes one partial product touches: the sliced or windowed operand(s)
+  // by N, the other whole, a block (or, accumulating, all) of the result.
+  double operands = (lhs + rhs) / n;  // batch: both operands sliced
+  if (c.dimension_class == "lhs free") operands = lhs / n + rhs;
+  if (c.dimension_class == "rhs free") operands = lhs + rhs / n;
+  if (c.kind == CandidateKind::kAllGather) {
+    const double other = std::max(0.0, lhs + rhs - static_cast<double>(c.collective_bytes));
+    operands =
+        static_cast<double>(c.shard_bytes) + (c.dimension_class == "free" ? other : other / n);
+  }
+  const bool accumulates =
+      c.kind == CandidateKind::kAllGather && c.dimension_class == "contracting";
+  const double result = accumulates ? out : out / n;
+  const double product = model.DotSeconds(static_cast<double>(DotFlops(dot)) / n, operands + result,
+                                          dot.operand(0)->shape().type());
+  const bool adds = c.kind != CandidateKind::kAllGather || accumulates;
+  return product + (adds ? model.MemorySeconds(3 * result) + launch : 0);
+}
+
+std::vector<std::pair<int64_t, int64_t>> BothWays(
+    const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  auto both = pairs;
+  for (const auto& [from, to] : pairs) both.emplace_back(to, from);
+  return both;
+}
+
+std::string Time(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.3f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
+  return fmt::format("{:.1f} us", seconds * 1e6);
+}
+
+// Loop iterations of a ring form (the steps that go into the while body).
+int64_t LoopIterations(const Candidate& c, RingDirection direction) {
+  const int64_t n = c.group_size;
+  if (direction == RingDirection::kBidirectional && n >= 3)
+    return std::max<int64_t>((n - 1) / 2 - 1, 0);
+  return c.kind == CandidateKind::kAllGather ? n - 1 : n - 2;
+}
+
+}  // namespace
+
+RingEstimate EstimateRing(const cost::TargetCostModel& model, const Candidate& c,
+                          int64_t permutes_in_flight) {
+  RingEstimate e;
+  const auto n = static_cast<double>(c.group_size);
+  e.collective = model.TransferSeconds(*c.collective_instruction, c.grid);
+  e.dot = model.ComputeSeconds(*c.dot_instruction);
+  e.original = e.collective + e.dot;
+  e.step_compute = StepCompute(model, c);
+  // Each collective-permute is an op of its own and pays a launch.
+  const double launch = model.target().compute().launch_seconds;
+  const auto shard = static_cast<double>(c.shard_bytes);
+  e.step_transfer = model.PermuteSeconds(c.ring_pairs, shard) + launch;
+  const double both = permutes_in_flight >= 2
+                          ? model.PermuteSeconds(BothWays(c.ring_pairs), shard) + 2 * launch
+                          : 2 * e.step_transfer;
+  const double tc = e.step_compute;
+  const double tp = e.step_transfer;
+  e.unidirectional = (n - 1) * std::max(tc, tp) + tc;
+  e.bidirectional = e.unidirectional;
+  if (c.group_size >= 3) {
+    const auto a = static_cast<double>(c.group_size / 2);        // ceil((N-1)/2)
+    const auto b = static_cast<double>((c.group_size - 1) / 2);  // floor((N-1)/2)
+    if (c.kind == CandidateKind::kAllGather) {
+      e.bidirectional =
+          std::max(tc, both) + (a - 1) * std::max(2 * tc, both) + (a == b ? 2 : 1) * tc;
+    } else {
+      e.bidirectional = b * std::max(2 * tc, both) + (a - b) * std::max(tc, tp) + tc;
+    }
+  }
+  if (c.kind == CandidateKind::kAllReduce) {
+    // The all-gather half stays a native collective (a later candidate may
+    // decompose it against the dot that consumes it).
+    e.unidirectional += e.collective / 2;
+    e.bidirectional += e.collective / 2;
+  }
+  e.loop_overhead = 2 * model.target().compute().launch_seconds;
+  return e;
+}
+
+Gate MakeCostGate(std::shared_ptr<const cost::TargetCostModel> model, GateOptions options) {
+  return [model = std::move(model), options](const Candidate& c) {
+    const RingEstimate e = EstimateRing(*model, c, options.permutes_in_flight);
+    GateVerdict verdict;
+    verdict.form = options.form.value_or(
+        c.group_size <= options.max_unrolled_steps ? RingForm::kUnrolled : RingForm::kLoop);
+    const auto total = [&](RingDirection direction) {
+      const double ring =
+          direction == RingDirection::kBidirectional ? e.bidirectional : e.unidirectional;
+      return ring + (verdict.form == RingForm::kLoop
+                         ? e.loop_overhead * static_cast<double>(LoopIterations(c, direction))
+                         : 0.0);
+    };
+    const double uni = total(RingDirection::kUnidirectional);
+    const double bi = total(RingDirection::kBidirectional);
+    verdict.direction = options.direction.value_or(bi < uni ? RingDirection::kBidirectional
+                                                            : RingDirection::kUnidirectional);
+    const double ring = verdict.direction == RingDirection::kBidirectional ? bi : uni;
+    verdict.benefit = e.original - ring;
+    verdict.rewrite = ring < e.original * (1 - options.min_gain);
+    verdict.reason = fmt::format(
+        "on {}: original {} ({} {} + dot {}); ring {} (unidirectional {}, bidirectional {}; "
+        "per step: product {}, transfer {}){}",
+        model->target().name(), Time(e.original), CandidateKindName(c.kind), Time(e.collective),
+        Time(e.dot), Time(ring), Time(uni), Time(bi), Time(e.step_compute), Time(e.step_transfer),
+        verdict.rewrite     ? fmt::format("; saves {:.0f}%", 100 * (1 - ring / e.original))
+        : ring < e.original ? fmt::format("; the ring saves only {:.1f}% (< {:.0f}% required)",
+                                          100 * (1 - ring / e.original), 100 * options.min_gain)
+                            : std::string("; the ring does not pay"));
+    return verdict;
+  };
+}
+
+}  // namespace loom::pass

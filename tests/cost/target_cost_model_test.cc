@@ -1,0 +1,156 @@
+// The target cost model against hand-computed times on tiny topologies of
+// each kind (torus with and without wraparound, NVSwitch nodes joined by
+// InfiniBand, a shared bus), and the target catalog's JSON form.
+#include "cost/target_cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/parser.h"
+
+namespace loom::cost {
+namespace {
+
+ComputeSpec SimpleCompute() {
+  ComputeSpec spec;
+  spec.peak_flops = {{"f32", 1e12}, {"bf16", 4e12}};
+  spec.memory_bytes_per_second = 1e12;
+  spec.memory_bytes = 1e9;
+  spec.launch_seconds = 1e-6;
+  return spec;
+}
+
+Target Torus(std::vector<int64_t> dims, std::vector<bool> wrap) {
+  TorusTopology torus;
+  torus.dims = std::move(dims);
+  torus.wraparound = std::move(wrap);
+  torus.link = {1e9, 1e-6};
+  return Target("torus", "", SimpleCompute(), torus);
+}
+
+Target Switched() {
+  SwitchedTopology switched;
+  switched.devices_per_node = 2;
+  switched.nodes = 2;
+  switched.intra_node = {1e10, 1e-6};
+  switched.inter_node = {1e9, 1e-5};
+  return Target("switched", "", SimpleCompute(), switched);
+}
+
+Target Bus() {
+  BusTopology bus;
+  bus.bus = {1e8, 1e-4};
+  return Target("bus", "", SimpleCompute(), bus);
+}
+
+TEST(TargetCostModel, RingOverAWrappingDimensionUsesBothDirections) {
+  const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
+  // (N-1) a + (N-1)/N B / (2 bw)
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2, 3}, 4e6), 3e-6 + 0.75 * 4e6 / 2e9);
+  EXPECT_DOUBLE_EQ(model.AllReduceSeconds({0, 1, 2, 3}, 4e6), 2 * (3e-6 + 0.75 * 4e6 / 2e9));
+}
+
+TEST(TargetCostModel, TwoDimensionalBoxWithoutWraparoundRunsOnePhasePerDimension) {
+  const TargetCostModel model(Torus({2, 2, 1}, {false, false, false}));
+  // x phase: a + 1/2 (B 2/4) / bw; y phase: a + 1/2 B / bw.
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2, 3}, 4e6),
+                   (1e-6 + 0.5 * 2e6 / 1e9) + (1e-6 + 0.5 * 4e6 / 1e9));
+}
+
+TEST(TargetCostModel, GroupThatIsNotABoxRunsAUnidirectionalRing) {
+  const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
+  // Devices 0 and 2 are two hops apart both ways: one step of 2 a + B/2 / bw.
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 2}, 4e6), 2e-6 + 2e6 / 1e9);
+}
+
+TEST(TargetCostModel, PermuteTakesTheSlowestRoute) {
+  const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 2}}, 1e6), 1e-6 + 1e-3);
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 2}}, 1e6), 2e-6 + 1e-3);
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{3, 0}}, 1e6), 1e-6 + 1e-3);  // wraparound
+  const TargetCostModel line(Torus({4, 1, 1}, {false, false, false}));
+  EXPECT_DOUBLE_EQ(line.PermuteSeconds({{3, 0}}, 1e6), 3e-6 + 1e-3);
+}
+
+TEST(TargetCostModel, SwitchedClusterIsHierarchicalAcrossNodes) {
+  const TargetCostModel model(Switched());
+  // Inside a node: a + 1/2 B / bw_nv.
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1}, 8e6), 1e-6 + 0.5 * 8e6 / 1e10);
+  // Two nodes of two: a ring in each node over B/2, then across nodes over
+  // B/2 per device through its own NIC.
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2, 3}, 8e6),
+                   (1e-6 + 0.5 * 4e6 / 1e10) + (1e-5 + 0.5 * 4e6 / 1e9));
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}}, 1e6), 1e-6 + 1e6 / 1e10);
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 2}}, 1e6), 1e-5 + 1e6 / 1e9);
+}
+
+TEST(TargetCostModel, BusCarriesEveryByteOnOneMedium) {
+  const TargetCostModel model(Bus());
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2}, 3e6), 2e-4 + 2 * 3e6 / 1e8);
+  // Both directions of a pair share the medium.
+  EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 0}}, 1e6), 1e-4 + 2e6 / 1e8);
+}
+
+TEST(TargetCostModel, ComputeIsARooflinePlusLaunch) {
+  const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
+  auto module = ir::ParseModule(R"(
+HloModule m, num_partitions=4
+ENTRY %main {
+  %a = f32[64,128] parameter(0)
+  %b = f32[128,32] parameter(1)
+  %d = f32[64,32] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %e = f32[64,32] add(%d, %d)
+  %g = f32[256,32] all-gather(%e), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  ROOT %t = (f32[64,32], f32[256,32]) tuple(%e, %g)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  const ir::Computation& entry = *(*module)->entry();
+  // dot: 2*64*32*128 FLOPs at 1e12 beats (8192+4096+2048)*4 bytes at 1e12.
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("d")), 2.0 * 64 * 32 * 128 / 1e12 + 1e-6);
+  // add: two operands and a result of 8 KiB each.
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("e")), 3 * 8192 / 1e12 + 1e-6);
+  EXPECT_EQ(model.ComputeSeconds(*entry.FindInstruction("t")), 0);
+  EXPECT_EQ(model.ComputeSeconds(*entry.FindInstruction("g")), 0);
+  const ir::DeviceGrid grid{1, 4};
+  EXPECT_DOUBLE_EQ(model.TransferSeconds(*entry.FindInstruction("g"), grid),
+                   3e-6 + 0.75 * 32768 / 2e9);
+  EXPECT_EQ(model.TransferSeconds(*entry.FindInstruction("d"), grid), 0);
+}
+
+TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
+  auto cube = FindTarget("tpu-v4-4x4x4");
+  ASSERT_TRUE(cube.ok());
+  EXPECT_EQ(cube->device_count(), 64);
+  EXPECT_EQ(std::get<TorusTopology>(cube->topology()).wraparound, std::vector<bool>(3, true));
+  EXPECT_EQ(cube->Coordinates(5), (std::vector<int64_t>{1, 1, 0}));  // x fastest
+  auto small = FindTarget("tpu-v4-2x2x1");
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(std::get<TorusTopology>(small->topology()).wraparound, std::vector<bool>(3, false));
+  auto dgx = FindTarget("dgx-h100-x4");
+  ASSERT_TRUE(dgx.ok());
+  EXPECT_EQ(dgx->device_count(), 32);
+  EXPECT_EQ(dgx->Coordinates(9), (std::vector<int64_t>{1, 1}));
+  EXPECT_DOUBLE_EQ(dgx->compute().PeakFlops(ir::PrimitiveType::kBF16), 989e12);
+  EXPECT_TRUE(FindTarget("loopback-2gbit").ok());
+  EXPECT_FALSE(FindTarget("tpu-v9").ok());
+}
+
+TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
+  for (const Target& target : BuiltinTargets()) {
+    auto again = ParseTargetJson(TargetToJson(target), "t.json");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(TargetToJson(*again), TargetToJson(target));
+  }
+  auto bad = ParseTargetJson(R"({"name": "x", "compute": {"peak_flops": {"f32": 1e12},
+      "memory_bandwidth": 1e12, "memory_capacity": 1, "launch_latency": 0},
+      "topology": {"kind": "torus", "dims": [2, 2], "wraparound": [true],
+                   "link": {"bandwidth": 1, "latency": 0}}})",
+                             "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "bad.json: topology: 'wraparound' must be an array of booleans, one per dimension");
+  EXPECT_FALSE(ParseTargetJson("{", "x.json").ok());
+}
+
+}  // namespace
+}  // namespace loom::cost
