@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-overlap fuzz format clean
+.PHONY: all deps configure build test demo bench bench-cost bench-overlap fuzz format clean
 
 all: build
 
@@ -51,6 +51,10 @@ demo: deps
 
 bench: build
 	./$(BUILD_DIR)/loom_bench
+
+# The cost model's estimates of the demo block on every target, as ratios.
+bench-cost: build
+	./$(BUILD_DIR)/loom_cost_bench
 
 # Real overlap under a bandwidth-shaped loopback link (needs root).
 bench-overlap: build

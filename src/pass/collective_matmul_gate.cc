@@ -20,35 +20,43 @@ double OperandBytes(const ir::Instruction& instruction) {
   return bytes;
 }
 
-// t_c: one partial product and what merges it into the result. The slices
-// of an operand are read by the product directly and the partial product
-// is written in place into its block of the result (XLA fuses both), so
-// they cost nothing beyond the product; an add of partial results is an
-// elementwise op of its own.
+// t_c: one partial product and the ops that feed and merge it, each costed
+// as the cost model costs the op the ring emits (so that the gate agrees
+// with the step estimate of the rewritten program): a dynamic-slice of an
+// operand, a dynamic-update-slice of the result's block, an add of partial
+// results.
 double StepCompute(const cost::TargetCostModel& model, const Candidate& c) {
   const ir::Instruction& dot = *c.dot_instruction;
   const auto n = static_cast<double>(c.group_size);
   const double launch = model.target().compute().launch_seconds;
+  const auto memory = [&](double bytes) { return model.MemorySeconds(bytes) + launch; };
   const double out = Bytes(dot);
   const double lhs = Bytes(*dot.operand(0));
   const double rhs = Bytes(*dot.operand(1));
-  // Bytes one partial product touches: the sliced or windowed operand(s)
-  // by N, the other whole, a block (or, accumulating, all) of the result.
-  double operands = (lhs + rhs) / n;  // batch: both operands sliced
-  if (c.dimension_class == "lhs free") operands = lhs / n + rhs;
-  if (c.dimension_class == "rhs free") operands = lhs + rhs / n;
-  if (c.kind == CandidateKind::kAllGather) {
-    const double other = std::max(0.0, lhs + rhs - static_cast<double>(c.collective_bytes));
-    operands =
-        static_cast<double>(c.shard_bytes) + (c.dimension_class == "free" ? other : other / n);
+  const double flops = static_cast<double>(DotFlops(dot)) / n;
+  const ir::PrimitiveType type = dot.operand(0)->shape().type();
+  if (c.kind != CandidateKind::kAllGather) {
+    // Slice the operand(s) that supply output block q, multiply, add the
+    // partial sum received.
+    double sliced = lhs + rhs;  // batch: both
+    if (c.dimension_class == "lhs free") sliced = lhs;
+    if (c.dimension_class == "rhs free") sliced = rhs;
+    const double slices = c.dimension_class == "batch" ? 2 : 1;
+    return model.DotSeconds(flops, lhs + rhs - sliced + sliced / n + out / n, type) +
+           slices * launch + model.MemorySeconds(2 * sliced / n) + memory(3 * out / n);
   }
-  const bool accumulates =
-      c.kind == CandidateKind::kAllGather && c.dimension_class == "contracting";
-  const double result = accumulates ? out : out / n;
-  const double product = model.DotSeconds(static_cast<double>(DotFlops(dot)) / n, operands + result,
-                                          dot.operand(0)->shape().type());
-  const bool adds = c.kind != CandidateKind::kAllGather || accumulates;
-  return product + (adds ? model.MemorySeconds(3 * result) + launch : 0);
+  const double window = static_cast<double>(c.shard_bytes);
+  const double other = std::max(0.0, lhs + rhs - static_cast<double>(c.collective_bytes));
+  if (c.dimension_class == "free") {
+    return model.DotSeconds(flops, window + other + out / n, type) + memory(2 * out / n);
+  }
+  if (c.dimension_class == "batch") {
+    return model.DotSeconds(flops, window + other / n + out / n, type) + memory(2 * other / n) +
+           memory(2 * out / n);
+  }
+  // Contracting: slice the other operand, accumulate the whole result.
+  return model.DotSeconds(flops, window + other / n + out, type) + memory(2 * other / n) +
+         memory(3 * out);
 }
 
 std::vector<std::pair<int64_t, int64_t>> BothWays(
