@@ -35,7 +35,7 @@ run() {
   timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
 }
 
-for sub in "" fmt verify stats; do
+for sub in "" fmt verify stats opt targets; do
   label="loom ${sub:+$sub }--help"
   # shellcheck disable=SC2086
   if run "$loom" $sub --help; then
@@ -107,6 +107,51 @@ if run "$loom" stats "$example"; then
   fi
 else
   fail "loom stats example" "exit status $?"
+fi
+
+# opt: the demo block's pairs are rewritten (without a target, by the size
+# threshold), the output verifies, and every decision is explained.
+if run "$loom" opt "$example" --passes=collective-matmul --explain -o "$tmp/ring.hlo" &&
+  [[ $(grep -c ': rewritten ' "$tmp/out") -eq 2 ]] && run "$loom" verify "$tmp/ring.hlo" &&
+  ! grep -q 'all-gather\|reduce-scatter' "$tmp/ring.hlo"; then
+  ok "loom opt --passes=collective-matmul --explain"
+else
+  fail "loom opt --passes=collective-matmul --explain" "not two rewrites, or the output is wrong"
+fi
+
+# opt with a target: the gate gives its estimates; the whole pipeline to a
+# schedule verifies and says it is scheduled.
+if run "$loom" opt "$root/examples/mlp_block_tp8_large.hlo" --target tpu-v4-4x4x4 --estimate \
+  --explain --passes=collective-matmul,async-collectives,schedule -o "$tmp/sched.hlo" &&
+  grep -q 'on tpu-v4-4x4x4: original' "$tmp/out" && grep -q 'estimated step on' "$tmp/out" &&
+  grep -q 'is_scheduled=true' "$tmp/sched.hlo" && run "$loom" verify "$tmp/sched.hlo"; then
+  ok "loom opt --target --estimate, scheduled"
+else
+  fail "loom opt --target --estimate, scheduled" "no estimates, or not a scheduled valid module"
+fi
+
+# Bad pass specifications and targets: exit 1 with one line naming the problem.
+for args in "--passes=no-such-pass" "--passes=collective-matmul{form=spiral}" \
+  "--passes=schedule" "--passes=collective-matmul --target tpu-v9" \
+  "--passes=collective-matmul --target $tmp/missing.json"; do
+  # shellcheck disable=SC2086
+  run "$loom" opt "$example" $args
+  status=$?
+  if [[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 && ! -s $tmp/out ]]; then
+    ok "loom opt $args: error"
+  else
+    fail "loom opt $args: error" "exit status $status, $(wc -l <"$tmp/err") line(s) on stderr"
+  fi
+done
+
+# targets: the catalog lists every kind, and a target's JSON reads back.
+if run "$loom" targets && grep -q 'tpu-v4-8x16x16' "$tmp/out" && grep -q 'dgx-h100-x4' "$tmp/out" &&
+  grep -q 'loopback-2gbit' "$tmp/out" && run "$loom" targets dgx-h100 --json &&
+  cp "$tmp/out" "$tmp/t.json" && run "$loom" targets "$tmp/t.json" --json &&
+  cmp -s "$tmp/out" "$tmp/t.json"; then
+  ok "loom targets, and JSON round trip"
+else
+  fail "loom targets, and JSON round trip" "missing targets or the JSON does not read back"
 fi
 
 # A missing file: exit 1 and a message naming it.
