@@ -31,13 +31,15 @@
 //   %p = f32[256,96] dot(%a, %b), ...
 //   %out = f32[64,96] reduce-scatter(%p), dimensions={0}, to_apply=%add, ...
 //
-// after: at step i each device computes only block q = (r+i+1)%N of its
+// after: at step i each device computes only block q = (r-1-i)%N of its
 // product (slicing the operand that supplies that output dimension), adds
-// it to the partial sum received from its ring successor and passes the sum
-// on; after N-1 transfers block r is home.
+// it to the partial sum received from its ring predecessor and passes the
+// sum on to its successor; after N-1 transfers block r is home, summed in
+// the order r+1, r+2, ..., r (the executor's ring order, so the result is
+// bitwise the same in deterministic mode).
 //
-//   %c0 = f32[64,96] dot(dynamic-slice(%a, ((r+1)%4)*64, 0), %b)
-//   %s1 = f32[64,96] collective-permute(%c0), source_target_pairs={{1,0},...}
+//   %c0 = f32[64,96] dot(dynamic-slice(%a, ((r+3)%4)*64, 0), %b)
+//   %s1 = f32[64,96] collective-permute(%c0), source_target_pairs={{0,1},...}
 //   %c1 = f32[64,96] dot(dynamic-slice(%a, ((r+2)%4)*64, 0), %b)
 //   %a1 = f32[64,96] add(%s1, %c1)
 //   ...
