@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-cost bench-overlap fuzz format clean
+.PHONY: all deps configure build test demo bench bench-cost bench-sim bench-overlap fuzz format clean
 
 all: build
 
@@ -31,8 +31,9 @@ test: deps
 DEMO_DIR      := $(BUILD_DIR)/demo
 
 # The demo block: its statistics, the collective-matmul rewrite with every
-# decision explained, traffic and memory after it, and the rewritten block
-# run against the original on 4 in-process devices.
+# decision explained, traffic and memory after it, the rewritten block run
+# against the original on 4 in-process devices, the cost model's decisions
+# on two targets, and the simulated step before and after on both.
 demo: deps
 	@$(MAKE) --no-print-directory build
 	@mkdir -p $(DEMO_DIR)
@@ -48,6 +49,16 @@ demo: deps
 	@for target in tpu-v4-4x4x4 dgx-h100; do for block in mlp_block_tp4 mlp_block_tp8_large; do \
 	  ./$(BUILD_DIR)/loom opt examples/$$block.hlo --passes=collective-matmul --target $$target --explain -o $(DEMO_DIR)/$$block.$$target.hlo || exit 1; \
 	done; done
+	@echo
+	@echo "# The simulator: before and after the rewrite (ring, asynchronous transfers, list schedule)"
+	@for target in tpu-v4-4x4x4 dgx-h100-x4; do \
+	  ./$(BUILD_DIR)/loom opt $(DEMO_DIR)/mlp_block_tp4.ring.hlo --target $$target --passes=async-collectives,schedule -o $(DEMO_DIR)/mlp_block_tp4.ring.$$target.hlo || exit 1; \
+	  echo; ./$(BUILD_DIR)/loom simulate --compare examples/mlp_block_tp4.hlo $(DEMO_DIR)/mlp_block_tp4.ring.$$target.hlo --target $$target --trace $(DEMO_DIR)/mlp_block_tp4.$$target.trace.json || exit 1; \
+	  ./$(BUILD_DIR)/loom opt examples/mlp_block_tp8_large.hlo --target $$target --passes=collective-matmul,async-collectives,schedule -o $(DEMO_DIR)/mlp_block_tp8_large.$$target.hlo || exit 1; \
+	  echo; ./$(BUILD_DIR)/loom simulate --compare examples/mlp_block_tp8_large.hlo $(DEMO_DIR)/mlp_block_tp8_large.$$target.hlo --target $$target --trace $(DEMO_DIR)/mlp_block_tp8_large.$$target.trace.json || exit 1; \
+	done
+	@echo
+	@echo "Timelines of the rewritten blocks (open in https://ui.perfetto.dev): $(DEMO_DIR)/*.trace.json"
 
 bench: build
 	./$(BUILD_DIR)/loom_bench
@@ -55,6 +66,10 @@ bench: build
 # The cost model's estimates of the demo block on every target, as ratios.
 bench-cost: build
 	./$(BUILD_DIR)/loom_cost_bench
+
+# The simulator at scale: the demo block on TPU v4 slices of 64 to 2048 chips.
+bench-sim: build
+	./$(BUILD_DIR)/loom_sim_bench
 
 # Real overlap under a bandwidth-shaped loopback link (needs root).
 bench-overlap: build

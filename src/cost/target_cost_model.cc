@@ -212,8 +212,10 @@ double TargetCostModel::SwitchedGatherSeconds(const SwitchedTopology& switched,
                     : (size - 1) * link.latency_seconds +
                           (size - 1) / size * ring_bytes / link.bytes_per_second;
   };
-  return ring(local, switched.intra_node, bytes / nodes) +
-         ring(nodes, switched.inter_node, bytes / local);
+  // Across nodes first, each device with its peers of the same local index
+  // (one NIC each, shards of B/N); then inside each node, blocks that have
+  // grown to B/local.
+  return ring(nodes, switched.inter_node, bytes / local) + ring(local, switched.intra_node, bytes);
 }
 
 int64_t TargetCostModel::TorusHops(const TorusTopology& torus, int64_t a, int64_t b) const {

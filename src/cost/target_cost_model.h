@@ -14,9 +14,10 @@
 //     takes the longest hop path: (N-1) (h a + B/N / bw).
 //   switched: inside one node a ring over NVSwitch,
 //       (N-1) a_nv + (N-1)/N * B / bw_nv;
-//     across nodes, hierarchical: a ring inside each node over B/nodes,
-//     then a ring across nodes, each device through its own NIC, over
-//     B/(devices per node).
+//     across nodes, hierarchical: first a ring across nodes among the
+//     devices of one local index, each through its own NIC, over
+//     B/(devices per node) (shards of B/N), then a ring inside each node
+//     over all of B (blocks of B/(devices per node)).
 //   bus: every byte crosses the one medium: (N-1) a + (N-1) B / bw.
 //
 //   reduce-scatter = all-gather of the same B; all-reduce = twice that;

@@ -207,6 +207,16 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
   Instruction* collective = nullptr;
   while (collective == nullptr) {
     const auto users = computation.Users(value);
+    if (users.size() > 1) {
+      // A collective among several users: the whole product is needed anyway.
+      for (Instruction* user : users) {
+        if (user->opcode() == Opcode::kReduceScatter || user->opcode() == Opcode::kAllReduce) {
+          return Found<ScatterMatch>{
+              user, Error{fmt::format("%{} has other users: the whole product is needed anyway",
+                                      value->name())}};
+        }
+      }
+    }
     if (users.size() != 1 || computation.root() == value) return std::nullopt;
     Instruction* user = users.front();
     if (user->opcode() == Opcode::kAllReduceStart ||

@@ -35,7 +35,7 @@ run() {
   timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
 }
 
-for sub in "" fmt verify stats opt targets; do
+for sub in "" fmt verify stats opt targets simulate; do
   label="loom ${sub:+$sub }--help"
   # shellcheck disable=SC2086
   if run "$loom" $sub --help; then
@@ -153,6 +153,43 @@ if run "$loom" targets && grep -q 'tpu-v4-8x16x16' "$tmp/out" && grep -q 'dgx-h1
 else
   fail "loom targets, and JSON round trip" "missing targets or the JSON does not read back"
 fi
+
+# simulate: the table, a JSON report and a trace Perfetto opens; the same
+# times as the cost model where nothing contends; --compare and knobs.
+if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/sim.json" \
+  --trace "$tmp/sim.trace.json" && grep -q '^step time *240.980 us *(cost model, no contention: 240.980 us)' "$tmp/out" &&
+  grep -q '"traceEvents"' "$tmp/sim.trace.json" && grep -q '"step_seconds"' "$tmp/sim.json"; then
+  ok "loom simulate: table, JSON, trace"
+else
+  fail "loom simulate: table, JSON, trace" "missing output"
+fi
+if run "$loom" simulate --compare "$example" "$tmp/ring.hlo" --target dgx-h100 &&
+  grep -q '^speedup of B over A: ' "$tmp/out"; then
+  ok "loom simulate --compare"
+else
+  fail "loom simulate --compare" "no speedup line"
+fi
+run "$loom" simulate "$example" --target tpu-v4-4x4x4
+base=$(sed -nE 's/^step time +([0-9.]+) us.*/\1/p' "$tmp/out")
+run "$loom" simulate "$example" --target tpu-v4-4x4x4 --compute-scale 2=1.5
+slow=$(sed -nE 's/^step time +([0-9.]+) us.*/\1/p' "$tmp/out")
+if [[ -n $base && -n $slow ]] && awk -v a="$base" -v b="$slow" 'BEGIN { exit !(b > a) }'; then
+  ok "loom simulate --compute-scale: a straggler slows the step ($base -> $slow us)"
+else
+  fail "loom simulate --compute-scale" "step $base -> $slow us"
+fi
+# Errors: an unknown target, a bad link, a module larger than the target.
+for args in "$example --target tpu-v9" "$example --target dgx-h100 --link-scale 0-9=0.5x" \
+  "$root/examples/mlp_block_tp8_large.hlo --target tpu-v4-2x2x1"; do
+  # shellcheck disable=SC2086
+  run "$loom" simulate $args
+  status=$?
+  if [[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]]; then
+    ok "loom simulate $args: error"
+  else
+    fail "loom simulate $args: error" "exit status $status, $(wc -l <"$tmp/err") line(s) on stderr"
+  fi
+done
 
 # A missing file: exit 1 and a message naming it.
 nofile=$tmp/does_not_exist.hlo

@@ -75,10 +75,10 @@ TEST(TargetCostModel, SwitchedClusterIsHierarchicalAcrossNodes) {
   const TargetCostModel model(Switched());
   // Inside a node: a + 1/2 B / bw_nv.
   EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1}, 8e6), 1e-6 + 0.5 * 8e6 / 1e10);
-  // Two nodes of two: a ring in each node over B/2, then across nodes over
-  // B/2 per device through its own NIC.
+  // Two nodes of two: across nodes first, over B/2 per device through its
+  // own NIC, then inside each node over all of B.
   EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2, 3}, 8e6),
-                   (1e-6 + 0.5 * 4e6 / 1e10) + (1e-5 + 0.5 * 4e6 / 1e9));
+                   (1e-5 + 0.5 * 4e6 / 1e9) + (1e-6 + 0.5 * 8e6 / 1e10));
   EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}}, 1e6), 1e-6 + 1e6 / 1e10);
   EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 2}}, 1e6), 1e-5 + 1e6 / 1e9);
 }

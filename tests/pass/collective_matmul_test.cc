@@ -569,7 +569,7 @@ ENTRY %main {
   ROOT %t = (f32[2,4], f32[4,4]) tuple(%rs, %p)
 }
 )",
-                 "");
+                 "%p has other users");
 }
 
 TEST(CollectiveMatmul, OfTwoCandidatesTheLargerCollectiveWins) {

@@ -52,5 +52,6 @@ void AddRunCommand(CLI::App& app);
 void AddCompareCommand(CLI::App& app);
 void AddOptCommand(CLI::App& app);
 void AddTargetsCommand(CLI::App& app);
+void AddSimulateCommand(CLI::App& app);
 
 }  // namespace loom::cli

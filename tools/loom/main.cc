@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   loom::cli::AddStatsCommand(app);
   loom::cli::AddOptCommand(app);
   loom::cli::AddTargetsCommand(app);
+  loom::cli::AddSimulateCommand(app);
   loom::cli::AddRunCommand(app);
   loom::cli::AddCompareCommand(app);
   try {

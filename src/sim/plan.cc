@@ -1,0 +1,444 @@
+#include "sim/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <variant>
+
+#include "ir/computation.h"
+
+namespace loom::sim {
+
+namespace {
+
+using ir::Opcode;
+
+// Each device's messages of one phase, sent or received: what its first
+// send of the next phase waits for (the data it forwards, and its links
+// free of the phase before).
+using Received = std::vector<std::vector<int32_t>>;
+using RouteFn = std::function<Route(int64_t from, int64_t to)>;
+
+class Builder {
+ public:
+  explicit Builder(int64_t devices) : devices_(devices) {}
+
+  int32_t Add(int64_t source, int64_t target, double bytes, const Route& route) {
+    Message message;
+    message.source = static_cast<int32_t>(source);
+    message.target = static_cast<int32_t>(target);
+    message.bytes = bytes;
+    message.latency_seconds = route.latency_seconds;
+    message.route_begin = static_cast<int32_t>(plan_.route_links.size());
+    message.route_size = static_cast<int32_t>(route.links.size());
+    plan_.route_links.insert(plan_.route_links.end(), route.links.begin(), route.links.end());
+    plan_.messages.push_back(message);
+    return static_cast<int32_t>(plan_.messages.size() - 1);
+  }
+
+  // `after` starts only once `before` has arrived.
+  void Depend(int32_t before, int32_t after) {
+    if (before >= 0 && after >= 0) edges_.emplace_back(before, after);
+  }
+
+  Plan Finish(std::string description) {
+    auto& messages = plan_.messages;
+    std::sort(edges_.begin(), edges_.end());
+    edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
+    plan_.dependents.reserve(edges_.size());
+    size_t e = 0;
+    for (size_t m = 0; m < messages.size(); ++m) {
+      messages[m].dependents_begin = static_cast<int32_t>(plan_.dependents.size());
+      for (; e < edges_.size() && edges_[e].first == static_cast<int32_t>(m); ++e) {
+        plan_.dependents.push_back(edges_[e].second);
+        messages[static_cast<size_t>(edges_[e].second)].dependencies++;
+      }
+      messages[m].dependents_size =
+          static_cast<int32_t>(plan_.dependents.size()) - messages[m].dependents_begin;
+    }
+    plan_.device_begin.assign(static_cast<size_t>(devices_) + 1, 0);
+    for (const Message& message : messages) {
+      plan_.device_begin[static_cast<size_t>(message.source) + 1]++;
+      plan_.device_begin[static_cast<size_t>(message.target) + 1]++;
+    }
+    for (size_t d = 0; d < static_cast<size_t>(devices_); ++d) {
+      plan_.device_begin[d + 1] += plan_.device_begin[d];
+    }
+    plan_.device_messages.resize(messages.size() * 2);
+    std::vector<int32_t> fill(plan_.device_begin.begin(), plan_.device_begin.end() - 1);
+    for (size_t m = 0; m < messages.size(); ++m) {
+      plan_.device_messages[static_cast<size_t>(fill[static_cast<size_t>(messages[m].source)]++)] =
+          static_cast<int32_t>(m);
+      plan_.device_messages[static_cast<size_t>(fill[static_cast<size_t>(messages[m].target)]++)] =
+          static_cast<int32_t>(m);
+    }
+    plan_.description = std::move(description);
+    return std::move(plan_);
+  }
+
+ private:
+  int64_t devices_;
+  Plan plan_;
+  std::vector<std::pair<int32_t, int32_t>> edges_;
+};
+
+// A unidirectional ring over `members` (each sends to the next in
+// `direction`), n - 1 steps of `bytes`.
+void AddRing(Builder& builder, const std::vector<int64_t>& members, int direction, double bytes,
+             const RouteFn& route, const Received& entry, Received& received) {
+  const auto n = static_cast<int64_t>(members.size());
+  if (n < 2) return;
+  std::vector<Route> routes(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    routes[static_cast<size_t>(i)] =
+        route(members[static_cast<size_t>(i)],
+              members[static_cast<size_t>(((i + direction) % n + n) % n)]);
+  }
+  std::vector<int32_t> previous(static_cast<size_t>(n), -1);
+  std::vector<int32_t> current(static_cast<size_t>(n), -1);
+  for (int64_t k = 0; k + 1 < n; ++k) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t from = members[static_cast<size_t>(i)];
+      const int64_t to = members[static_cast<size_t>(((i + direction) % n + n) % n)];
+      const int32_t id = builder.Add(from, to, bytes, routes[static_cast<size_t>(i)]);
+      if (k == 0) {
+        for (int32_t before : entry[static_cast<size_t>(from)]) builder.Depend(before, id);
+      } else {
+        builder.Depend(previous[static_cast<size_t>(((i - direction) % n + n) % n)], id);
+        builder.Depend(previous[static_cast<size_t>(i)], id);
+      }
+      received[static_cast<size_t>(to)].push_back(id);
+      received[static_cast<size_t>(from)].push_back(id);
+      current[static_cast<size_t>(i)] = id;
+    }
+    std::swap(previous, current);
+  }
+}
+
+// A bidirectional chain over `members` (a line: neighbours one hop apart,
+// no wraparound): each device forwards to the right what it received from
+// the left, and to the left what it received from the right, n - 1 steps
+// of `bytes`.
+void AddLine(Builder& builder, const std::vector<int64_t>& members, double bytes,
+             const std::function<Route(int64_t from, int direction)>& hop, const Received& entry,
+             Received& received) {
+  const auto n = static_cast<int64_t>(members.size());
+  if (n < 2) return;
+  for (int direction : {+1, -1}) {
+    std::vector<int32_t> previous(static_cast<size_t>(n), -1);
+    std::vector<int32_t> current(static_cast<size_t>(n), -1);
+    std::vector<Route> routes(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + direction >= 0 && i + direction < n) {
+        routes[static_cast<size_t>(i)] = hop(members[static_cast<size_t>(i)], direction);
+      }
+    }
+    for (int64_t k = 0; k + 1 < n; ++k) {
+      // Rightwards, device i sends shard i - k (for k <= i <= n - 2);
+      // leftwards, shard i + k (for 1 <= i <= n - 1 - k).
+      const int64_t first = direction > 0 ? k : 1;
+      const int64_t last = direction > 0 ? n - 2 : n - 1 - k;
+      for (int64_t i = first; i <= last; ++i) {
+        const int64_t from = members[static_cast<size_t>(i)];
+        const int64_t to = members[static_cast<size_t>(i + direction)];
+        const int32_t id = builder.Add(from, to, bytes, routes[static_cast<size_t>(i)]);
+        if (k == 0) {
+          for (int32_t before : entry[static_cast<size_t>(from)]) builder.Depend(before, id);
+        } else {
+          builder.Depend(previous[static_cast<size_t>(i - direction)], id);
+          builder.Depend(previous[static_cast<size_t>(i)], id);
+        }
+        received[static_cast<size_t>(to)].push_back(id);
+        received[static_cast<size_t>(from)].push_back(id);
+        current[static_cast<size_t>(i)] = id;
+      }
+      std::swap(previous, current);
+      std::fill(current.begin(), current.end(), -1);
+    }
+  }
+}
+
+// One phase of a collective over one group: rings or chains whose steps
+// move `bytes`.
+struct Phase {
+  enum class Kind { kRing, kBidirectionalRing, kLine } kind = Kind::kRing;
+  std::vector<std::vector<int64_t>> lines;  // each a ring or chain, in order
+  double bytes = 0;
+  size_t dim = 0;       // torus: the dimension the hops go along
+  bool routed = false;  // true: dimension-ordered (or port) routes; false: one hop along `dim`
+  std::string name;
+};
+
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? std::string(separator) : "") + parts[i];
+  return out;
+}
+
+constexpr const char* kAxisNames = "xyzwuv";
+
+// The all-gather phases of one group of `bytes` (the gathered result).
+std::vector<Phase> GatherPhases(const std::vector<int64_t>& group, double bytes,
+                                const cost::Target& target) {
+  std::vector<Phase> phases;
+  const auto n = static_cast<double>(group.size());
+  if (group.size() < 2) return phases;
+  if (const auto* torus = std::get_if<cost::TorusTopology>(&target.topology())) {
+    const size_t rank = torus->dims.size();
+    std::vector<std::set<int64_t>> spans(rank);
+    std::vector<std::vector<int64_t>> coords;
+    coords.reserve(group.size());
+    for (int64_t device : group) {
+      coords.push_back(target.Coordinates(device));
+      for (size_t d = 0; d < rank; ++d) spans[d].insert(coords.back()[d]);
+    }
+    double box = 1;
+    bool contiguous = true;
+    for (size_t d = 0; d < rank; ++d) {
+      box *= static_cast<double>(spans[d].size());
+      contiguous &=
+          *spans[d].rbegin() - *spans[d].begin() + 1 == static_cast<int64_t>(spans[d].size());
+    }
+    if (box == n && contiguous) {
+      double gathered = 1;
+      for (size_t d = 0; d < rank; ++d) {
+        const auto size = static_cast<int64_t>(spans[d].size());
+        if (size < 2) continue;
+        Phase phase;
+        phase.dim = d;
+        const bool wraps = torus->wraparound[d] && size == torus->dims[d];
+        phase.kind = wraps ? Phase::Kind::kBidirectionalRing : Phase::Kind::kLine;
+        const double shard = bytes * gathered / n;
+        phase.bytes = wraps ? shard / 2 : shard;
+        gathered *= static_cast<double>(size);
+        // The lines along d: members that agree on every other coordinate,
+        // ordered by their coordinate along d.
+        std::map<std::vector<int64_t>, std::vector<std::pair<int64_t, int64_t>>> lines;
+        for (size_t i = 0; i < group.size(); ++i) {
+          std::vector<int64_t> key = coords[i];
+          key[d] = 0;
+          lines[key].emplace_back(coords[i][d], group[i]);
+        }
+        for (auto& [key, line] : lines) {
+          std::sort(line.begin(), line.end());
+          std::vector<int64_t> members;
+          for (const auto& [coord, device] : line) members.push_back(device);
+          phase.lines.push_back(std::move(members));
+        }
+        phase.name =
+            fmt::format("{} {} over {}", wraps ? "bidirectional ring" : "bidirectional chain", size,
+                        d < 6 ? std::string(1, kAxisNames[d]) : fmt::format("d{}", d));
+        phases.push_back(std::move(phase));
+      }
+      return phases;
+    }
+    Phase phase;
+    phase.kind = Phase::Kind::kRing;
+    phase.routed = true;
+    phase.bytes = bytes / n;
+    phase.lines = {group};
+    phase.name = fmt::format("ring of {} in group order (routed)", group.size());
+    phases.push_back(std::move(phase));
+    return phases;
+  }
+  if (const auto* switched = std::get_if<cost::SwitchedTopology>(&target.topology())) {
+    const int64_t per_node = std::max<int64_t>(1, switched->devices_per_node);
+    std::map<int64_t, std::vector<int64_t>> by_node;
+    for (int64_t device : group) by_node[device / per_node].push_back(device);
+    size_t local = 0;
+    for (const auto& [node, members] : by_node) local = std::max(local, members.size());
+    const double shard = bytes / static_cast<double>(by_node.size() * local);
+    // As the cost model: across nodes first (shards, one NIC per device),
+    // then inside each node (blocks grown to B/local).
+    if (by_node.size() >= 2) {
+      Phase phase;
+      phase.routed = true;
+      phase.bytes = shard;
+      for (size_t rank = 0; rank < local; ++rank) {
+        std::vector<int64_t> members;
+        for (const auto& [node, node_members] : by_node) {
+          if (rank < node_members.size()) members.push_back(node_members[rank]);
+        }
+        phase.lines.push_back(std::move(members));
+      }
+      phase.name = fmt::format("ring of {} across nodes", by_node.size());
+      phases.push_back(std::move(phase));
+    }
+    if (local >= 2) {
+      Phase phase;
+      phase.routed = true;
+      phase.bytes = shard * static_cast<double>(by_node.size());
+      for (const auto& [node, members] : by_node) phase.lines.push_back(members);
+      phase.name = fmt::format("ring of {} in each node", local);
+      phases.push_back(std::move(phase));
+    }
+    return phases;
+  }
+  Phase phase;
+  phase.routed = true;
+  phase.bytes = bytes / n;
+  phase.lines = {group};
+  phase.name = fmt::format("ring of {} on the bus", group.size());
+  phases.push_back(std::move(phase));
+  return phases;
+}
+
+void AddPhase(Builder& builder, const Phase& phase, const Network& network, const Received& entry,
+              Received& received) {
+  const RouteFn routed = [&](int64_t from, int64_t to) { return network.RouteBetween(from, to); };
+  for (const auto& line : phase.lines) {
+    switch (phase.kind) {
+      case Phase::Kind::kRing:
+        AddRing(builder, line, +1, phase.bytes, routed, entry, received);
+        break;
+      case Phase::Kind::kBidirectionalRing:
+        for (int direction : {+1, -1}) {
+          const RouteFn hop = [&, direction](int64_t from, int64_t) {
+            return network.Hop(from, phase.dim, direction);
+          };
+          AddRing(builder, line, direction, phase.bytes, hop, entry, received);
+        }
+        break;
+      case Phase::Kind::kLine:
+        AddLine(
+            builder, line, phase.bytes,
+            [&](int64_t from, int direction) { return network.Hop(from, phase.dim, direction); },
+            entry, received);
+        break;
+    }
+  }
+}
+
+double OperandBytes(const ir::Instruction& instruction) {
+  double bytes = 0;
+  for (const ir::Instruction* operand : instruction.operands()) {
+    bytes += static_cast<double>(operand->shape().ByteSize());
+  }
+  return bytes;
+}
+
+Opcode SyncOpcode(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kAllGatherStart:
+      return Opcode::kAllGather;
+    case Opcode::kAllReduceStart:
+      return Opcode::kAllReduce;
+    case Opcode::kCollectivePermuteStart:
+      return Opcode::kCollectivePermute;
+    default:
+      return opcode;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
+                        const std::vector<std::vector<int64_t>>& groups,
+                        const std::function<double(size_t)>& bytes_of_group, int64_t devices,
+                        const cost::Target& target, const Network& network) {
+  Builder builder(devices);
+  std::vector<std::string> described;
+  Received entry(static_cast<size_t>(devices));
+  Received received(static_cast<size_t>(devices));
+  for (const auto& group : groups) {
+    std::vector<Phase> gather = GatherPhases(group, bytes_of_group(group.size()), target);
+    std::vector<Phase> phases;
+    if (algorithm != CollectiveAlgorithm::kAllGather) {
+      phases.assign(gather.rbegin(), gather.rend());  // reduce-scatter
+    }
+    if (algorithm != CollectiveAlgorithm::kReduceScatter) {
+      phases.insert(phases.end(), gather.begin(), gather.end());
+    }
+    // Phases touch only the group's devices, so the per-device lists are
+    // shared by every group and reset for each.
+    for (int64_t device : group) {
+      entry[static_cast<size_t>(device)].clear();
+      received[static_cast<size_t>(device)].clear();
+    }
+    for (const Phase& phase : phases) {
+      AddPhase(builder, phase, network, entry, received);
+      for (int64_t device : group) {
+        // A device in no ring of this phase goes on with what it had.
+        auto& mine = received[static_cast<size_t>(device)];
+        if (mine.empty()) mine = entry[static_cast<size_t>(device)];
+        entry[static_cast<size_t>(device)].swap(mine);
+        mine.clear();
+      }
+    }
+    if (described.empty() && !phases.empty()) {
+      std::vector<std::string> names;
+      for (const Phase& phase : phases) names.push_back(phase.name);
+      described.push_back(Join(names, ", then "));
+    }
+  }
+  static constexpr const char* kNames[] = {"all-gather", "reduce-scatter", "all-reduce"};
+  const size_t group_size = groups.empty() ? 0 : groups.front().size();
+  return builder.Finish(fmt::format(
+      "{}: {} group(s) of {}{}{}", kNames[static_cast<int>(algorithm)], groups.size(), group_size,
+      described.empty() ? "" : ", ", described.empty() ? "" : described.front()));
+}
+
+}  // namespace
+
+Plan BuildCollectivePlan(CollectiveAlgorithm algorithm,
+                         const std::vector<std::vector<int64_t>>& groups, double bytes,
+                         int64_t devices, const cost::Target& target, const Network& network) {
+  return BuildPlanForGroups(
+      algorithm, groups, [bytes](size_t) { return bytes; }, devices, target, network);
+}
+
+Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
+                      int64_t devices, const Network& network) {
+  Builder builder(devices);
+  int64_t moved = 0;
+  for (const auto& [source, target] : pairs) {
+    if (source == target) continue;
+    builder.Add(source, target, bytes, network.RouteBetween(source, target));
+    ++moved;
+  }
+  return builder.Finish(fmt::format("collective-permute: {} pair(s)", moved));
+}
+
+Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                         const cost::Target& target, const Network& network) {
+  const Opcode opcode = SyncOpcode(op.opcode());
+  const double bytes = OperandBytes(op);
+  const int64_t devices = grid.size();
+  if (opcode == Opcode::kCollectivePermute) {
+    LOOM_ASSIGN_OR_RETURN(auto pairs, ir::GlobalSourceTargetPairs(op, grid));
+    return BuildPermutePlan(pairs, bytes, devices, network);
+  }
+  CollectiveAlgorithm algorithm;
+  bool per_member = false;
+  switch (opcode) {
+    case Opcode::kAllGather:
+      algorithm = CollectiveAlgorithm::kAllGather;
+      per_member = true;
+      break;
+    case Opcode::kReduceScatter:
+      algorithm = CollectiveAlgorithm::kReduceScatter;
+      break;
+    case Opcode::kAllToAll:
+      algorithm = CollectiveAlgorithm::kAllGather;
+      break;
+    case Opcode::kAllReduce:
+      algorithm = CollectiveAlgorithm::kAllReduce;
+      break;
+    default:
+      return Builder(devices).Finish(
+          fmt::format("{}: not modelled, takes no time", ir::OpcodeName(op.opcode())));
+  }
+  LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
+  // An all-gather's B is the gathered result: group size x the operand.
+  return BuildPlanForGroups(
+      algorithm, groups,
+      [&](size_t size) { return per_member ? bytes * static_cast<double>(size) : bytes; }, devices,
+      target, network);
+}
+
+}  // namespace loom::sim

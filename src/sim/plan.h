@@ -1,0 +1,98 @@
+// Collectives as point-to-point messages: the algorithm each native
+// collective runs on a topology, written out as a graph of messages between
+// devices, so that the simulator (simulator.h) can put every step on the
+// network as a flow and let concurrent collectives contend.
+//
+// The algorithms are those whose closed forms cost/target_cost_model.h
+// sums, so that with no contention a simulated collective takes exactly
+// the cost model's time. For an all-gather of B bytes (the gathered
+// result) over a group of N devices:
+//
+//   torus, group a sub-box: one phase per dimension the group spans, in
+//     dimension order; phase i moves shards of B n_1...n_{i-1} / N:
+//       wrapping dimension spanned whole: a bidirectional ring, half of
+//         each shard each way, n_i - 1 steps per direction;
+//       otherwise (a line): a bidirectional chain, each device forwarding
+//         to the right what came from the left and to the left what came
+//         from the right, n_i - 1 steps, whole shards;
+//   torus, any other group: a unidirectional ring in group order over
+//     dimension-ordered routes, N - 1 steps of B/N;
+//   switched: a ring in each node over the group's devices there, then a
+//     ring across nodes among the devices with the same rank in their
+//     node, each step B/(nodes x most devices in a node) (the cost model's
+//     hierarchical form);
+//   bus: a unidirectional ring in group order, N - 1 steps of B/N.
+//
+// A device sends step k+1 of a ring (or chain) once it has received step
+// k from its predecessor and sent its own step k (one connection carries a
+// ring's steps in order); its first send of a phase waits for everything
+// it sent and received in the phase before. reduce-scatter runs the same phases in
+// the reverse order (same time with no contention); all-reduce is a
+// reduce-scatter then an all-gather; all-to-all is costed, as the cost
+// model does, as an all-gather of its buffer. collective-permute is one
+// message per (source, target) pair. Every message also waits for both of
+// its devices to have reached the collective (a rendezvous).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/collective_groups.h"
+#include "ir/instruction.h"
+#include "sim/network.h"
+#include "support/status.h"
+
+namespace loom::sim {
+
+struct Message {
+  int32_t source = 0;
+  int32_t target = 0;
+  double bytes = 0;
+  double latency_seconds = 0;
+  int32_t route_begin = 0;  // into Plan::route_links
+  int32_t route_size = 0;
+  // Messages that must have arrived (or been sent) before this one starts,
+  // not counting the two devices joining.
+  int32_t dependencies = 0;
+  int32_t dependents_begin = 0;  // into Plan::dependents
+  int32_t dependents_size = 0;
+};
+
+// One collective instruction on every device of a run.
+struct Plan {
+  std::vector<Message> messages;
+  std::vector<LinkId> route_links;
+  std::vector<int32_t> dependents;
+  // Per device, the messages it sends or receives (device_begin has
+  // devices + 1 entries): its part of the collective is done when all of
+  // them are.
+  std::vector<int32_t> device_begin;
+  std::vector<int32_t> device_messages;
+  // "all-gather: 512 groups of 4, bidirectional chain over x".
+  std::string description;
+
+  int32_t MessageCountOf(int64_t device) const {
+    return device_begin[static_cast<size_t>(device) + 1] -
+           device_begin[static_cast<size_t>(device)];
+  }
+};
+
+// The plan of `op` (a collective, or the -start of one: what
+// cost::TransferOp would return) on `grid`'s devices over `network`.
+// Ops the cost model gives no time (collective-broadcast,
+// ragged-all-to-all) get an empty plan: they complete at once.
+Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                         const cost::Target& target, const Network& network);
+
+// The building blocks, for tests: an all-gather, reduce-scatter or
+// all-reduce of `bytes` (as the cost model counts them) over `groups` of
+// target device ids (each in ring order), on `devices` devices.
+enum class CollectiveAlgorithm { kAllGather, kReduceScatter, kAllReduce };
+Plan BuildCollectivePlan(CollectiveAlgorithm algorithm,
+                         const std::vector<std::vector<int64_t>>& groups, double bytes,
+                         int64_t devices, const cost::Target& target, const Network& network);
+Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
+                      int64_t devices, const Network& network);
+
+}  // namespace loom::sim
