@@ -106,7 +106,8 @@ ENTRY %main {
   ASSERT_TRUE(module.ok());
   const ir::Computation& entry = *(*module)->entry();
   // dot: 2*64*32*128 FLOPs at 1e12 beats (8192+4096+2048)*4 bytes at 1e12.
-  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("d")), 2.0 * 64 * 32 * 128 / 1e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("d")),
+                   2.0 * 64 * 32 * 128 / 1e12 + 1e-6);
   // add: two operands and a result of 8 KiB each.
   EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("e")), 3 * 8192 / 1e12 + 1e-6);
   EXPECT_EQ(model.ComputeSeconds(*entry.FindInstruction("t")), 0);
