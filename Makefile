@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-cost bench-sim bench-overlap fuzz format clean
+.PHONY: all deps configure build test demo bench bench-cost bench-sim bench-overlap calibrate fuzz format clean
 
 all: build
 
@@ -74,6 +74,10 @@ bench-sim: build
 # Real overlap under a bandwidth-shaped loopback link (needs root).
 bench-overlap: build
 	bench/overlap/run.sh $(BUILD_DIR)/loom
+
+# The simulator's predictions against the executor under the shaped link (needs root).
+calibrate: build
+	bench/calibration/run.sh $(BUILD_DIR)/loom
 
 # libFuzzer over parser + verifier under ASan and UBSan, from a seed corpus of
 # the examples, the malformed test modules and (when present) the shared
