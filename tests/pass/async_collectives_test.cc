@@ -13,15 +13,14 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "pass/check_lines.h"
+#include "pass/module_testing.h"
 
 namespace loom::pass {
 namespace {
 
-std::unique_ptr<ir::Module> Parse(std::string_view text) {
-  auto module = ir::ParseModule(text);
-  EXPECT_TRUE(module.ok()) << module.error().ToString();
-  return module.ok() ? std::move(module).value() : nullptr;
-}
+using testing::ExpectSameResults;
+using testing::ExpectVerifies;
+constexpr auto Parse = testing::ParseOrFail;
 
 struct Outcome {
   bool changed = false;
@@ -44,33 +43,6 @@ Outcome Convert(std::string_view hlo, AsyncCollectivesOptions options = {}) {
     EXPECT_EQ(ir::PrintModule(*reparsed), outcome.text);
   }
   return outcome;
-}
-
-// Both modules on every device (threads, reference dot kernels): outputs
-// bitwise equal.
-void ExpectSameResults(std::string_view before, std::string_view after, int64_t devices) {
-  auto a = Parse(before);
-  auto b = Parse(after);
-  ASSERT_TRUE(a && b);
-  Expected<ir::DeviceGrid> grid = exec::GridFor(*a, devices);
-  ASSERT_TRUE(grid.ok()) << grid.error().message;
-  exec::RunOptions options;
-  options.seed = 11;
-  options.deterministic = true;
-  auto ra = exec::RunOnThreads(*a, *grid, options);
-  auto rb = exec::RunOnThreads(*b, *grid, options);
-  ASSERT_TRUE(ra.ok()) << ra.error().message;
-  ASSERT_TRUE(rb.ok()) << rb.error().message;
-  for (size_t d = 0; d < ra->size(); ++d) {
-    const auto la = exec::OutputLeaves((*ra)[d].output);
-    const auto lb = exec::OutputLeaves((*rb)[d].output);
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 0; i < la.size(); ++i) {
-      ASSERT_EQ(la[i]->shape(), lb[i]->shape());
-      EXPECT_EQ(0, std::memcmp(la[i]->bytes().data(), lb[i]->bytes().data(), la[i]->bytes().size()))
-          << "device " << d << " output " << i << " differs";
-    }
-  }
 }
 
 #define EXPECT_CHECKS(text, checks) EXPECT_EQ("", testing::CheckLines(text, checks))

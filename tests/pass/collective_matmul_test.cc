@@ -13,10 +13,15 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "pass/check_lines.h"
+#include "pass/module_testing.h"
 #include "pass/registry.h"
 
 namespace loom::pass {
 namespace {
+
+using testing::ExpectSameResults;
+using testing::ExpectVerifies;
+constexpr auto Parse = testing::ParseOrFail;
 
 struct Outcome {
   bool changed = false;
@@ -28,12 +33,6 @@ struct Outcome {
     return lines;
   }
 };
-
-std::unique_ptr<ir::Module> Parse(std::string_view text) {
-  auto module = ir::ParseModule(text);
-  EXPECT_TRUE(module.ok()) << module.error().ToString();
-  return module.ok() ? std::move(module).value() : nullptr;
-}
 
 // Runs the pass; the output must verify and print as a fixed point.
 Outcome Rewrite(std::string_view hlo, CollectiveMatmulOptions options = {}) {
@@ -48,44 +47,6 @@ Outcome Rewrite(std::string_view hlo, CollectiveMatmulOptions options = {}) {
   auto reparsed = Parse(outcome.text);
   if (reparsed) EXPECT_EQ(ir::PrintModule(*reparsed), outcome.text);
   return outcome;
-}
-
-// Runs both modules on every device (threads, reference dot kernels) and
-// expects bitwise-equal outputs, or within `tolerance` of max(1, |a|).
-void ExpectSameResults(std::string_view before, std::string_view after, int64_t devices,
-                       double tolerance = 0) {
-  auto a = Parse(before);
-  auto b = Parse(after);
-  ASSERT_TRUE(a && b);
-  Expected<ir::DeviceGrid> grid = exec::GridFor(*a, devices);
-  ASSERT_TRUE(grid.ok()) << grid.error().message;
-  exec::RunOptions options;
-  options.seed = 7;
-  options.deterministic = true;
-  auto ra = exec::RunOnThreads(*a, *grid, options);
-  auto rb = exec::RunOnThreads(*b, *grid, options);
-  ASSERT_TRUE(ra.ok()) << ra.error().message;
-  ASSERT_TRUE(rb.ok()) << rb.error().message;
-  for (size_t d = 0; d < ra->size(); ++d) {
-    const auto la = exec::OutputLeaves((*ra)[d].output);
-    const auto lb = exec::OutputLeaves((*rb)[d].output);
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 0; i < la.size(); ++i) {
-      ASSERT_EQ(la[i]->shape(), lb[i]->shape());
-      if (tolerance == 0) {
-        EXPECT_EQ(0,
-                  std::memcmp(la[i]->bytes().data(), lb[i]->bytes().data(), la[i]->bytes().size()))
-            << "device " << d << " output " << i << " differs";
-        continue;
-      }
-      for (int64_t e = 0; e < la[i]->ElementCount(); ++e) {
-        const double x = la[i]->GetDouble(e);
-        const double y = lb[i]->GetDouble(e);
-        ASSERT_LE(std::abs(x - y), tolerance * std::max(1.0, std::abs(x)))
-            << "device " << d << " element " << e;
-      }
-    }
-  }
 }
 
 CollectiveMatmulOptions With(RingDirection direction, RingForm form) {

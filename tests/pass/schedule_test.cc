@@ -20,9 +20,14 @@
 #include "ir/verifier.h"
 #include "pass/async_collectives.h"
 #include "pass/collective_matmul.h"
+#include "pass/module_testing.h"
 
 namespace loom::pass {
 namespace {
+
+using testing::ExpectSameResults;
+using testing::ExpectVerifies;
+constexpr auto Parse = testing::ParseOrFail;
 
 using cost::TransferRole;
 using ir::Instruction;
@@ -39,17 +44,6 @@ class FakeCostModel : public cost::CostModel {
     return role == TransferRole::kSynchronous || role == TransferRole::kStart ? 2 * kUs : 0;
   }
 };
-
-std::unique_ptr<ir::Module> Parse(std::string_view text) {
-  auto module = ir::ParseModule(text);
-  EXPECT_TRUE(module.ok()) << module.error().ToString();
-  return module.ok() ? std::move(module).value() : nullptr;
-}
-
-void ExpectVerifies(const ir::Module& module) {
-  Expected<ir::VerifyReport> verified = ir::VerifyModule(module);
-  EXPECT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << ir::PrintModule(module);
-}
 
 // The three stages of one rewrite, as text.
 struct Stages {
@@ -82,33 +76,6 @@ Stages Rewrite(std::string_view hlo, CollectiveMatmulOptions ring_options,
   stages.scheduled = ir::PrintModule(*module);
   stages.explanation = schedule.Explain();
   return stages;
-}
-
-// Both modules on every device (threads, reference dot kernels): outputs
-// bitwise equal.
-void ExpectSameResults(std::string_view before, std::string_view after, int64_t devices) {
-  auto a = Parse(before);
-  auto b = Parse(after);
-  ASSERT_TRUE(a && b);
-  Expected<ir::DeviceGrid> grid = exec::GridFor(*a, devices);
-  ASSERT_TRUE(grid.ok()) << grid.error().message;
-  exec::RunOptions options;
-  options.seed = 5;
-  options.deterministic = true;
-  auto ra = exec::RunOnThreads(*a, *grid, options);
-  auto rb = exec::RunOnThreads(*b, *grid, options);
-  ASSERT_TRUE(ra.ok()) << ra.error().message;
-  ASSERT_TRUE(rb.ok()) << rb.error().message;
-  for (size_t d = 0; d < ra->size(); ++d) {
-    const auto la = exec::OutputLeaves((*ra)[d].output);
-    const auto lb = exec::OutputLeaves((*rb)[d].output);
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 0; i < la.size(); ++i) {
-      ASSERT_EQ(la[i]->shape(), lb[i]->shape());
-      EXPECT_EQ(0, std::memcmp(la[i]->bytes().data(), lb[i]->bytes().data(), la[i]->bytes().size()))
-          << "device " << d << " output " << i << " differs";
-    }
-  }
 }
 
 double EstimateUs(std::string_view text) {
