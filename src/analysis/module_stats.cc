@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "analysis/flops.h"
 #include "analysis/while_loop.h"
 #include "ir/collective_groups.h"
 
@@ -68,16 +69,6 @@ int64_t RingBytes(const Instruction& instruction, const std::string& kind, int64
   if (kind == "all-gather") return ResultBytes(instruction) * (n - 1) / n;
   if (kind == "all-reduce") return 2 * OperandBytes(instruction) * (n - 1) / n;
   return OperandBytes(instruction) * (n - 1) / n;  // reduce-scatter, all-to-all
-}
-
-int64_t DotFlops(const Instruction& dot) {
-  if (!dot.attrs().dot || dot.operand_count() < 1) return 0;
-  int64_t contracted = 1;
-  const ir::Shape& lhs = dot.operand(0)->shape();
-  for (int64_t d : dot.attrs().dot->lhs_contracting) {
-    if (d >= 0 && d < lhs.rank()) contracted *= lhs.dim(d);
-  }
-  return 2 * dot.shape().ElementCount() * contracted;
 }
 
 // One execution of a collective of `kind`.

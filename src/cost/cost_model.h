@@ -20,6 +20,17 @@
 
 namespace loom::cost {
 
+// Bytes of all of `instruction`'s operands.
+double OperandBytes(const ir::Instruction& instruction);
+
+// The collective a -start begins (all-gather-start: all-gather, ...); any
+// other opcode unchanged.
+ir::Opcode SynchronousOpcode(ir::Opcode opcode);
+
+// The collective a transfer instruction runs: itself (a collective or a
+// -start), the root of the computation an async-start wraps, or nullptr.
+const ir::Instruction* TransferOp(const ir::Instruction& instruction);
+
 class CostModel {
  public:
   virtual ~CostModel() = default;

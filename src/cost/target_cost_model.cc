@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/flops.h"
 #include "ir/computation.h"
 
 namespace loom::cost {
@@ -13,14 +14,6 @@ namespace loom::cost {
 namespace {
 
 using ir::Opcode;
-
-double OperandBytes(const ir::Instruction& instruction) {
-  double bytes = 0;
-  for (const ir::Instruction* operand : instruction.operands()) {
-    bytes += static_cast<double>(operand->shape().ByteSize());
-  }
-  return bytes;
-}
 
 // Ops that only name, alias or reinterpret values, or whose work is costed
 // elsewhere (collectives by TransferSeconds, loop and call bodies op by op).
@@ -47,32 +40,6 @@ bool IsFree(Opcode opcode) {
   }
 }
 
-// The collective a transfer instruction stands for: itself, the op its
-// -start names, or the root of the computation an async-start wraps.
-const ir::Instruction* TransferOp(const ir::Instruction& instruction) {
-  if (instruction.opcode() == Opcode::kAsyncStart) {
-    const ir::Computation* wrapped = instruction.called("calls");
-    return wrapped != nullptr ? wrapped->root() : nullptr;
-  }
-  if (ir::IsCollective(instruction.opcode()) || ir::IsAsyncStart(instruction.opcode())) {
-    return &instruction;
-  }
-  return nullptr;
-}
-
-Opcode SyncOpcode(Opcode opcode) {
-  switch (opcode) {
-    case Opcode::kAllGatherStart:
-      return Opcode::kAllGather;
-    case Opcode::kAllReduceStart:
-      return Opcode::kAllReduce;
-    case Opcode::kCollectivePermuteStart:
-      return Opcode::kCollectivePermute;
-    default:
-      return opcode;
-  }
-}
-
 }  // namespace
 
 double TargetCostModel::MemorySeconds(double bytes) const {
@@ -89,11 +56,7 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   if (IsFree(opcode)) return 0;
   const double result_bytes = static_cast<double>(instruction.shape().ByteSize());
   if (opcode == Opcode::kDot) {
-    double contracted = 1;
-    for (int64_t d : instruction.attrs().dot->lhs_contracting) {
-      contracted *= static_cast<double>(instruction.operand(0)->shape().dim(d));
-    }
-    const double flops = 2 * static_cast<double>(instruction.shape().ElementCount()) * contracted;
+    const auto flops = static_cast<double>(analysis::DotFlops(instruction));
     return DotSeconds(flops, OperandBytes(instruction) + result_bytes,
                       instruction.operand(0)->shape().type());
   }
@@ -111,7 +74,7 @@ double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
                                         const ir::DeviceGrid& grid) const {
   const ir::Instruction* op = TransferOp(instruction);
   if (op == nullptr) return 0;
-  const Opcode opcode = SyncOpcode(op->opcode());
+  const Opcode opcode = SynchronousOpcode(op->opcode());
   const double bytes = OperandBytes(*op);
   if (opcode == Opcode::kCollectivePermute) {
     auto pairs = ir::GlobalSourceTargetPairs(*op, grid);

@@ -13,6 +13,7 @@
 #include "exec/dot.h"
 #include "exec/literal.h"
 #include "exec/trace.h"
+#include "ir/reduction.h"
 
 namespace loom::exec {
 namespace {
@@ -883,30 +884,6 @@ Expected<Tensor> Evaluation::Iota(const Instruction& instruction) const {
   return out;
 }
 
-// The opcode of a reducer `(a, b) -> op(a, b)` over its two scalar
-// parameters, which Reduce can apply without calling the computation.
-std::optional<Opcode> SimpleReducer(const ir::Computation& reducer) {
-  const Instruction* root = reducer.root();
-  if (root == nullptr || root->operand_count() != 2 || reducer.instruction_count() != 3)
-    return std::nullopt;
-  const Instruction* a = root->operand(0);
-  const Instruction* b = root->operand(1);
-  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter || a == b)
-    return std::nullopt;
-  switch (root->opcode()) {
-    case Opcode::kAdd:
-    case Opcode::kMultiply:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-      return root->opcode();  // commutative, so parameter order does not matter
-    default:
-      return std::nullopt;
-  }
-}
-
 Expected<Tensor> ScalarFrom(const Tensor& source, int64_t i) {
   LOOM_ASSIGN_OR_RETURN(Tensor scalar, Tensor::Zeros(ir::Shape(source.type(), {})));
   scalar.SetBits(0, source.GetBits(i));
@@ -937,7 +914,8 @@ Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
     if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
   }
   const std::vector<int64_t> out_strides = Strides(accumulators[0].shape().dims());
-  const std::optional<Opcode> simple = n == 1 ? SimpleReducer(*reducer) : std::nullopt;
+  const std::optional<Opcode> simple =
+      n == 1 ? ir::CommutativeBinaryReducer(*reducer) : std::nullopt;
   // Visiting inputs in row-major order visits each output's reduced indices in
   // row-major order too.
   std::optional<Error> failure;
@@ -1206,7 +1184,7 @@ Expected<Tensor> Evaluation::Combine(const Instruction& collective, const Tensor
   const ir::Computation* reducer = collective.called("to_apply");
   if (reducer == nullptr) return OpError(collective, "needs to_apply");
   Tensor out = a;
-  if (std::optional<Opcode> simple = SimpleReducer(*reducer)) {
+  if (std::optional<Opcode> simple = ir::CommutativeBinaryReducer(*reducer)) {
     for (int64_t i = 0; i < a.ElementCount(); ++i) {
       if (!BinaryElement(*simple, a, i, b, i, out, i)) {
         return OpError(collective, "reducer does not apply to this element type");

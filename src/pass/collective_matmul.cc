@@ -6,7 +6,9 @@
 #include <optional>
 #include <variant>
 
+#include "analysis/flops.h"
 #include "ir/builder.h"
+#include "ir/reduction.h"
 #include "ir/verifier.h"
 #include "pass/ring/dimension_trace.h"
 #include "pass/ring/dot_geometry.h"
@@ -149,28 +151,12 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
   return found;
 }
 
-// The elementwise op a reduction computation applies, when it is one binary
-// op of its two parameters.
+// The elementwise op a reduction computation applies, when it is one
+// commutative binary op of its two parameters.
 std::optional<Opcode> ReductionOp(const Instruction& collective) {
   const ir::Computation* reducer = collective.called("to_apply");
-  if (reducer == nullptr || reducer->root() == nullptr) return std::nullopt;
-  const Instruction& root = *reducer->root();
-  const auto params = reducer->parameters();
-  if (params.size() != 2 || root.operand_count() != 2) return std::nullopt;
-  const bool uses_both = (root.operand(0) == params[0] && root.operand(1) == params[1]) ||
-                         (root.operand(0) == params[1] && root.operand(1) == params[0]);
-  if (!uses_both) return std::nullopt;
-  switch (root.opcode()) {
-    case Opcode::kAdd:
-    case Opcode::kMultiply:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-      return root.opcode();
-    default:
-      return std::nullopt;
-  }
+  if (reducer == nullptr) return std::nullopt;
+  return ir::CommutativeBinaryReducer(*reducer);
 }
 
 int64_t ProductBefore(const std::vector<int64_t>& dims, int64_t end) {
@@ -725,7 +711,7 @@ Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {
     c.computation = g->dot->parent()->name();
     c.group_size = g->ring.size();
     c.collective_bytes = g->gather->shape().ByteSize();
-    c.dot_flops = DotFlops(*g->dot);
+    c.dot_flops = analysis::DotFlops(*g->dot);
     c.dimension_class = DimClassName(g->dim.dim_class);
   } else {
     const auto& s = std::get<ScatterMatch>(any);
@@ -740,7 +726,7 @@ Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {
     c.computation = s.dot->parent()->name();
     c.group_size = s.ring.size();
     c.collective_bytes = s.collective->operand(0)->shape().ByteSize();
-    c.dot_flops = DotFlops(*s.dot);
+    c.dot_flops = analysis::DotFlops(*s.dot);
     c.dimension_class = s.dim.dim_class == DimClass::kBatch ? "batch"
                         : s.dim.operand == 0                ? "lhs free"
                                                             : "rhs free";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "analysis/flops.h"
 #include "pass/ring/dot_geometry.h"
 
 namespace loom::pass {
@@ -12,12 +13,6 @@ namespace {
 
 double Bytes(const ir::Instruction& instruction) {
   return static_cast<double>(instruction.shape().ByteSize());
-}
-
-double OperandBytes(const ir::Instruction& instruction) {
-  double bytes = 0;
-  for (const ir::Instruction* operand : instruction.operands()) bytes += Bytes(*operand);
-  return bytes;
 }
 
 // t_c: one partial product and the ops that feed and merge it, each costed
@@ -33,7 +28,7 @@ double StepCompute(const cost::TargetCostModel& model, const Candidate& c) {
   const double out = Bytes(dot);
   const double lhs = Bytes(*dot.operand(0));
   const double rhs = Bytes(*dot.operand(1));
-  const double flops = static_cast<double>(DotFlops(dot)) / n;
+  const double flops = static_cast<double>(analysis::DotFlops(dot)) / n;
   const ir::PrimitiveType type = dot.operand(0)->shape().type();
   if (c.kind != CandidateKind::kAllGather) {
     // Slice the operand(s) that supply output block q, multiply, add the

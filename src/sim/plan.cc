@@ -8,6 +8,7 @@
 #include <set>
 #include <variant>
 
+#include "cost/cost_model.h"
 #include "ir/computation.h"
 
 namespace loom::sim {
@@ -312,27 +313,6 @@ void AddPhase(Builder& builder, const Phase& phase, const Network& network, cons
   }
 }
 
-double OperandBytes(const ir::Instruction& instruction) {
-  double bytes = 0;
-  for (const ir::Instruction* operand : instruction.operands()) {
-    bytes += static_cast<double>(operand->shape().ByteSize());
-  }
-  return bytes;
-}
-
-Opcode SyncOpcode(Opcode opcode) {
-  switch (opcode) {
-    case Opcode::kAllGatherStart:
-      return Opcode::kAllGather;
-    case Opcode::kAllReduceStart:
-      return Opcode::kAllReduce;
-    case Opcode::kCollectivePermuteStart:
-      return Opcode::kCollectivePermute;
-    default:
-      return opcode;
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -406,8 +386,8 @@ Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, dou
 
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
                          const cost::Target& target, const Network& network) {
-  const Opcode opcode = SyncOpcode(op.opcode());
-  const double bytes = OperandBytes(op);
+  const Opcode opcode = cost::SynchronousOpcode(op.opcode());
+  const double bytes = cost::OperandBytes(op);
   const int64_t devices = grid.size();
   if (opcode == Opcode::kCollectivePermute) {
     LOOM_ASSIGN_OR_RETURN(auto pairs, ir::GlobalSourceTargetPairs(op, grid));

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/flops.h"
 #include "analysis/while_loop.h"
 #include "cost/step_time.h"
 #include "cost/target_cost_model.h"
@@ -59,22 +60,6 @@ struct Slot {
   Plan plan;
   int32_t op_kind = -1;
 };
-
-const Instruction* TransferOp(const Instruction& instruction) {
-  if (instruction.opcode() == Opcode::kAsyncStart) {
-    const ir::Computation* wrapped = instruction.called("calls");
-    return wrapped != nullptr ? wrapped->root() : nullptr;
-  }
-  return &instruction;
-}
-
-double DotFlops(const Instruction& dot) {
-  double contracted = 1;
-  for (int64_t d : dot.attrs().dot->lhs_contracting) {
-    contracted *= static_cast<double>(dot.operand(0)->shape().dim(d));
-  }
-  return 2 * static_cast<double>(dot.shape().ElementCount()) * contracted;
-}
 
 // Flattens the entry computation into one tape of steps: calls and the
 // chosen branch of each conditional inlined, while loops as a begin/end
@@ -162,7 +147,7 @@ class Compiler {
     step.op_kind = OpKind(std::string(ir::OpcodeName(instruction.opcode())));
     step.instruction = &instruction;
     if (instruction.opcode() == Opcode::kDot && instruction.attrs().dot) {
-      step.flops = DotFlops(instruction);
+      step.flops = static_cast<double>(analysis::DotFlops(instruction));
       step.ideal = step.flops / target_.compute().PeakFlops(instruction.operand(0)->shape().type());
     }
     tape.push_back(step);
@@ -171,7 +156,7 @@ class Compiler {
 
   Expected<int32_t> SlotOf(const Instruction& instruction) {
     if (auto it = slot_of_.find(&instruction); it != slot_of_.end()) return it->second;
-    const Instruction* op = TransferOp(instruction);
+    const Instruction* op = cost::TransferOp(instruction);
     if (op == nullptr) return Error{fmt::format("%{}: calls no collective", instruction.name())};
     auto plan = BuildPlan(*op, grid_, target_, network_);
     if (!plan.ok()) {

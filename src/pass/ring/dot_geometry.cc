@@ -78,10 +78,4 @@ OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim) {
   return {DimClass::kFree, 1, -1, rhs_free[rhs_index]};
 }
 
-int64_t DotFlops(const ir::Instruction& dot) {
-  int64_t contracted = 1;
-  for (int64_t d : dot.attrs().dot->lhs_contracting) contracted *= dot.operand(0)->shape().dim(d);
-  return 2 * dot.shape().ElementCount() * contracted;
-}
-
 }  // namespace loom::pass

@@ -37,7 +37,4 @@ struct OutputDim {
 };
 OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim);
 
-// 2 x output elements x contracted size.
-int64_t DotFlops(const ir::Instruction& dot);
-
 }  // namespace loom::pass

@@ -1,0 +1,39 @@
+#include "cost/cost_model.h"
+
+#include "ir/computation.h"
+
+namespace loom::cost {
+
+double OperandBytes(const ir::Instruction& instruction) {
+  double bytes = 0;
+  for (const ir::Instruction* operand : instruction.operands()) {
+    bytes += static_cast<double>(operand->shape().ByteSize());
+  }
+  return bytes;
+}
+
+ir::Opcode SynchronousOpcode(ir::Opcode opcode) {
+  switch (opcode) {
+    case ir::Opcode::kAllGatherStart:
+      return ir::Opcode::kAllGather;
+    case ir::Opcode::kAllReduceStart:
+      return ir::Opcode::kAllReduce;
+    case ir::Opcode::kCollectivePermuteStart:
+      return ir::Opcode::kCollectivePermute;
+    default:
+      return opcode;
+  }
+}
+
+const ir::Instruction* TransferOp(const ir::Instruction& instruction) {
+  if (instruction.opcode() == ir::Opcode::kAsyncStart) {
+    const ir::Computation* wrapped = instruction.called("calls");
+    return wrapped != nullptr ? wrapped->root() : nullptr;
+  }
+  if (ir::IsCollective(instruction.opcode()) || ir::IsAsyncStart(instruction.opcode())) {
+    return &instruction;
+  }
+  return nullptr;
+}
+
+}  // namespace loom::cost
