@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "corpus_files.h"
 #include "ir/compare.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -16,17 +17,10 @@
 namespace loom::ir {
 namespace {
 
-namespace fs = std::filesystem;
+using loom::test::CorpusFiles;
+using loom::test::CorpusTestName;
 
-std::vector<std::string> CorpusFiles() {
-  std::vector<std::string> files;
-  if (!fs::is_directory(LOOM_CORPUS_DIR)) return files;
-  for (const auto& entry : fs::directory_iterator(LOOM_CORPUS_DIR)) {
-    if (entry.path().extension() == ".hlo") files.push_back(entry.path().filename().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+namespace fs = std::filesystem;
 
 // Modules that are not meant to verify, with the exact message expected.
 // (Empty today: every corpus module is valid HLO.)
@@ -62,14 +56,7 @@ TEST_P(CorpusTest, ParsesVerifiesAndRoundTrips) {
   }
 }
 
-std::string TestName(const testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param.substr(0, info.param.rfind('.'));
-  std::replace_if(
-      name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
-  return name;
-}
-
-INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, testing::ValuesIn(CorpusFiles()), TestName);
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(CorpusFiles()), CorpusTestName);
 
 TEST(CorpusTest, CorpusIsPresent) {
   // The corpus lives beside the checkout (../shared); without it the tests

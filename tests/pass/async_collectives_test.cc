@@ -18,9 +18,9 @@
 namespace loom::pass {
 namespace {
 
-using testing::ExpectSameResults;
-using testing::ExpectVerifies;
-constexpr auto Parse = testing::ParseOrFail;
+using test::ExpectSameResults;
+using test::ExpectVerifies;
+constexpr auto Parse = test::ParseOrFail;
 
 struct Outcome {
   bool changed = false;
@@ -45,7 +45,7 @@ Outcome Convert(std::string_view hlo, AsyncCollectivesOptions options = {}) {
   return outcome;
 }
 
-#define EXPECT_CHECKS(text, checks) EXPECT_EQ("", testing::CheckLines(text, checks))
+#define EXPECT_CHECKS(text, checks) EXPECT_EQ("", test::CheckLines(text, checks))
 
 // One of each kind, on 4 partitions.
 constexpr std::string_view kEveryKind = R"(

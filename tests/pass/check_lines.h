@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace loom::testing {
+namespace loom::test {
 
 inline size_t CountOccurrences(std::string_view text, std::string_view needle) {
   size_t count = 0;
@@ -68,4 +68,4 @@ inline std::string CheckLines(std::string_view text, std::string_view checks) {
   return failures + "in:\n" + std::string(text);
 }
 
-}  // namespace loom::testing
+}  // namespace loom::test

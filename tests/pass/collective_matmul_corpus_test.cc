@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 
+#include "corpus_files.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -18,16 +19,6 @@ namespace loom::pass {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> CorpusFiles() {
-  std::vector<std::string> files;
-  if (!fs::is_directory(LOOM_CORPUS_DIR)) return files;
-  for (const auto& entry : fs::directory_iterator(LOOM_CORPUS_DIR)) {
-    if (entry.path().extension() == ".hlo") files.push_back(entry.path().filename().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 bool IsShapeOp(ir::Opcode opcode) {
   return opcode == ir::Opcode::kReshape || opcode == ir::Opcode::kBitcast ||
@@ -105,15 +96,8 @@ TEST_P(CollectiveMatmulCorpus, DecidesEveryPairAndKeepsTheModuleValid) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, CollectiveMatmulCorpus, testing::ValuesIn(CorpusFiles()),
-                         [](const testing::TestParamInfo<std::string>& info) {
-                           std::string name = fs::path(info.param).stem().string();
-                           std::replace_if(
-                               name.begin(), name.end(),
-                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-                               '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Corpus, CollectiveMatmulCorpus, ::testing::ValuesIn(test::CorpusFiles()),
+                         test::CorpusTestName);
 
 }  // namespace
 }  // namespace loom::pass

@@ -19,9 +19,9 @@
 namespace loom::pass {
 namespace {
 
-using testing::ExpectSameResults;
-using testing::ExpectVerifies;
-constexpr auto Parse = testing::ParseOrFail;
+using test::ExpectSameResults;
+using test::ExpectVerifies;
+constexpr auto Parse = test::ParseOrFail;
 
 struct Outcome {
   bool changed = false;
@@ -64,7 +64,7 @@ const CollectiveMatmulOptions kBiUnrolled =
     With(RingDirection::kBidirectional, RingForm::kUnrolled);
 const CollectiveMatmulOptions kBiLoop = With(RingDirection::kBidirectional, RingForm::kLoop);
 
-#define EXPECT_CHECKS(text, checks) EXPECT_EQ("", testing::CheckLines(text, checks))
+#define EXPECT_CHECKS(text, checks) EXPECT_EQ("", test::CheckLines(text, checks))
 
 // --- all-gather -> dot ---------------------------------------------------------
 

@@ -15,7 +15,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
-namespace loom::testing {
+namespace loom::test {
 
 inline std::unique_ptr<ir::Module> ParseOrFail(std::string_view text) {
   auto module = ir::ParseModule(text);
@@ -67,4 +67,4 @@ inline void ExpectSameResults(std::string_view before, std::string_view after, i
   }
 }
 
-}  // namespace loom::testing
+}  // namespace loom::test

@@ -25,9 +25,9 @@
 namespace loom::pass {
 namespace {
 
-using testing::ExpectSameResults;
-using testing::ExpectVerifies;
-constexpr auto Parse = testing::ParseOrFail;
+using test::ExpectSameResults;
+using test::ExpectVerifies;
+constexpr auto Parse = test::ParseOrFail;
 
 using cost::TransferRole;
 using ir::Instruction;
