@@ -15,6 +15,7 @@
 #include "cost/target_cost_model.h"
 #include "ir/parser.h"
 #include "pass/registry.h"
+#include "support/units.h"
 
 namespace {
 
@@ -36,9 +37,7 @@ Expected<loom::cost::StepEstimate> EstimateAfter(
 }
 
 std::string Cell(double seconds, double bound) {
-  const std::string time = seconds >= 1      ? fmt::format("{:.3f} s", seconds)
-                           : seconds >= 1e-3 ? fmt::format("{:.3f} ms", seconds * 1e3)
-                                             : fmt::format("{:.1f} us", seconds * 1e6);
+  const std::string time = loom::FormatSeconds(seconds);
   return fmt::format("{:>11} {:>5.2f}x", time, seconds / bound);
 }
 

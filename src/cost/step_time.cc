@@ -7,6 +7,7 @@
 
 #include "analysis/while_loop.h"
 #include "ir/verifier.h"
+#include "support/units.h"
 
 namespace loom::cost {
 
@@ -52,8 +53,6 @@ std::optional<TransferKind> KindOfCollective(Opcode opcode) {
       return std::nullopt;
   }
 }
-
-std::string Micros(double seconds) { return fmt::format("{:.3f} us", seconds * 1e6); }
 
 // Equal up to rounding: the loop extrapolation compares clocks that went
 // through many additions.
@@ -124,9 +123,10 @@ const Instruction* TransferStartOf(const Instruction& done) {
 }
 
 std::string StepEstimate::ToString() const {
-  std::string text = fmt::format("{} (compute {}, transfer {}, exposed {})", Micros(total_seconds),
-                                 Micros(compute_seconds), Micros(transfer_seconds),
-                                 Micros(exposed_transfer_seconds));
+  std::string text =
+      fmt::format("{} (compute {}, transfer {}, exposed {})", FormatSeconds(total_seconds),
+                  FormatSeconds(compute_seconds), FormatSeconds(transfer_seconds),
+                  FormatSeconds(exposed_transfer_seconds));
   if (!unknown_trip_counts.empty()) {
     text += fmt::format("; counted once, trip count unknown: %{}", unknown_trip_counts[0]);
     for (size_t i = 1; i < unknown_trip_counts.size(); ++i) {

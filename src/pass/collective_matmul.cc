@@ -14,6 +14,7 @@
 #include "pass/ring/dot_geometry.h"
 #include "pass/ring/ring_group.h"
 #include "pass/ring/ring_steps.h"
+#include "support/units.h"
 
 namespace loom::pass {
 
@@ -159,12 +160,6 @@ std::optional<Opcode> ReductionOp(const Instruction& collective) {
   return ir::CommutativeBinaryReducer(*reducer);
 }
 
-int64_t ProductBefore(const std::vector<int64_t>& dims, int64_t end) {
-  int64_t product = 1;
-  for (int64_t d = 0; d < end; ++d) product *= dims[static_cast<size_t>(d)];
-  return product;
-}
-
 bool IsScatterChainOp(const Instruction& op) {
   return IsTraceableOp(op) && op.opcode() != Opcode::kTranspose;
 }
@@ -242,30 +237,35 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
   }
   ScatterMatch match{&dot, chain, {}, collective, 0, 0, {}, *combine, *ring};
   const ir::Shape& reduced = collective->operand(0)->shape();
-  std::optional<std::pair<int64_t, int64_t>> chosen;  // (dot dimension, collective dimension)
+  // A split: the dot's output dimension, the collective operand's, and the
+  // dimension in every chain op between them.
+  struct Split {
+    int64_t output_dim;
+    int64_t collective_dim;
+    std::vector<int64_t> chain_dims;
+  };
+  std::optional<Split> chosen;
   for (int64_t d = 0; d < dot.shape().rank(); ++d) {
     std::vector<int64_t> dims;
     std::optional<int64_t> traced = TraceDown(match, d, dims);
     if (!traced) continue;
     if (!all_reduce) {
       if (*traced != collective->attrs().dimensions->front()) continue;
-      chosen = {d, *traced};
+      chosen = Split{d, *traced, std::move(dims)};
       break;
     }
     // An all-reduce may be split along any dimension the group size divides.
     // Prefer one whose blocks are contiguous in memory: they are then the
     // chunks the executor's all-reduce folds (exec/collectives.h), so the
     // split is bitwise exact.
-    if (!chosen) chosen = {d, *traced};
-    if (ProductBefore(reduced.dims(), *traced) == 1) {
-      chosen = {d, *traced};
-      break;
-    }
+    const bool contiguous = ElementsBefore(reduced.dims(), *traced) == 1;
+    if (!chosen || contiguous) chosen = Split{d, *traced, std::move(dims)};
+    if (contiguous) break;
   }
   if (chosen) {
-    match.output_dim = chosen->first;
-    match.collective_dim = chosen->second;
-    TraceDown(match, match.output_dim, match.chain_dims);
+    match.output_dim = chosen->output_dim;
+    match.collective_dim = chosen->collective_dim;
+    match.chain_dims = std::move(chosen->chain_dims);
     match.dim = ClassifyOutputDim(dot, match.output_dim);
     found.match = std::move(match);
     return found;
@@ -356,10 +356,9 @@ bool IsNarrowFloat(ir::PrimitiveType type) {
 // Removes what the rewrite left without users, from `last` back along its
 // operand chain, stopping at the first value still in use.
 void RemoveDeadChain(ir::Computation& computation, Instruction* last) {
-  while (last != nullptr && computation.Users(last).empty() && computation.root() != last) {
+  while (last != nullptr && last->opcode() != Opcode::kParameter &&
+         computation.Users(last).empty() && computation.root() != last) {
     Instruction* next = last->operand_count() == 1 ? last->operand(0) : nullptr;
-    const bool removable = last->opcode() != Opcode::kParameter;
-    if (!removable) return;
     computation.RemoveInstruction(last);
     last = next;
   }
@@ -689,12 +688,6 @@ std::string DescribeScatter(const ScatterMatch& m) {
                      : m.dim.operand == 0                ? "lhs free"
                                                          : "rhs free",
                      m.ring.size());
-}
-
-std::string FormatBytes(int64_t bytes) {
-  if (bytes >= (1 << 20)) return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
-  if (bytes >= (1 << 10)) return fmt::format("{:.2f} KiB", bytes / double(1 << 10));
-  return fmt::format("{} B", bytes);
 }
 
 Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {

@@ -6,6 +6,7 @@
 
 #include "analysis/flops.h"
 #include "pass/ring/dot_geometry.h"
+#include "support/units.h"
 
 namespace loom::pass {
 
@@ -59,12 +60,6 @@ std::vector<std::pair<int64_t, int64_t>> BothWays(
   auto both = pairs;
   for (const auto& [from, to] : pairs) both.emplace_back(to, from);
   return both;
-}
-
-std::string Time(double seconds) {
-  if (seconds >= 1) return fmt::format("{:.3f} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.1f} us", seconds * 1e6);
 }
 
 // Loop iterations of a ring form (the steps that go into the while body).
@@ -139,8 +134,9 @@ Gate MakeCostGate(std::shared_ptr<const cost::TargetCostModel> model, GateOption
     verdict.reason = fmt::format(
         "on {}: original {} ({} {} + dot {}); ring {} (unidirectional {}, bidirectional {}; "
         "per step: product {}, transfer {}){}",
-        model->target().name(), Time(e.original), CandidateKindName(c.kind), Time(e.collective),
-        Time(e.dot), Time(ring), Time(uni), Time(bi), Time(e.step_compute), Time(e.step_transfer),
+        model->target().name(), FormatSeconds(e.original), CandidateKindName(c.kind),
+        FormatSeconds(e.collective), FormatSeconds(e.dot), FormatSeconds(ring), FormatSeconds(uni),
+        FormatSeconds(bi), FormatSeconds(e.step_compute), FormatSeconds(e.step_transfer),
         verdict.rewrite     ? fmt::format("; saves {:.0f}%", 100 * (1 - ring / e.original))
         : ring < e.original ? fmt::format("; the ring saves only {:.1f}% (< {:.0f}% required)",
                                           100 * (1 - ring / e.original), 100 * options.min_gain)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <limits>
 #include <map>
 
 #include "pass/async_collectives.h"
@@ -63,11 +64,29 @@ Expected<int64_t> ParseBytes(std::string_view pass, std::string_view key, std::s
   if (error != std::errc() || value < 0) {
     return Error{fmt::format("pass {}: {}={} is not a byte count", pass, key, text)};
   }
-  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
-  if (suffix == "K" || suffix == "KiB") return value << 10;
-  if (suffix == "M" || suffix == "MiB") return value << 20;
-  if (suffix.empty()) return value;
-  return Error{fmt::format("pass {}: {}={} has an unknown unit", pass, key, text)};
+  const std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  int shift = 0;
+  if (suffix == "K" || suffix == "KiB") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    shift = 20;
+  } else if (!suffix.empty()) {
+    return Error{fmt::format("pass {}: {}={} has an unknown unit", pass, key, text)};
+  }
+  if (value > (std::numeric_limits<int64_t>::max() >> shift)) {
+    return Error{fmt::format("pass {}: {}={} is too large", pass, key, text)};
+  }
+  return value << shift;
+}
+
+// A count of at least 1 (steps, transfers in flight).
+Expected<int64_t> ParseCount(std::string_view pass, std::string_view key, std::string_view text) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1) {
+    return Error{fmt::format("pass {}: {}={} is not a positive integer", pass, key, text)};
+  }
+  return value;
 }
 
 Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& options,
@@ -110,9 +129,9 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
         start = end + 1;
       }
     } else if (key == "permutes-in-flight") {
-      LOOM_ASSIGN_OR_RETURN(gate.permutes_in_flight, ParseBytes(kName, key, value));
+      LOOM_ASSIGN_OR_RETURN(gate.permutes_in_flight, ParseCount(kName, key, value));
     } else if (key == "max-unrolled-steps") {
-      LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseBytes(kName, key, value));
+      LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseCount(kName, key, value));
     } else {
       return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }
@@ -142,16 +161,12 @@ Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
   ScheduleOptions config;
   for (const auto& [key, value] : options) {
     if (key == "max-in-flight") {
-      LOOM_ASSIGN_OR_RETURN(int64_t limit, ParseBytes(kName, key, value));
-      if (limit < 1) return Error{"pass schedule: max-in-flight must be at least 1"};
+      LOOM_ASSIGN_OR_RETURN(int64_t limit, ParseCount(kName, key, value));
       config.SetMaxInFlight(limit);
     } else if (key.starts_with("max-in-flight.")) {
       const auto kind = cost::ParseTransferKind(std::string_view(key).substr(14));
       if (!kind) return Error{fmt::format("pass schedule: unknown transfer kind in '{}'", key)};
-      LOOM_ASSIGN_OR_RETURN(config.MaxInFlight(*kind), ParseBytes(kName, key, value));
-      if (config.MaxInFlight(*kind) < 1) {
-        return Error{"pass schedule: max-in-flight must be at least 1"};
-      }
+      LOOM_ASSIGN_OR_RETURN(config.MaxInFlight(*kind), ParseCount(kName, key, value));
     } else {
       return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }

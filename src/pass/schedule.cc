@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "ir/verifier.h"
+#include "support/units.h"
 
 namespace loom::pass {
 
@@ -16,8 +17,6 @@ using cost::TransferRole;
 using ir::Instruction;
 
 namespace {
-
-std::string Micros(double seconds) { return fmt::format("{:.3f} us", seconds * 1e6); }
 
 // A ready instruction's rank: the longest critical path first, then the
 // earliest in the original order.
@@ -317,9 +316,9 @@ Expected<bool> Schedule::Run(ir::Module& module) {
         });
     if (same && !transfers) continue;  // reducers and the like: nothing to say
     const double after = EstimateAlone(*computation, model_, grid);
-    std::string line =
-        fmt::format("%{}: {} instructions, {}; estimated {} -> {}", computation->name(),
-                    order.size(), same ? "order kept" : "reordered", Micros(before), Micros(after));
+    std::string line = fmt::format(
+        "%{}: {} instructions, {}; estimated {} -> {}", computation->name(), order.size(),
+        same ? "order kept" : "reordered", FormatSeconds(before), FormatSeconds(after));
     if (scheduler.over_limit() > 0) {
       line += fmt::format(" ({} start(s) placed past the in-flight limit: nothing else was ready)",
                           scheduler.over_limit());

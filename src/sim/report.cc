@@ -6,19 +6,8 @@
 #include <numeric>
 
 #include "sim/simulator.h"
-
+#include "support/units.h"
 namespace loom::sim {
-
-namespace {
-
-std::string Time(double seconds) {
-  const double magnitude = std::abs(seconds);
-  if (magnitude >= 1) return fmt::format("{:.3f} s", seconds);
-  if (magnitude >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.3f} us", seconds * 1e6);
-}
-
-}  // namespace
 
 std::string ReportJson(const SimReport& report) {
   using Json = nlohmann::ordered_json;
@@ -77,7 +66,8 @@ std::string ReportTable(const SimReport& report) {
       fmt::format("module {} on {}: {} devices ({} replica(s) x {} partition(s))\n", report.module,
                   report.target, report.device_count, report.replica_count, report.partition_count);
   out += fmt::format("step time     {}  (cost model, no contention: {})\n",
-                     Time(report.step_seconds), Time(report.cost_model_step_seconds));
+                     FormatSeconds(report.step_seconds),
+                     FormatSeconds(report.cost_model_step_seconds));
   out += fmt::format("MFU           {:.1f}%  ({:.3g} dot FLOPs over all devices)\n",
                      report.mfu * 100, report.dot_flops);
 
@@ -87,9 +77,10 @@ std::string ReportTable(const SimReport& report) {
     out += "\n";
     const auto row = [&](std::string_view label, double compute, double exposed, double idle,
                          double communication, double scale) {
-      out += fmt::format("{:<10} {:>13} {:>13} {:>13} {:>13} {:>6}\n", label, Time(compute),
-                         Time(exposed), Time(idle), Time(communication),
-                         scale == 1 ? std::string("") : fmt::format("x{:g}", scale));
+      out +=
+          fmt::format("{:<10} {:>13} {:>13} {:>13} {:>13} {:>6}\n", label, FormatSeconds(compute),
+                      FormatSeconds(exposed), FormatSeconds(idle), FormatSeconds(communication),
+                      scale == 1 ? std::string("") : fmt::format("x{:g}", scale));
     };
     out += fmt::format("{:<10} {:>13} {:>13} {:>13} {:>13} {:>6}\n", "device", "compute",
                        "exposed comm", "idle", "in flight", "scale");
@@ -143,9 +134,10 @@ std::string ReportTable(const SimReport& report) {
     const auto n = static_cast<double>(std::max<int64_t>(1, report.device_count));
     for (const auto& [negative, name] : order) {
       const OpKindReport& kind = report.op_kinds.at(name);
-      out += fmt::format("{:<20} {:>10.4g} {:>13} {:>13} {:>13}\n", name,
-                         static_cast<double>(kind.count) / n, Time(kind.compute_seconds / n),
-                         Time(kind.exposed_seconds / n), Time(kind.communication_seconds / n));
+      out += fmt::format(
+          "{:<20} {:>10.4g} {:>13} {:>13} {:>13}\n", name, static_cast<double>(kind.count) / n,
+          FormatSeconds(kind.compute_seconds / n), FormatSeconds(kind.exposed_seconds / n),
+          FormatSeconds(kind.communication_seconds / n));
     }
   }
 
@@ -161,7 +153,7 @@ std::string ReportTable(const SimReport& report) {
       "\nsimulated {} events ({} flows, {} collectives, at most {} flows at once) in {} "
       "({:.3g} events/s); bandwidth {}\n",
       report.events, report.flows, report.collectives, report.max_concurrent_flows,
-      Time(report.wall_seconds),
+      FormatSeconds(report.wall_seconds),
       report.wall_seconds > 0 ? static_cast<double>(report.events) / report.wall_seconds : 0.0,
       report.fairness);
   if (report.trace_truncated) out += "note: the trace was cut short (max_trace_events)\n";

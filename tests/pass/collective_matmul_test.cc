@@ -572,6 +572,9 @@ TEST(CollectiveMatmulRegistry, ParsesOptions) {
   EXPECT_FALSE(CreatePass("collective-matmul{direction=sideways}").ok());
   EXPECT_FALSE(CreatePass("collective-matmul{colour=blue}").ok());
   EXPECT_FALSE(CreatePass("collective-matmul{min-bytes=-3}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{min-bytes=9223372036854775807M}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{max-unrolled-steps=0}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{permutes-in-flight=2K}").ok());
   EXPECT_FALSE(CreatePass("no-such-pass").ok());
   auto pipeline = ParsePipeline("collective-matmul{form=loop,min-bytes=0},collective-matmul");
   ASSERT_TRUE(pipeline.ok()) << pipeline.error().message;

@@ -5,6 +5,7 @@
 #include "cost/target.h"
 #include "loom/command.h"
 #include "sim/simulator.h"
+#include "support/units.h"
 
 namespace loom::cli {
 
@@ -29,12 +30,6 @@ sim::SimReport SimulateOne(const std::string& path, const cost::Target& target,
   return std::move(*report);
 }
 
-std::string Time(double seconds) {
-  if (seconds >= 1) return fmt::format("{:.3f} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3f} ms", seconds * 1e3);
-  return fmt::format("{:.1f} us", seconds * 1e6);
-}
-
 double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
   double sum = 0;
   for (const auto& device : report.devices) sum += device.*field;
@@ -47,14 +42,16 @@ void PrintComparison(const sim::SimReport& a, const sim::SimReport& b) {
   const auto row = [](std::string_view name, const std::string& x, const std::string& y) {
     fmt::print("{:<34} {:>14} {:>14}\n", name, x, y);
   };
-  row("step time", Time(a.step_seconds), Time(b.step_seconds));
-  row("cost model's estimate", Time(a.cost_model_step_seconds), Time(b.cost_model_step_seconds));
-  row("compute per device (mean)", Time(Mean(a, &sim::DeviceReport::compute)),
-      Time(Mean(b, &sim::DeviceReport::compute)));
-  row("exposed communication (mean)", Time(Mean(a, &sim::DeviceReport::exposed_communication)),
-      Time(Mean(b, &sim::DeviceReport::exposed_communication)));
-  row("idle (mean)", Time(Mean(a, &sim::DeviceReport::idle)),
-      Time(Mean(b, &sim::DeviceReport::idle)));
+  row("step time", FormatSeconds(a.step_seconds), FormatSeconds(b.step_seconds));
+  row("cost model's estimate", FormatSeconds(a.cost_model_step_seconds),
+      FormatSeconds(b.cost_model_step_seconds));
+  row("compute per device (mean)", FormatSeconds(Mean(a, &sim::DeviceReport::compute)),
+      FormatSeconds(Mean(b, &sim::DeviceReport::compute)));
+  row("exposed communication (mean)",
+      FormatSeconds(Mean(a, &sim::DeviceReport::exposed_communication)),
+      FormatSeconds(Mean(b, &sim::DeviceReport::exposed_communication)));
+  row("idle (mean)", FormatSeconds(Mean(a, &sim::DeviceReport::idle)),
+      FormatSeconds(Mean(b, &sim::DeviceReport::idle)));
   row("MFU", fmt::format("{:.1f}%", 100 * a.mfu), fmt::format("{:.1f}%", 100 * b.mfu));
   row("events", fmt::format("{}", a.events), fmt::format("{}", b.events));
   fmt::print("speedup of B over A: {:.3f}x\n", a.step_seconds / b.step_seconds);

@@ -6,28 +6,18 @@
 #include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
 #include "loom/command.h"
+#include "support/units.h"
 
 namespace loom::cli {
 namespace {
 
-std::string HumanBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, kUnits[unit]);
-}
-
 // "3.00 MiB (all-gather 3.00 MiB, reduce-scatter 3.00 MiB)".
 std::string BytesSentByKind(const analysis::DynamicStats& dynamic) {
-  std::string text = HumanBytes(dynamic.bytes_sent_per_device);
+  std::string text = FormatBytes(dynamic.bytes_sent_per_device);
   std::string by_kind;
   for (const auto& [kind, collective] : dynamic.collectives) {
     by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", kind,
-                           HumanBytes(collective.ring_bytes_per_device));
+                           FormatBytes(collective.ring_bytes_per_device));
   }
   return by_kind.empty() ? text : fmt::format("{} ({})", text, by_kind);
 }
@@ -38,7 +28,7 @@ void PrintDynamicStats(const analysis::DynamicStats& dynamic, int64_t peak_live_
   fmt::print("  dot FLOPs:         {:.3f} GFLOP ({} dots run)\n",
              static_cast<double>(dynamic.dot_flops) / 1e9, dynamic.dot_count);
   fmt::print("  peak live bytes:   {} (text order, buffers freed after their last use)\n",
-             HumanBytes(peak_live_bytes));
+             FormatBytes(peak_live_bytes));
   if (dynamic.unknown_trip_count_loops > 0) {
     fmt::print("  note: {} while loop(s) with an unknown trip count counted once per run\n",
                dynamic.unknown_trip_count_loops);
@@ -50,7 +40,7 @@ void PrintStats(const std::string& path, const ir::Module& module,
   fmt::print("module {} ({})\n", module.name(), path);
   fmt::print("  devices: {}   computations: {}   instructions: {}   entry parameters: {}\n",
              stats.devices, stats.computation_count, stats.instruction_count,
-             HumanBytes(stats.entry_parameter_bytes));
+             FormatBytes(stats.entry_parameter_bytes));
   fmt::print("\nops (static counts: each instruction once, loop bodies not multiplied)\n");
   for (const auto& [opcode, count] : stats.opcode_counts) {
     fmt::print("  {:<28} {:>8}\n", opcode, count);
@@ -61,7 +51,7 @@ void PrintStats(const std::string& path, const ir::Module& module,
   if (stats.collectives.empty()) fmt::print("  (none)\n");
   for (const auto& [kind, collective] : stats.collectives) {
     fmt::print("  {:<22} {:>6} {:>16} {:>22}\n", kind, collective.count,
-               HumanBytes(collective.result_bytes), HumanBytes(collective.ring_bytes_per_device));
+               FormatBytes(collective.result_bytes), FormatBytes(collective.ring_bytes_per_device));
   }
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);

@@ -17,10 +17,6 @@ bool HasDefaultLayout(const ir::Shape& shape) {
   return true;
 }
 
-int64_t ProductBefore(const std::vector<int64_t>& dims, int64_t end) {
-  return std::accumulate(dims.begin(), dims.begin() + end, int64_t{1}, std::multiplies<>());
-}
-
 // Row-major reshape: operand dimension `dim` keeps its N blocks contiguous
 // in result dimension d when the dimensions before both hold the same number
 // of elements (so each slab of the more major dimensions maps to itself) and
@@ -30,14 +26,18 @@ std::optional<int64_t> TraceThroughReshape(const ir::Shape& operand, const ir::S
                                            int64_t dim, int64_t blocks) {
   if (!HasDefaultLayout(operand) || !HasDefaultLayout(result)) return std::nullopt;
   if (operand.ElementCount() != result.ElementCount()) return std::nullopt;
-  const int64_t before = ProductBefore(operand.dims(), dim);
+  const int64_t before = ElementsBefore(operand.dims(), dim);
   for (int64_t d = 0; d < result.rank(); ++d) {
-    if (ProductBefore(result.dims(), d) == before && result.dim(d) % blocks == 0) return d;
+    if (ElementsBefore(result.dims(), d) == before && result.dim(d) % blocks == 0) return d;
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+int64_t ElementsBefore(const std::vector<int64_t>& dims, int64_t dim) {
+  return std::accumulate(dims.begin(), dims.begin() + dim, int64_t{1}, std::multiplies<>());
+}
 
 bool IsTraceableOp(const ir::Instruction& op) {
   switch (op.opcode()) {

@@ -5,12 +5,17 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/instruction.h"
 #include "support/status.h"
 
 namespace loom::pass {
+
+// The product of the dimensions before `dim`: how many row-major slabs a
+// cut along `dim` falls into (1: blocks along `dim` are contiguous).
+int64_t ElementsBefore(const std::vector<int64_t>& dims, int64_t dim);
 
 // Ops the rewrite can see through: one operand, and each element of the
 // result comes from one element of the operand.
