@@ -10,7 +10,7 @@ PACKAGES=(
   # the fuzzer (libFuzzer, ASan and UBSan runtimes) and `make format`
   clang libclang-rt-14-dev clang-format
   # libraries
-  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libfmt-dev
+  libopenblas-dev libhwy-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libfmt-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # `ip` for the bandwidth-shaped loopback testbed

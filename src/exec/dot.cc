@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "exec/cpu/deterministic_gemm.h"
+
 namespace loom::exec {
 namespace {
 
@@ -74,6 +76,27 @@ std::vector<T> Pack(const Tensor& tensor, const std::vector<int64_t>& order) {
   return packed;
 }
 
+// Whether every value of `type` is exactly a single-precision number, which
+// makes the products of two of them exact in double and lets the
+// deterministic kernel fuse multiply and add (see its header).
+bool ExactlySinglePrecision(ir::PrimitiveType type) {
+  switch (type) {
+    case ir::PrimitiveType::kF32:
+    case ir::PrimitiveType::kBF16:
+    case ir::PrimitiveType::kF16:
+    case ir::PrimitiveType::kF8E4M3FN:
+    case ir::PrimitiveType::kF8E5M2:
+    case ir::PrimitiveType::kPred:
+    case ir::PrimitiveType::kS8:
+    case ir::PrimitiveType::kU8:
+    case ir::PrimitiveType::kS16:
+    case ir::PrimitiveType::kU16:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct DotGeometry {
   int64_t batch = 1, m = 1, k = 1, n = 1;
   std::vector<int64_t> lhs_order;  // batch, free, contracting
@@ -102,40 +125,42 @@ DotGeometry Geometry(const Tensor& lhs, const Tensor& rhs, const ir::DotDimensio
   return g;
 }
 
-// The reference kernel: every element sums over k in increasing order. The
-// loops run i, k, j with one accumulator per element of an output row, which
-// keeps that order per element while reading both operands row by row.
-template <typename Acc>
-void ReferenceDot(const DotGeometry& g, const std::vector<Acc>& a, const std::vector<Acc>& b,
-                  Tensor& out) {
-  std::vector<Acc> row(static_cast<size_t>(g.n));
+// Integers: every element sums over k in increasing order in int64, wrapping
+// instead of overflowing. The loops run i, k, j with one accumulator per
+// element of an output row, which keeps that order per element while reading
+// both operands row by row.
+void IntegerDot(const DotGeometry& g, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                Tensor& out) {
+  std::vector<int64_t> row(static_cast<size_t>(g.n));
   for (int64_t batch = 0; batch < g.batch; ++batch) {
-    const Acc* a_batch = a.data() + batch * g.m * g.k;
-    const Acc* b_batch = b.data() + batch * g.k * g.n;
+    const int64_t* a_batch = a.data() + batch * g.m * g.k;
+    const int64_t* b_batch = b.data() + batch * g.k * g.n;
     for (int64_t i = 0; i < g.m; ++i) {
-      std::fill(row.begin(), row.end(), Acc{0});
+      std::fill(row.begin(), row.end(), 0);
       for (int64_t p = 0; p < g.k; ++p) {
-        const Acc lhs = a_batch[i * g.k + p];
-        const Acc* rhs = b_batch + p * g.n;
+        const auto lhs = static_cast<uint64_t>(a_batch[i * g.k + p]);
+        const int64_t* rhs = b_batch + p * g.n;
         for (int64_t j = 0; j < g.n; ++j) {
-          if constexpr (std::is_same_v<Acc, int64_t>) {  // wraps instead of overflowing
-            row[j] =
-                static_cast<int64_t>(static_cast<uint64_t>(row[j]) +
-                                     static_cast<uint64_t>(lhs) * static_cast<uint64_t>(rhs[j]));
-          } else {
-            row[j] += lhs * rhs[j];
-          }
+          row[j] = static_cast<int64_t>(static_cast<uint64_t>(row[j]) +
+                                        lhs * static_cast<uint64_t>(rhs[j]));
         }
       }
-      for (int64_t j = 0; j < g.n; ++j) {
-        const int64_t index = (batch * g.m + i) * g.n + j;
-        if constexpr (std::is_same_v<Acc, int64_t>) {
-          out.SetInt(index, row[j]);
-        } else {
-          out.SetDouble(index, row[j]);
-        }
-      }
+      for (int64_t j = 0; j < g.n; ++j) out.SetInt((batch * g.m + i) * g.n + j, row[j]);
     }
+  }
+}
+
+// Floats in deterministic mode: cpu::DeterministicGemm, whose every element
+// sums over k in increasing order in double, whatever the sizes, the block of
+// the output or the CPU; rounded once to the result type.
+void DeterministicFloatDot(const DotGeometry& g, const std::vector<double>& a,
+                           const std::vector<double>& b, bool exact_products, Tensor& out) {
+  std::vector<double> c(static_cast<size_t>(g.m * g.n));
+  for (int64_t batch = 0; batch < g.batch; ++batch) {
+    cpu::DeterministicGemm({a.data() + batch * g.m * g.k, g.m, g.k, g.k, 1},
+                           {b.data() + batch * g.k * g.n, g.k, g.n, g.n, 1}, c.data(), g.n,
+                           exact_products);
+    for (int64_t i = 0; i < g.m * g.n; ++i) out.SetDouble(batch * g.m * g.n + i, c[i]);
   }
 }
 
@@ -185,11 +210,21 @@ Expected<Tensor> EvaluateDot(const Tensor& lhs, const Tensor& rhs, const ir::Dot
   } else if (!deterministic && floating) {
     BlasDot<double>(g, lhs, rhs, out);
   } else if (ir::IsInteger(type) || type == ir::PrimitiveType::kPred) {
-    ReferenceDot<int64_t>(g, Pack<int64_t>(lhs, g.lhs_order), Pack<int64_t>(rhs, g.rhs_order), out);
+    IntegerDot(g, Pack<int64_t>(lhs, g.lhs_order), Pack<int64_t>(rhs, g.rhs_order), out);
   } else {
-    ReferenceDot<double>(g, Pack<double>(lhs, g.lhs_order), Pack<double>(rhs, g.rhs_order), out);
+    DeterministicFloatDot(g, Pack<double>(lhs, g.lhs_order), Pack<double>(rhs, g.rhs_order),
+                          ExactlySinglePrecision(lhs.type()) && ExactlySinglePrecision(rhs.type()),
+                          out);
   }
   return out;
+}
+
+std::string DotKernelName(bool deterministic) {
+  if (deterministic) {
+    const std::vector<std::string> targets = cpu::DeterministicGemmTargets();
+    return fmt::format("deterministic ({})", targets.empty() ? "scalar" : targets.front());
+  }
+  return fmt::format("OpenBLAS {}", openblas_get_corename());
 }
 
 void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }

@@ -1,8 +1,10 @@
 // The dot kernel: general dot (batch and contracting dimensions) through
 // OpenBLAS for floating-point types (sgemm for f32, bf16, f16 and f8 widened
-// to f32; dgemm for f64), and a reference loop with a fixed summation order
-// for integers and, for every type, in deterministic mode.
+// to f32; dgemm for f64); integers, and every type in deterministic mode,
+// with kernels whose summation order is fixed per element.
 #pragma once
+
+#include <string>
 
 #include "exec/tensor.h"
 #include "ir/attributes.h"
@@ -13,10 +15,16 @@ namespace loom::exec {
 // lhs x rhs per `dims`; the result has `result_shape` (batch dims, then lhs
 // free dims, then rhs free dims). With `deterministic`, every element is the
 // sum over the contracting index k = 0..K-1 in increasing order, accumulated
-// in double (int64 with wraparound for integers) and rounded once at the end,
-// so the result depends only on the inputs.
+// in double (int64 with wraparound for integers) and rounded once at the end
+// (exec/cpu/deterministic_gemm.h), so the result depends only on the inputs:
+// not on the CPU, and not on which block of a larger product it is.
 Expected<Tensor> EvaluateDot(const Tensor& lhs, const Tensor& rhs, const ir::DotDimensions& dims,
                              const ir::Shape& result_shape, bool deterministic);
+
+// Which kernels compute dots: "OpenBLAS <core>" (the kernel OpenBLAS chose
+// for this CPU, or the one OPENBLAS_CORETYPE forced) or "deterministic
+// (<SIMD target>)".
+std::string DotKernelName(bool deterministic);
 
 // Caps OpenBLAS's own threads (one per device thread is already enough when
 // several devices run in one process).
