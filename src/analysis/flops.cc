@@ -1,15 +1,66 @@
 #include "analysis/flops.h"
 
+#include <algorithm>
+
 namespace loom::analysis {
+namespace {
+
+int64_t ProductOfDims(const ir::Shape& shape, const std::vector<int64_t>& dims) {
+  int64_t product = 1;
+  for (int64_t d : dims) {
+    if (d >= 0 && d < shape.rank()) product *= shape.dim(d);
+  }
+  return product;
+}
+
+bool ReducesAcrossDevices(ir::Opcode op) {
+  switch (op) {
+    case ir::Opcode::kAllReduce:
+    case ir::Opcode::kAllReduceStart:
+    case ir::Opcode::kReduceScatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 int64_t DotFlops(const ir::Instruction& dot) {
   if (!dot.attrs().dot || dot.operand_count() < 1) return 0;
-  int64_t contracted = 1;
-  const ir::Shape& lhs = dot.operand(0)->shape();
-  for (int64_t d : dot.attrs().dot->lhs_contracting) {
-    if (d >= 0 && d < lhs.rank()) contracted *= lhs.dim(d);
-  }
+  const int64_t contracted =
+      ProductOfDims(dot.operand(0)->shape(), dot.attrs().dot->lhs_contracting);
   return 2 * dot.shape().ElementCount() * contracted;
+}
+
+int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid) {
+  const ir::Opcode op = instruction.opcode();
+  if (op == ir::Opcode::kDot && instruction.attrs().dot && instruction.operand_count() > 0) {
+    return ProductOfDims(instruction.operand(0)->shape(), instruction.attrs().dot->lhs_contracting);
+  }
+  if (op == ir::Opcode::kReduce && instruction.operand_count() > 0) {
+    return ProductOfDims(instruction.operand(0)->shape(),
+                         instruction.attrs().dimensions.value_or(std::vector<int64_t>{}));
+  }
+  if (ReducesAcrossDevices(op)) {
+    Expected<std::vector<std::vector<int64_t>>> groups = ir::ParticipantGroups(instruction, grid);
+    int64_t longest = 1;
+    if (groups.ok()) {
+      for (const auto& group : *groups) longest = std::max<int64_t>(longest, group.size());
+    }
+    return longest;
+  }
+  return 1;
+}
+
+int64_t LongestSum(const ir::Module& module, const ir::DeviceGrid& grid) {
+  int64_t longest = 1;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      longest = std::max(longest, SumLength(*instruction, grid));
+    }
+  }
+  return longest;
 }
 
 }  // namespace loom::analysis

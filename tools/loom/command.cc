@@ -49,8 +49,10 @@ void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
   command.add_option("--seed", flags.seed, "Seed of the random inputs");
   command.add_option("--inputs", flags.inputs,
                      "Read inputs from DIR/device<D>/param<I>.npy or DIR/param<I>.npy");
-  command.add_flag("--deterministic", flags.deterministic,
-                   "Reference dot kernels with a fixed summation order (bitwise reproducible)");
+  command.add_flag(
+      "--deterministic", flags.deterministic,
+      "Dot kernels that sum each element in a fixed order: results bitwise the same on "
+      "any CPU and however a product is split into blocks");
   command.add_option("--timeout", flags.timeout_seconds,
                      "Seconds a device may wait for a peer before the run fails");
 }

@@ -1,57 +1,62 @@
 // `loom compare A.hlo B.hlo --devices N [--seed S] [--backend ...]
-// [--tolerance T]`: run two programs on the same inputs and compare every
-// output of every device.
+// [--tolerance 0|rounding|T]`: run two programs on the same inputs and
+// compare every output of every device: bitwise, within the rounding of
+// reordered sums (exec/tensor_compare.h), or within a tolerance.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "analysis/flops.h"
+#include "exec/dot.h"
+#include "exec/tensor_compare.h"
 #include "loom/command.h"
 
 namespace loom::cli {
 namespace {
 
-struct Difference {
-  std::string shape;
-  double max_abs = 0;
-  double max_rel = 0;
-  bool bitwise = true;
-  bool within = true;  // every element within the tolerance
+// What --tolerance asks for: bitwise equality (0, the default), differences
+// within the rounding of reordered sums ("rounding"), or |a-b| within T times
+// max(1, |a|, |b|) per element.
+struct Tolerance {
+  bool rounding = false;
+  double value = 0;
 };
 
-// |a - b| over elements, NaN matching NaN; a NaN against a number is an
-// infinite difference.
-double AbsoluteDifference(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INFINITY;
-  if (a == b) return 0;  // also equal infinities
-  return std::fabs(a - b);
+Tolerance ParseTolerance(const std::string& text) {
+  if (text == "rounding") return Tolerance{.rounding = true};
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(value >= 0) || !std::isfinite(value)) {
+    throw CommandError(
+        fmt::format("--tolerance: '{}' is neither 'rounding' nor a finite number >= 0", text));
+  }
+  return Tolerance{.value = value};
 }
 
-Difference Compare(const exec::Tensor& a, const exec::Tensor& b, double tolerance) {
-  Difference difference;
-  difference.shape = a.shape().ToString(false);
-  if (!a.shape().Compatible(b.shape())) {
-    difference.shape += " vs " + b.shape().ToString(false);
-    difference.bitwise = difference.within = false;
-    difference.max_abs = difference.max_rel = INFINITY;
-    return difference;
-  }
-  difference.bitwise = a.BitwiseEqual(b);
-  for (int64_t i = 0; i < a.ElementCount(); ++i) {
-    const double x = a.GetDouble(i);
-    const double y = b.GetDouble(i);
-    const double abs = AbsoluteDifference(x, y);
-    const double scale = std::max({std::fabs(x), std::fabs(y)});
-    difference.max_abs = std::max(difference.max_abs, abs);
-    if (abs > 0)
-      difference.max_rel = std::max(difference.max_rel, scale > 0 ? abs / scale : INFINITY);
-    if (abs > tolerance * std::max(1.0, scale)) difference.within = false;
-  }
-  return difference;
+nlohmann::json OutputComparison(const exec::Tensor& a, const exec::Tensor& b, int64_t longest_sum) {
+  const exec::TensorDifference d = exec::CompareTensors(a, b);
+  std::string shape = a.shape().ToString(false);
+  if (!d.shapes_match) shape += " vs " + b.shape().ToString(false);
+  return {{"shape", shape},
+          {"max_abs", d.max_abs},
+          {"max_rel", d.max_rel},
+          {"max_ulps", d.max_ulps},
+          {"max_scaled", d.max_scaled},
+          {"error_in_u", d.error_in_u},
+          {"elements_differing", d.elements_differing},
+          {"bitwise", d.bitwise},
+          {"envelope_in_u", exec::RoundingEnvelope(a.type(), longest_sum)},
+          {"rounding", exec::IsRoundingDifference(d, a.type(), longest_sum)}};
 }
 
 nlohmann::json DeviceComparison(const exec::DeviceResult& a, const exec::DeviceResult& b,
-                                double tolerance) {
+                                int64_t longest_sum) {
   const auto a_leaves = exec::OutputLeaves(a.output);
   const auto b_leaves = exec::OutputLeaves(b.output);
   nlohmann::json outputs = nlohmann::json::array();
@@ -60,16 +65,16 @@ nlohmann::json DeviceComparison(const exec::DeviceResult& a, const exec::DeviceR
       outputs.push_back({{"shape", "missing"},
                          {"max_abs", INFINITY},
                          {"max_rel", INFINITY},
+                         {"max_ulps", INFINITY},
+                         {"max_scaled", INFINITY},
+                         {"error_in_u", INFINITY},
+                         {"envelope_in_u", 0},
+                         {"elements_differing", 0},
                          {"bitwise", false},
-                         {"within", false}});
+                         {"rounding", false}});
       continue;
     }
-    const Difference d = Compare(*a_leaves[i], *b_leaves[i], tolerance);
-    outputs.push_back({{"shape", d.shape},
-                       {"max_abs", d.max_abs},
-                       {"max_rel", d.max_rel},
-                       {"bitwise", d.bitwise},
-                       {"within", d.within}});
+    outputs.push_back(OutputComparison(*a_leaves[i], *b_leaves[i], longest_sum));
   }
   return {{"device", a.device},
           {"seconds_a", a.seconds},
@@ -82,10 +87,40 @@ double Number(const nlohmann::json& value) {
   return value.is_number() ? value.get<double>() : INFINITY;
 }
 
+// One output, worst over devices.
+struct Worst {
+  std::string shape;
+  double max_abs = 0, max_rel = 0, max_ulps = 0, max_scaled = 0, error_in_u = 0, envelope = 0;
+  bool bitwise = true, rounding = true;
+
+  void Add(const nlohmann::json& output) {
+    shape = output["shape"].get<std::string>();
+    max_abs = std::max(max_abs, Number(output["max_abs"]));
+    max_rel = std::max(max_rel, Number(output["max_rel"]));
+    max_ulps = std::max(max_ulps, Number(output["max_ulps"]));
+    max_scaled = std::max(max_scaled, Number(output["max_scaled"]));
+    error_in_u = std::max(error_in_u, Number(output["error_in_u"]));
+    envelope = output["envelope_in_u"].get<double>();
+    const bool same = output["bitwise"].get<bool>();
+    bitwise = bitwise && same;
+    rounding = rounding && (same || output["rounding"].get<bool>());
+  }
+  bool Within(const Tolerance& tolerance) const {
+    if (tolerance.rounding) return rounding;
+    return tolerance.value == 0 ? bitwise : max_scaled <= tolerance.value;
+  }
+  std::string_view Verdict(const Tolerance& tolerance) const {
+    if (bitwise) return "same";
+    if (rounding) return "rounding";
+    return Within(tolerance) ? "within" : "DIFFER";
+  }
+};
+
 // Prints one row per output (worst over devices); true when all are within
 // the tolerance.
-bool PrintReport(const std::vector<nlohmann::json>& devices, double tolerance) {
-  std::vector<Difference> worst;
+bool PrintReport(const std::vector<nlohmann::json>& devices, const Tolerance& tolerance,
+                 int64_t longest_sum) {
+  std::vector<Worst> worst;
   double seconds_a = 0;
   double seconds_b = 0;
   for (const nlohmann::json& device : devices) {
@@ -93,28 +128,38 @@ bool PrintReport(const std::vector<nlohmann::json>& devices, double tolerance) {
     seconds_b = std::max(seconds_b, device["seconds_b"].get<double>());
     const nlohmann::json& outputs = device["outputs"];
     if (worst.size() < outputs.size()) worst.resize(outputs.size());
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      Difference& w = worst[i];
-      w.shape = outputs[i]["shape"].get<std::string>();
-      w.max_abs = std::max(w.max_abs, Number(outputs[i]["max_abs"]));
-      w.max_rel = std::max(w.max_rel, Number(outputs[i]["max_rel"]));
-      w.bitwise = w.bitwise && outputs[i]["bitwise"].get<bool>();
-      w.within = w.within && outputs[i]["within"].get<bool>();
-    }
+    for (size_t i = 0; i < outputs.size(); ++i) worst[i].Add(outputs[i]);
   }
-  fmt::print("{:>6} {:<24} {:>14} {:>14} {:>8} {:>8}\n", "output", "shape", "max abs diff",
-             "max rel diff", "bitwise", "verdict");
-  bool all_within = true;
+  fmt::print("{:>6} {:<24} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9}\n", "output", "shape",
+             "max abs diff", "max rel diff", "max ulps", "error (u)", "envelope", "verdict");
+  bool all_within = true, all_bitwise = true, all_rounding = true;
+  double worst_ratio = 0;  // error / envelope
   for (size_t i = 0; i < worst.size(); ++i) {
-    const Difference& w = worst[i];
-    all_within = all_within && w.within;
-    fmt::print("{:>6} {:<24} {:>14.6g} {:>14.6g} {:>8} {:>8}\n", i, w.shape, w.max_abs, w.max_rel,
-               w.bitwise ? "yes" : "no", w.within ? "same" : "DIFFER");
+    const Worst& w = worst[i];
+    all_within = all_within && w.Within(tolerance);
+    all_bitwise = all_bitwise && w.bitwise;
+    all_rounding = all_rounding && w.rounding;
+    if (w.envelope > 0) worst_ratio = std::max(worst_ratio, w.error_in_u / w.envelope);
+    fmt::print("{:>6} {:<24} {:>12.6g} {:>12.6g} {:>9.4g} {:>10.4g} {:>9.4g} {:>9}\n", i, w.shape,
+               w.max_abs, w.max_rel, w.max_ulps, w.error_in_u, w.envelope, w.Verdict(tolerance));
   }
   fmt::print("slowest device: A {:.3f} ms, B {:.3f} ms\n", seconds_a * 1e3, seconds_b * 1e3);
-  fmt::print("{}\n", all_within ? (tolerance == 0 ? "bitwise equal on every device"
-                                                  : "equal within the tolerance on every device")
-                                : "the programs differ");
+  const std::string rounding_note = fmt::format(
+      "within the rounding of reordered sums (max|a-b| / (u max|b|) at most {:.2g} of the "
+      "envelope for sums of up to {} terms)",
+      worst_ratio, longest_sum);
+  if (all_bitwise) {
+    fmt::print("bitwise equal on every device\n");
+  } else if (all_within && all_rounding) {
+    fmt::print("equal {}\n", rounding_note);
+  } else if (all_within) {
+    fmt::print("equal within the tolerance on every device\n");
+  } else if (all_rounding) {
+    fmt::print("the programs differ, but only {} (--tolerance rounding accepts that)\n",
+               rounding_note);
+  } else {
+    fmt::print("the programs differ\n");
+  }
   return all_within;
 }
 
@@ -125,7 +170,7 @@ void AddCompareCommand(CLI::App& app) {
     std::string a;
     std::string b;
     ExecutionFlags flags;
-    double tolerance = 0;
+    std::string tolerance = "0";
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -133,12 +178,14 @@ void AddCompareCommand(CLI::App& app) {
   command->add_option("A", options->a, "First HLO module")->required();
   command->add_option("B", options->b, "Second HLO module")->required();
   AddExecutionFlags(*command, options->flags);
-  command
-      ->add_option("--tolerance", options->tolerance,
-                   "Allowed |a-b| per element, relative to max(1, |a|, |b|); 0 (the "
-                   "default) asks for bitwise equality")
-      ->check(CLI::NonNegativeNumber);
+  command->add_option(
+      "--tolerance", options->tolerance,
+      "0 (the default): bitwise equality; 'rounding': differences within the rounding of "
+      "reordered sums (max|a-b| <= E u max|b|, u the unit roundoff of the output type, E = "
+      "max(8, 2 sqrt(n) u_f32 / u) for sums of n terms); a number T: |a-b| <= T max(1, |a|, "
+      "|b|) per element");
   command->callback([options] {
+    const Tolerance tolerance = ParseTolerance(options->tolerance);
     std::unique_ptr<ir::Module> a = LoadVerifiedModule(options->a, nullptr);
     std::unique_ptr<ir::Module> b = LoadVerifiedModule(options->b, nullptr);
     const ir::DeviceGrid grid = GridOf(*a, options->flags);
@@ -155,9 +202,11 @@ void AddCompareCommand(CLI::App& app) {
     Expected<std::vector<exec::DeviceResult>> results_b = launch->Run(*b, grid, run_options);
     if (!results_b.ok()) throw CommandError(results_b.error().ToString(options->b));
 
+    const int64_t longest_sum =
+        std::max(analysis::LongestSum(*a, grid), analysis::LongestSum(*b, grid));
     std::vector<std::string> mine;
     for (size_t i = 0; i < results_a->size(); ++i) {
-      mine.push_back(DeviceComparison((*results_a)[i], (*results_b)[i], options->tolerance).dump());
+      mine.push_back(DeviceComparison((*results_a)[i], (*results_b)[i], longest_sum).dump());
     }
     Expected<std::vector<std::string>> texts = launch->GatherAtRoot(std::move(mine));
     if (!texts.ok()) throw CommandError(texts.error().ToString());
@@ -165,10 +214,10 @@ void AddCompareCommand(CLI::App& app) {
     if (launch->is_root()) {
       std::vector<nlohmann::json> devices;
       for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
-      fmt::print("compare {} and {} on {} device(s), backend {}, seed {}{}\n", options->a,
-                 options->b, options->flags.devices, options->flags.backend, options->flags.seed,
-                 options->flags.deterministic ? ", deterministic" : "");
-      same = PrintReport(devices, options->tolerance);
+      fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
+                 options->a, options->b, options->flags.devices, options->flags.backend,
+                 options->flags.seed, exec::DotKernelName(options->flags.deterministic));
+      same = PrintReport(devices, tolerance, longest_sum);
     }
     if (Status synced = launch->AwaitRoot(); !synced.ok()) {
       throw CommandError(synced.error().ToString());
