@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-cost bench-sim bench-overlap calibrate fuzz format clean
+.PHONY: all deps configure build test demo bench bench-cost bench-exec bench-sim bench-overlap calibrate fuzz format clean
 
 all: build
 
@@ -71,6 +71,10 @@ bench: build
 # The cost model's estimates of the demo block on every target, as ratios.
 bench-cost: build
 	./$(BUILD_DIR)/loom_cost_bench
+
+# The executor's kernels, each beside a native reference, as ratios.
+bench-exec: build
+	./$(BUILD_DIR)/loom_exec_bench
 
 # The simulator at scale: the demo block on TPU v4 slices of 64 to 2048 chips.
 bench-sim: build

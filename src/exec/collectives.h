@@ -1,27 +1,39 @@
-// XLA's collectives on real tensors, built on the point-to-point
-// Communicator: all-gather, reduce-scatter, all-reduce, all-to-all and
-// collective-permute. Each is split into Start (post every transfer; returns
-// at once) and Finish (wait, then assemble and reduce), which is what the
-// -start / -done forms execute; the synchronous form is Start then Finish.
+// XLA's collectives as the algorithms NCCL and MPI run, on host memory over
+// the point-to-point Communicator: ring all-gather, ring reduce-scatter, ring
+// all-reduce (a reduce-scatter ring, then an all-gather ring of the reduced
+// chunks), pairwise all-to-all, and collective-permute. Each device sends
+// (N-1)/N of the data through its ring neighbours (twice that for
+// all-reduce), never the whole buffer to every peer.
 //
 // Groups are ordered lists of global device ids (ir/collective_groups.h);
-// the group order is the concatenation order of all-gather and the block
-// order of reduce-scatter and all-to-all.
+// the group order is the ring order, the concatenation order of all-gather
+// and the block order of reduce-scatter and all-to-all. Every member sends to
+// its successor in the group and receives from its predecessor.
 //
-// Reductions fold in ring order, as a ring algorithm (NCCL's, or Loom's
-// decomposed collectives) does: block q of a reduce-scatter, which member q
-// keeps, is ((c[q+1] + c[q+2]) + ...) + c[q] over group positions mod N. An
-// all-reduce cuts its flattened buffer into N contiguous chunks (chunk q:
-// elements [q*E/N, (q+1)*E/N)) and folds chunk q in the same order. The
-// order depends only on the chunk, so every member computes bitwise the same
-// result, on every backend; and a program that runs the ring itself can
-// reproduce it exactly.
+// Reductions fold in ring order, as NCCL's ring does: block q of a
+// reduce-scatter, which member q keeps, is ((c[q+1] + c[q+2]) + ...) + c[q]
+// over group positions mod N (the partial sum starts at member q+1 and each
+// member adds its own contribution on the right as it passes). An all-reduce
+// cuts its flattened buffer into N contiguous chunks (chunk q: elements
+// [q*E/N, (q+1)*E/N)) and folds chunk q in the same order. The order depends
+// only on the chunk, so every member computes bitwise the same result on
+// every backend, and a program that runs the ring itself (collective-matmul)
+// reproduces it exactly.
+//
+// The functions below run one collective to completion on the calling
+// thread, blocking on the communicator; a device that must compute while its
+// collectives progress runs them on a CollectiveWorker.
 #pragma once
 
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,24 +42,117 @@
 
 namespace loom::exec {
 
-// Combines two contributions of the same shape elementwise (the collective's
-// to_apply computation).
+using Group = std::vector<int64_t>;
+
+// A row-major array cut along one dimension: `outer` runs (the product of
+// the dimensions before it), each of `inner_bytes` (the dimension and every
+// dimension after it).
+struct Slabs {
+  int64_t outer = 1;
+  int64_t inner_bytes = 0;
+};
+// The slabs of `shape` around `dimension`; an error when it is out of range.
+Expected<Slabs> SlabsOf(const ir::Shape& shape, int64_t dimension);
+
+// out = a (+) b element-wise, where out may be a: the collective's reducer.
+using ReduceBytes = std::function<Status(std::span<std::byte> out, std::span<const std::byte> a,
+                                         std::span<const std::byte> b)>;
+
+// all-gather: `output` (N blocks of the input along the dimension that
+// `slabs` describes, in group order) from every member's `input`.
+Status RingAllGather(Communicator& comm, uint64_t tag, const Group& group,
+                     std::span<const std::byte> input, const Slabs& slabs,
+                     std::span<std::byte> output);
+// reduce-scatter: `output` is block (my position) of the reduction of every
+// member's `input` (N blocks along the dimension; `slabs` describes the
+// input around it).
+Status RingReduceScatter(Communicator& comm, uint64_t tag, const Group& group,
+                         std::span<const std::byte> input, const Slabs& slabs,
+                         int64_t element_bytes, const ReduceBytes& reduce,
+                         std::span<std::byte> output);
+// all-reduce of the flattened buffers.
+Status RingAllReduce(Communicator& comm, uint64_t tag, const Group& group,
+                     std::span<const std::byte> input, int64_t element_bytes,
+                     const ReduceBytes& reduce, std::span<std::byte> output);
+// all-to-all with a split dimension: block i of the input (along the
+// dimension `slabs` describes) goes to member i; block j of the output came
+// from member j.
+Status PairwiseAllToAll(Communicator& comm, uint64_t tag, const Group& group,
+                        std::span<const std::byte> input, const Slabs& slabs,
+                        std::span<std::byte> output);
+// The tuple form: inputs[i] goes to member i, outputs[j] comes from member j.
+Status PairwiseAllToAllTuple(Communicator& comm, uint64_t tag, const Group& group,
+                             std::span<const std::span<const std::byte>> inputs,
+                             std::span<const std::span<std::byte>> outputs);
+
+// A collective-permute whose transfers are posted: every send of `input` to
+// a target, and the receive of `output` from the source (a device that no
+// pair targets receives zeros). Finish waits for them.
+class PostedPermute {
+ public:
+  static Expected<std::unique_ptr<PostedPermute>> Post(
+      Communicator& comm, uint64_t tag, std::span<const std::pair<int64_t, int64_t>> pairs,
+      std::span<const std::byte> input, std::span<std::byte> output);
+  Status Finish();
+
+ private:
+  explicit PostedPermute(Communicator& comm) : comm_(comm) {}
+  Communicator& comm_;
+  std::vector<RequestId> requests_;
+};
+
+// Runs a device's collectives in the order they were submitted, on a thread
+// of its own (NCCL's stream, the communication thread of a hand-written
+// ring), so that the device computes while they progress. SPMD devices
+// submit their collectives in the same order, so the rings match.
+class CollectiveWorker {
+ public:
+  CollectiveWorker();
+  ~CollectiveWorker();  // finishes what was submitted, then joins
+  CollectiveWorker(const CollectiveWorker&) = delete;
+  CollectiveWorker& operator=(const CollectiveWorker&) = delete;
+
+  // One submitted job; Wait blocks until it has run and returns its status.
+  class Ticket {
+   public:
+    Status Wait();
+
+   private:
+    friend class CollectiveWorker;
+    struct State {
+      std::mutex mutex;
+      std::condition_variable done_signal;
+      bool done = false;
+      Status status;
+    };
+    std::shared_ptr<State> state_;
+  };
+
+  Ticket Submit(std::function<Status()> job);
+
+ private:
+  void Loop();
+
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::deque<std::pair<std::function<Status()>, std::shared_ptr<Ticket::State>>> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after every other member is ready
+};
+
+// --- the same collectives on Tensors, for tests and tools ---------------------
+
+// Combines two contributions of the same shape element-wise.
 using Reducer = std::function<Expected<Tensor>(const Tensor& lhs, const Tensor& rhs)>;
 
-// A collective whose transfers are posted.
+// A collective whose transfers are under way (on a thread of its own).
 class PendingCollective {
  public:
   virtual ~PendingCollective() = default;
   // Waits for the transfers and returns the collective's result.
   virtual Expected<Tensor> Finish() = 0;
 };
-
 using PendingPtr = std::unique_ptr<PendingCollective>;
-using Group = std::vector<int64_t>;
-
-// Tags: every collective a device runs takes the next tag from its
-// sequence; SPMD programs run their collectives in the same order on every
-// device, so tags match without negotiation.
 
 Expected<PendingPtr> StartAllGather(Communicator& comm, uint64_t tag, const Group& group,
                                     const Tensor& input, int64_t dimension);
@@ -55,16 +160,12 @@ Expected<PendingPtr> StartReduceScatter(Communicator& comm, uint64_t tag, const 
                                         const Tensor& input, int64_t dimension, Reducer reducer);
 Expected<PendingPtr> StartAllReduce(Communicator& comm, uint64_t tag, const Group& group,
                                     const Tensor& input, Reducer reducer);
-// With a split dimension: block i of the input goes to member i, and the
-// blocks received are concatenated in group order along the same dimension.
 Expected<PendingPtr> StartAllToAll(Communicator& comm, uint64_t tag, const Group& group,
                                    const Tensor& input, int64_t dimension);
 // The tuple form: element i of `inputs` goes to member i; element j of the
 // result came from member j.
 Expected<PendingPtr> StartAllToAllTuple(Communicator& comm, uint64_t tag, const Group& group,
                                         const std::vector<Tensor>& inputs);
-// `pairs` are (source, target) global ids. A device that no pair targets
-// receives zeros.
 Expected<PendingPtr> StartCollectivePermute(Communicator& comm, uint64_t tag,
                                             std::span<const std::pair<int64_t, int64_t>> pairs,
                                             const Tensor& input);

@@ -1,10 +1,14 @@
-// The interpreter: evaluates one computation of a per-device HLO program on
-// the CPU with real tensors, instruction by instruction in text order (the
-// schedule, for a scheduled module).
+// Running one device's program: who the device is (DeviceContext), and the
+// Interpreter, which runs a per-device HLO program on the CPU device with the
+// executor (exec/executor.h): every computation lowered once to a flat
+// program over buffer slots, typed kernels, BLAS on the operands' own
+// memory, buffers dropped after their last use, collectives as rings on a
+// worker thread.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "exec/tensor.h"
 #include "ir/computation.h"
@@ -14,7 +18,7 @@
 namespace loom::exec {
 
 // One device's communicator, device grid and collective tag sequence
-// (exec/collective_ops.h).
+// (exec/collective_runtime.h).
 class CollectiveRuntime;
 // Records what ran when (exec/trace.h).
 class TraceRecorder;
@@ -33,8 +37,8 @@ struct DeviceContext {
 };
 
 struct InterpreterOptions {
-  // Every dot uses the reference kernel with a fixed summation order, so
-  // results are bitwise reproducible (see dot.h).
+  // Every dot uses the deterministic kernel, whose sums have a fixed order
+  // per element, so results are bitwise reproducible (see cpu/matmul.cc).
   bool deterministic = false;
 };
 
@@ -48,6 +52,8 @@ class Interpreter {
   Expected<Tensor> Run(const ir::Computation& computation, std::span<const Tensor> arguments) const;
   // Run on the module's entry computation.
   Expected<Tensor> RunEntry(const ir::Module& module, std::span<const Tensor> arguments) const;
+  // The same, taking the arguments over (no copy of their bytes is kept).
+  Expected<Tensor> RunEntry(const ir::Module& module, std::vector<Tensor> arguments) const;
 
  private:
   DeviceContext device_;

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "exec/comm/mpi_communicator.h"
-#include "exec/dot.h"
+#include "exec/cpu/cpu_device.h"
 
 namespace loom::exec {
 namespace {
@@ -17,7 +17,7 @@ class ThreadsLaunch : public Launch {
   Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
                                           const RunOptions& options) override {
     // One device per thread already fills the cores.
-    if (grid.size() > 1) SetBlasThreads(1);
+    if (grid.size() > 1) cpu::SetBlasThreads(1);
     return RunOnThreads(module, grid, options);
   }
   Expected<std::vector<std::string>> GatherAtRoot(std::vector<std::string> mine) override {
@@ -36,7 +36,7 @@ class MpiLaunch : public Launch {
 
   Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
                                           const RunOptions& options) override {
-    SetBlasThreads(1);  // one process per device: leave the other cores to the others
+    cpu::SetBlasThreads(1);  // one process per device: leave the other cores to the others
     const auto origin = TraceRecorder::Clock::now();
     // The processes may share a machine: budget for all of them.
     const Status memory = CheckMemory(module, comm_->size());

@@ -8,8 +8,9 @@
 #include <optional>
 #include <thread>
 
-#include "exec/collective_ops.h"
+#include "exec/collective_runtime.h"
 #include "exec/comm/inprocess_communicator.h"
+#include "exec/cpu/float_formats.h"
 #include "exec/interpreter.h"
 #include "exec/npy.h"
 #include "ir/verifier.h"
@@ -48,6 +49,30 @@ Expected<Tensor> RandomTensor(const ir::Shape& shape, uint64_t stream) {
   }
   LOOM_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(shape));
   SplitMix64 random(stream);
+  // The values are on a grid of 2^-24, exact in f32: the common float types
+  // round them from float with the fast conversions, bit for bit as SetDouble.
+  std::byte* data = tensor.mutable_bytes().data();
+  switch (shape.type()) {
+    case ir::PrimitiveType::kF32:
+      for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+        reinterpret_cast<float*>(data)[i] = static_cast<float>(random.NextSigned());
+      }
+      return tensor;
+    case ir::PrimitiveType::kBF16:
+      for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+        reinterpret_cast<uint16_t*>(data)[i] =
+            cpu::FloatToBf16(static_cast<float>(random.NextSigned()));
+      }
+      return tensor;
+    case ir::PrimitiveType::kF16:
+      for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+        reinterpret_cast<uint16_t*>(data)[i] =
+            cpu::FloatToF16(static_cast<float>(random.NextSigned()));
+      }
+      return tensor;
+    default:
+      break;
+  }
   for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
     if (ir::IsFloatingPoint(shape.type())) {
       tensor.SetDouble(i, random.NextSigned());
@@ -172,7 +197,7 @@ Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid&
   context.trace = options.trace ? &recorder : nullptr;
   const Interpreter interpreter(context, InterpreterOptions{options.deterministic});
   const auto start = std::chrono::steady_clock::now();
-  Expected<Tensor> output = interpreter.RunEntry(module, *inputs);
+  Expected<Tensor> output = interpreter.RunEntry(module, std::move(inputs).value());
   const auto end = std::chrono::steady_clock::now();
   if (!output.ok()) return OnDevice(device, output.error());
   DeviceResult result;

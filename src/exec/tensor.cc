@@ -203,6 +203,22 @@ Expected<Tensor> Tensor::Zeros(const ir::Shape& shape) {
   return tensor;
 }
 
+Expected<Tensor> Tensor::FromBytes(const ir::Shape& shape, std::vector<std::byte> bytes) {
+  if (shape.IsTuple() || !IsExecutableType(shape.type())) {
+    return Error{fmt::format("{} is not an executable array shape", shape.ToString(false)),
+                 SourceLoc{}};
+  }
+  if (static_cast<int64_t>(bytes.size()) != shape.ByteSize()) {
+    return Error{fmt::format("{} bytes for {}, which holds {}", bytes.size(), shape.ToString(false),
+                             shape.ByteSize()),
+                 SourceLoc{}};
+  }
+  Tensor tensor;
+  tensor.shape_ = shape;
+  tensor.data_ = std::move(bytes);
+  return tensor;
+}
+
 Tensor Tensor::Tuple(std::vector<Tensor> elements) {
   std::vector<ir::Shape> shapes;
   shapes.reserve(elements.size());
@@ -215,49 +231,54 @@ Tensor Tensor::Tuple(std::vector<Tensor> elements) {
 
 int64_t Tensor::ElementBytes() const { return ir::PrimitiveTypeBits(type()) / 8; }
 
-uint64_t Tensor::GetBits(int64_t i) const {
+uint64_t LoadBits(const std::byte* data, PrimitiveType type, int64_t i) {
   uint64_t bits = 0;
-  const int64_t width = ElementBytes();
-  std::memcpy(&bits, data_.data() + i * width, static_cast<size_t>(width));  // little-endian host
+  const int64_t width = ir::PrimitiveTypeBits(type) / 8;
+  std::memcpy(&bits, data + i * width, static_cast<size_t>(width));  // little-endian host
   return bits;
 }
 
-void Tensor::SetBits(int64_t i, uint64_t bits) {
-  const int64_t width = ElementBytes();
-  std::memcpy(data_.data() + i * width, &bits, static_cast<size_t>(width));
+void StoreBits(std::byte* data, PrimitiveType type, int64_t i, uint64_t bits) {
+  const int64_t width = ir::PrimitiveTypeBits(type) / 8;
+  std::memcpy(data + i * width, &bits, static_cast<size_t>(width));
 }
 
-double Tensor::GetDouble(int64_t i) const {
-  const PrimitiveType t = type();
-  if (ir::IsFloatingPoint(t)) return DecodeFloat(GetBits(i), t);
-  if (ir::IsUnsignedInteger(t)) return static_cast<double>(GetBits(i));
-  return static_cast<double>(GetInt(i));
+double LoadDouble(const std::byte* data, PrimitiveType type, int64_t i) {
+  if (ir::IsFloatingPoint(type)) return DecodeFloat(LoadBits(data, type, i), type);
+  if (ir::IsUnsignedInteger(type)) return static_cast<double>(LoadBits(data, type, i));
+  return static_cast<double>(LoadInt(data, type, i));
 }
 
-int64_t Tensor::GetInt(int64_t i) const {
-  const PrimitiveType t = type();
-  if (ir::IsFloatingPoint(t)) {
-    return SaturatingFloatToInteger(GetDouble(i), PrimitiveType::kS64, 64);
+int64_t LoadInt(const std::byte* data, PrimitiveType type, int64_t i) {
+  if (ir::IsFloatingPoint(type)) {
+    return SaturatingFloatToInteger(LoadDouble(data, type, i), PrimitiveType::kS64, 64);
   }
-  if (t == PrimitiveType::kPred) return GetBits(i) != 0 ? 1 : 0;
-  return ExtendInteger(GetBits(i), t, ir::PrimitiveTypeBits(t));
+  if (type == PrimitiveType::kPred) return LoadBits(data, type, i) != 0 ? 1 : 0;
+  return ExtendInteger(LoadBits(data, type, i), type, ir::PrimitiveTypeBits(type));
 }
 
-void Tensor::SetDouble(int64_t i, double value) {
-  const PrimitiveType t = type();
-  if (ir::IsFloatingPoint(t)) return SetBits(i, EncodeFloat(value, t));
-  if (t == PrimitiveType::kPred) return SetBits(i, value != 0 ? 1 : 0);
-  SetBits(i, static_cast<uint64_t>(SaturatingFloatToInteger(value, t, ir::PrimitiveTypeBits(t))));
+void StoreDouble(std::byte* data, PrimitiveType type, int64_t i, double value) {
+  if (ir::IsFloatingPoint(type)) return StoreBits(data, type, i, EncodeFloat(value, type));
+  if (type == PrimitiveType::kPred) return StoreBits(data, type, i, value != 0 ? 1 : 0);
+  StoreBits(
+      data, type, i,
+      static_cast<uint64_t>(SaturatingFloatToInteger(value, type, ir::PrimitiveTypeBits(type))));
 }
 
-void Tensor::SetInt(int64_t i, int64_t value) {
-  const PrimitiveType t = type();
-  if (ir::IsFloatingPoint(t)) {
-    return SetBits(i, EncodeFloat(static_cast<double>(value), t));
+void StoreInt(std::byte* data, PrimitiveType type, int64_t i, int64_t value) {
+  if (ir::IsFloatingPoint(type)) {
+    return StoreBits(data, type, i, EncodeFloat(static_cast<double>(value), type));
   }
-  if (t == PrimitiveType::kPred) return SetBits(i, value != 0 ? 1 : 0);
-  SetBits(i, static_cast<uint64_t>(value));  // SetBits keeps the low bytes: wraps
+  if (type == PrimitiveType::kPred) return StoreBits(data, type, i, value != 0 ? 1 : 0);
+  StoreBits(data, type, i, static_cast<uint64_t>(value));  // keeps the low bytes: wraps
 }
+
+uint64_t Tensor::GetBits(int64_t i) const { return LoadBits(data_.data(), type(), i); }
+void Tensor::SetBits(int64_t i, uint64_t bits) { StoreBits(data_.data(), type(), i, bits); }
+double Tensor::GetDouble(int64_t i) const { return LoadDouble(data_.data(), type(), i); }
+int64_t Tensor::GetInt(int64_t i) const { return LoadInt(data_.data(), type(), i); }
+void Tensor::SetDouble(int64_t i, double value) { StoreDouble(data_.data(), type(), i, value); }
+void Tensor::SetInt(int64_t i, int64_t value) { StoreInt(data_.data(), type(), i, value); }
 
 bool Tensor::BitwiseEqual(const Tensor& other) const {
   if (!shape_.Compatible(other.shape_)) return false;

@@ -31,6 +31,16 @@ double DecodeFloat(uint64_t bits, ir::PrimitiveType type);
 // `value` rounded to `type` and back: what storing it in a `type` tensor keeps.
 double RoundToType(double value, ir::PrimitiveType type);
 
+// Element i of row-major bytes of `type`, with the rules of Tensor's
+// accessors below: the one definition that Tensor and the kernels' generic
+// paths share.
+double LoadDouble(const std::byte* data, ir::PrimitiveType type, int64_t i);
+int64_t LoadInt(const std::byte* data, ir::PrimitiveType type, int64_t i);
+uint64_t LoadBits(const std::byte* data, ir::PrimitiveType type, int64_t i);
+void StoreDouble(std::byte* data, ir::PrimitiveType type, int64_t i, double value);
+void StoreInt(std::byte* data, ir::PrimitiveType type, int64_t i, int64_t value);
+void StoreBits(std::byte* data, ir::PrimitiveType type, int64_t i, uint64_t bits);
+
 class Tensor {
  public:
   // An empty tuple.
@@ -38,6 +48,8 @@ class Tensor {
 
   // A zero-filled array of `shape`; an error for types Loom does not execute.
   static Expected<Tensor> Zeros(const ir::Shape& shape);
+  // An array of `shape` holding `bytes` (which must be its packed size).
+  static Expected<Tensor> FromBytes(const ir::Shape& shape, std::vector<std::byte> bytes);
   static Tensor Tuple(std::vector<Tensor> elements);
 
   const ir::Shape& shape() const { return shape_; }
@@ -65,6 +77,8 @@ class Tensor {
   int64_t ElementBytes() const;
   std::span<const std::byte> bytes() const { return data_; }
   std::span<std::byte> mutable_bytes() { return data_; }
+  // Hands the bytes over, leaving the tensor empty.
+  std::vector<std::byte> TakeBytes() { return std::move(data_); }
 
   // Same shape (layouts ignored) and the same bytes, recursively.
   bool BitwiseEqual(const Tensor& other) const;

@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "exec/every_simd_target.h"
+
 namespace loom::exec::cpu {
 namespace {
 
@@ -40,22 +42,9 @@ bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-// Every target the CPU supports, restored afterwards.
-class EveryTarget : public ::testing::Test {
- protected:
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-  template <typename Check>
-  void ForEachTarget(Check&& check) {
-    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-      SCOPED_TRACE(hwy::TargetName(target));
-      hwy::SetSupportedTargetsForTest(target);
-      check();
-    }
-    hwy::SetSupportedTargetsForTest(0);
-  }
-};
+using DeterministicGemmOnEveryTarget = testing::EverySimdTarget;
 
-TEST_F(EveryTarget, EqualsTheReferenceAroundEveryEdge) {
+TEST_F(DeterministicGemmOnEveryTarget, EqualsTheReferenceAroundEveryEdge) {
   // Sizes below, at and above the register tile (4 rows, 3 vectors of up to
   // 8 doubles), the 64-row block, the 256-deep K block and the 960-column block.
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {1, 1, 300},   {3, 5, 7},
@@ -76,7 +65,7 @@ TEST_F(EveryTarget, EqualsTheReferenceAroundEveryEdge) {
   }
 }
 
-TEST_F(EveryTarget, BlocksOfRowsAndColumnsEqualTheWholeProduct) {
+TEST_F(DeterministicGemmOnEveryTarget, BlocksOfRowsAndColumnsEqualTheWholeProduct) {
   const int64_t m = 150, n = 70, k = 700;
   const std::vector<double> a = Values(m * k, 3, false), b = Values(k * n, 4, false);
   std::vector<double> whole(static_cast<size_t>(m * n));
@@ -100,7 +89,7 @@ TEST_F(EveryTarget, BlocksOfRowsAndColumnsEqualTheWholeProduct) {
   });
 }
 
-TEST_F(EveryTarget, TransposedAndFloatOperandsSumTheSame) {
+TEST_F(DeterministicGemmOnEveryTarget, TransposedAndFloatOperandsSumTheSame) {
   const int64_t m = 37, n = 29, k = 301;
   const std::vector<double> a = Values(m * k, 5, true), b = Values(k * n, 6, true);
   std::vector<double> expected(static_cast<size_t>(m * n));
@@ -124,7 +113,7 @@ TEST_F(EveryTarget, TransposedAndFloatOperandsSumTheSame) {
   });
 }
 
-TEST_F(EveryTarget, EmptyContractionIsPositiveZeroAndSpecialValuesPropagate) {
+TEST_F(DeterministicGemmOnEveryTarget, EmptyContractionIsPositiveZeroAndSpecialValuesPropagate) {
   std::vector<double> c(6, -1.0);
   const std::vector<double> none;
   DeterministicGemm(StridedMatrix<double>{none.data(), 2, 0, 0, 1},

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/flops.h"
-#include "exec/dot.h"
+#include "exec/cpu/cpu_device.h"
 #include "exec/tensor_compare.h"
 #include "loom/command.h"
 
@@ -216,7 +216,7 @@ void AddCompareCommand(CLI::App& app) {
       for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
       fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
                  options->a, options->b, options->flags.devices, options->flags.backend,
-                 options->flags.seed, exec::DotKernelName(options->flags.deterministic));
+                 options->flags.seed, exec::cpu::DotKernelName(options->flags.deterministic));
       same = PrintReport(devices, tolerance, longest_sum);
     }
     if (Status synced = launch->AwaitRoot(); !synced.ok()) {

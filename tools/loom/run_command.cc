@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "exec/dot.h"
+#include "exec/cpu/cpu_device.h"
 #include "exec/npy.h"
 #include "loom/command.h"
 
@@ -62,7 +62,8 @@ std::vector<std::pair<fs::path, fs::path>> WriteOutputs(
 void PrintReport(const std::string& module_name, const ExecutionFlags& flags,
                  const std::vector<nlohmann::json>& summaries) {
   fmt::print("module {} on {} device(s), backend {}, seed {}, dot kernels {}\n", module_name,
-             flags.devices, flags.backend, flags.seed, exec::DotKernelName(flags.deterministic));
+             flags.devices, flags.backend, flags.seed,
+             exec::cpu::DotKernelName(flags.deterministic));
   fmt::print("{:>6} {:>11} {:>6} {:<24} {:<18} {:>16}\n", "device", "time (ms)", "output", "shape",
              "checksum", "sum");
   for (const nlohmann::json& summary : summaries) {

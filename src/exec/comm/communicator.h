@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "support/status.h"
@@ -18,7 +19,9 @@ namespace loom::exec {
 
 using Bytes = std::vector<std::byte>;
 
-// Identifies one posted transfer on one communicator.
+// Identifies one posted transfer on one communicator. A communicator may be
+// used from several threads of its device (the device's compute thread and
+// its collective worker); each request is waited on by one of them.
 using RequestId = int64_t;
 
 class Communicator {
@@ -34,7 +37,16 @@ class Communicator {
   virtual Expected<RequestId> StartSend(int64_t peer, uint64_t tag, Bytes data) = 0;
   // Posts a receive of `bytes` bytes from `peer`.
   virtual Expected<RequestId> StartRecv(int64_t peer, uint64_t tag, size_t bytes) = 0;
-  // Completes a request: the received bytes, or empty for a send.
+  // The same without copies of the caller's memory: `data` (sent) and
+  // `destination` (received into) must stay valid, and `data` unchanged,
+  // until Wait on the request returns. A received message of another size
+  // than `destination` is an error.
+  virtual Expected<RequestId> StartSendFrom(int64_t peer, uint64_t tag,
+                                            std::span<const std::byte> data) = 0;
+  virtual Expected<RequestId> StartRecvInto(int64_t peer, uint64_t tag,
+                                            std::span<std::byte> destination) = 0;
+  // Completes a request: the received bytes (empty for a send, or for a
+  // receive into caller memory).
   virtual Expected<Bytes> Wait(RequestId request) = 0;
 
   // Fails the whole run: every device's waits return `error` promptly. A

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace loom::exec {
 
 std::shared_ptr<InProcessWorld> InProcessWorld::Create(int64_t size,
@@ -59,35 +61,56 @@ Status InProcessCommunicator::CheckPeer(int64_t peer) const {
   return Error{fmt::format("device {}: peer {} is out of range [0, {})", rank_, peer, size())};
 }
 
+RequestId InProcessCommunicator::Register(std::optional<PendingRecv> recv) {
+  std::lock_guard lock(mutex_);
+  const RequestId id = next_request_++;
+  requests_.emplace(id, recv);
+  return id;
+}
+
 Expected<RequestId> InProcessCommunicator::StartSend(int64_t peer, uint64_t tag, Bytes data) {
   LOOM_RETURN_IF_ERROR(CheckPeer(peer));
   world_->Deliver(rank_, peer, tag, std::move(data));
-  const RequestId id = next_request_++;
-  requests_.emplace(id, std::nullopt);
-  return id;
+  return Register(std::nullopt);
 }
 
 Expected<RequestId> InProcessCommunicator::StartRecv(int64_t peer, uint64_t tag, size_t bytes) {
   LOOM_RETURN_IF_ERROR(CheckPeer(peer));
-  const RequestId id = next_request_++;
-  requests_.emplace(id, PendingRecv{peer, tag, bytes});
-  return id;
+  return Register(PendingRecv{peer, tag, bytes, nullptr});
+}
+
+// The send is the copy into the receiver's mailbox: it completes at once.
+Expected<RequestId> InProcessCommunicator::StartSendFrom(int64_t peer, uint64_t tag,
+                                                         std::span<const std::byte> data) {
+  return StartSend(peer, tag, Bytes(data.begin(), data.end()));
+}
+
+Expected<RequestId> InProcessCommunicator::StartRecvInto(int64_t peer, uint64_t tag,
+                                                         std::span<std::byte> destination) {
+  LOOM_RETURN_IF_ERROR(CheckPeer(peer));
+  return Register(PendingRecv{peer, tag, destination.size(), destination.data()});
 }
 
 Expected<Bytes> InProcessCommunicator::Wait(RequestId request) {
-  auto it = requests_.find(request);
-  if (it == requests_.end()) {
-    return Error{fmt::format("device {}: wait on unknown request {}", rank_, request)};
+  std::optional<PendingRecv> recv;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = requests_.find(request);
+    if (it == requests_.end()) {
+      return Error{fmt::format("device {}: wait on unknown request {}", rank_, request)};
+    }
+    recv = it->second;
+    requests_.erase(it);
   }
-  const std::optional<PendingRecv> recv = it->second;
-  requests_.erase(it);
   if (!recv) return Bytes{};
   LOOM_ASSIGN_OR_RETURN(Bytes data, world_->Take(recv->peer, rank_, recv->tag));
   if (data.size() != recv->bytes) {
     return Error{fmt::format("device {}: expected {} bytes from device {}, got {}", rank_,
                              recv->bytes, recv->peer, data.size())};
   }
-  return data;
+  if (recv->destination == nullptr) return data;
+  if (!data.empty()) std::memcpy(recv->destination, data.data(), data.size());
+  return Bytes{};
 }
 
 }  // namespace loom::exec

@@ -54,6 +54,10 @@ class InProcessCommunicator : public Communicator {
   int64_t size() const override { return world_->size(); }
   Expected<RequestId> StartSend(int64_t peer, uint64_t tag, Bytes data) override;
   Expected<RequestId> StartRecv(int64_t peer, uint64_t tag, size_t bytes) override;
+  Expected<RequestId> StartSendFrom(int64_t peer, uint64_t tag,
+                                    std::span<const std::byte> data) override;
+  Expected<RequestId> StartRecvInto(int64_t peer, uint64_t tag,
+                                    std::span<std::byte> destination) override;
   Expected<Bytes> Wait(RequestId request) override;
   void Abort(const Error& error) override { world_->Abort(error); }
   std::optional<Error> Aborted() const override { return world_->Aborted(); }
@@ -63,11 +67,14 @@ class InProcessCommunicator : public Communicator {
     int64_t peer;
     uint64_t tag;
     size_t bytes;
+    std::byte* destination;  // null: Wait returns the bytes
   };
   Status CheckPeer(int64_t peer) const;
+  RequestId Register(std::optional<PendingRecv> recv);
 
   std::shared_ptr<InProcessWorld> world_;
   const int64_t rank_;
+  std::mutex mutex_;  // the requests: the device and its collective worker post both
   RequestId next_request_ = 0;
   // Sends complete when posted; only receives are pending.
   std::unordered_map<RequestId, std::optional<PendingRecv>> requests_;

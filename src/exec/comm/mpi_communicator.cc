@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +25,9 @@ struct Transfer {
   int peer = 0;
   int tag = 0;
   Bytes data;  // the payload of a send, the buffer of a receive
+  // Caller memory to send from or receive into instead of `data`.
+  std::byte* external = nullptr;
+  size_t external_bytes = 0;
   MPI_Request request = MPI_REQUEST_NULL;
   bool posted = false;
   bool done = false;
@@ -54,6 +58,15 @@ class MpiCommunicator : public Communicator {
   Expected<RequestId> StartRecv(int64_t peer, uint64_t tag, size_t bytes) override {
     return Post(false, peer, tag, Bytes(bytes));
   }
+  Expected<RequestId> StartSendFrom(int64_t peer, uint64_t tag,
+                                    std::span<const std::byte> data) override {
+    // MPI only reads a send buffer.
+    return Post(true, peer, tag, Bytes{}, const_cast<std::byte*>(data.data()), data.size());
+  }
+  Expected<RequestId> StartRecvInto(int64_t peer, uint64_t tag,
+                                    std::span<std::byte> destination) override {
+    return Post(false, peer, tag, Bytes{}, destination.data(), destination.size());
+  }
 
   Expected<Bytes> Wait(RequestId id) override {
     std::unique_lock lock(mutex_);
@@ -68,7 +81,7 @@ class MpiCommunicator : public Communicator {
                                transfer.is_send ? "a send to" : "data from", transfer.peer)};
     }
     if (!transfer.error.empty()) return Error{transfer.error};
-    Bytes data = transfer.is_send ? Bytes{} : std::move(transfer.data);
+    Bytes data = transfer.is_send || transfer.external ? Bytes{} : std::move(transfer.data);
     transfers_.erase(it);
     return data;
   }
@@ -83,7 +96,8 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
-  Expected<RequestId> Post(bool is_send, int64_t peer, uint64_t tag, Bytes data) {
+  Expected<RequestId> Post(bool is_send, int64_t peer, uint64_t tag, Bytes data,
+                           std::byte* external = nullptr, size_t external_bytes = 0) {
     if (peer < 0 || peer >= size_) {
       return Error{fmt::format("device {}: peer {} is out of range [0, {})", rank_, peer, size_)};
     }
@@ -92,6 +106,8 @@ class MpiCommunicator : public Communicator {
     transfer->peer = static_cast<int>(peer);
     transfer->tag = static_cast<int>(tag % kTagModulus);
     transfer->data = std::move(data);
+    transfer->external = external;
+    transfer->external_bytes = external_bytes;
     RequestId id;
     {
       std::lock_guard lock(mutex_);
@@ -148,20 +164,39 @@ class MpiCommunicator : public Communicator {
         }
       }
       int flag = 0;
-      MPI_Test(&transfer->request, &flag, MPI_STATUS_IGNORE);
-      if (flag) finished.emplace_back(transfer, "");
+      MPI_Status status;
+      const int rc = MPI_Test(&transfer->request, &flag, &status);
+      if (rc != MPI_SUCCESS) {
+        finished.emplace_back(transfer, fmt::format("device {}: MPI error {}", rank_, rc));
+      } else if (flag) {
+        finished.emplace_back(transfer, ReceivedSizeError(*transfer, status));
+      }
     }
     for (const auto& [transfer, error] : finished) std::erase(active, transfer);
     for (auto& [transfer, error] : finished) Complete(*transfer, std::move(error));
     return !finished.empty();
   }
 
+  // "" unless a receive got another number of bytes than it asked for.
+  std::string ReceivedSizeError(const Transfer& transfer, const MPI_Status& status) const {
+    if (transfer.is_send) return "";
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    const size_t expected = transfer.external ? transfer.external_bytes : transfer.data.size();
+    if (static_cast<size_t>(count) == expected) return "";
+    return fmt::format("device {}: expected {} bytes from device {}, got {}", rank_, expected,
+                       transfer.peer, count);
+  }
+
   int PostToMpi(Transfer& transfer) {
-    const int count = static_cast<int>(transfer.data.size());
-    return transfer.is_send ? MPI_Isend(transfer.data.data(), count, MPI_BYTE, transfer.peer,
-                                        transfer.tag, MPI_COMM_WORLD, &transfer.request)
-                            : MPI_Irecv(transfer.data.data(), count, MPI_BYTE, transfer.peer,
-                                        transfer.tag, MPI_COMM_WORLD, &transfer.request);
+    std::byte* buffer = transfer.external ? transfer.external : transfer.data.data();
+    const size_t bytes = transfer.external ? transfer.external_bytes : transfer.data.size();
+    if (bytes > static_cast<size_t>(std::numeric_limits<int>::max())) return MPI_ERR_COUNT;
+    const int count = static_cast<int>(bytes);
+    return transfer.is_send ? MPI_Isend(buffer, count, MPI_BYTE, transfer.peer, transfer.tag,
+                                        MPI_COMM_WORLD, &transfer.request)
+                            : MPI_Irecv(buffer, count, MPI_BYTE, transfer.peer, transfer.tag,
+                                        MPI_COMM_WORLD, &transfer.request);
   }
 
   void Complete(Transfer& transfer, std::string error) {

@@ -1,4 +1,4 @@
-#include "exec/dot.h"
+#include "exec/reference/reference_dot.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -76,27 +76,6 @@ std::vector<T> Pack(const Tensor& tensor, const std::vector<int64_t>& order) {
   return packed;
 }
 
-// Whether every value of `type` is exactly a single-precision number, which
-// makes the products of two of them exact in double and lets the
-// deterministic kernel fuse multiply and add (see its header).
-bool ExactlySinglePrecision(ir::PrimitiveType type) {
-  switch (type) {
-    case ir::PrimitiveType::kF32:
-    case ir::PrimitiveType::kBF16:
-    case ir::PrimitiveType::kF16:
-    case ir::PrimitiveType::kF8E4M3FN:
-    case ir::PrimitiveType::kF8E5M2:
-    case ir::PrimitiveType::kPred:
-    case ir::PrimitiveType::kS8:
-    case ir::PrimitiveType::kU8:
-    case ir::PrimitiveType::kS16:
-    case ir::PrimitiveType::kU16:
-      return true;
-    default:
-      return false;
-  }
-}
-
 struct DotGeometry {
   int64_t batch = 1, m = 1, k = 1, n = 1;
   std::vector<int64_t> lhs_order;  // batch, free, contracting
@@ -154,12 +133,12 @@ void IntegerDot(const DotGeometry& g, const std::vector<int64_t>& a, const std::
 // sums over k in increasing order in double, whatever the sizes, the block of
 // the output or the CPU; rounded once to the result type.
 void DeterministicFloatDot(const DotGeometry& g, const std::vector<double>& a,
-                           const std::vector<double>& b, bool exact_products, Tensor& out) {
+                           const std::vector<double>& b, Tensor& out) {
   std::vector<double> c(static_cast<size_t>(g.m * g.n));
   for (int64_t batch = 0; batch < g.batch; ++batch) {
-    cpu::DeterministicGemm({a.data() + batch * g.m * g.k, g.m, g.k, g.k, 1},
-                           {b.data() + batch * g.k * g.n, g.k, g.n, g.n, 1}, c.data(), g.n,
-                           exact_products);
+    cpu::DeterministicGemmReference({a.data() + batch * g.m * g.k, g.m, g.k, g.k, 1},
+                                    {b.data() + batch * g.k * g.n, g.k, g.n, g.n, 1}, c.data(),
+                                    g.n);
     for (int64_t i = 0; i < g.m * g.n; ++i) out.SetDouble(batch * g.m * g.n + i, c[i]);
   }
 }
@@ -188,8 +167,8 @@ void BlasDot(const DotGeometry& g, const Tensor& lhs, const Tensor& rhs, Tensor&
 
 }  // namespace
 
-Expected<Tensor> EvaluateDot(const Tensor& lhs, const Tensor& rhs, const ir::DotDimensions& dims,
-                             const ir::Shape& result_shape, bool deterministic) {
+Expected<Tensor> ReferenceDot(const Tensor& lhs, const Tensor& rhs, const ir::DotDimensions& dims,
+                              const ir::Shape& result_shape, bool deterministic) {
   LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(result_shape));
   const DotGeometry g = Geometry(lhs, rhs, dims);
   if (g.batch * g.m * g.n != out.ElementCount()) {
@@ -212,21 +191,9 @@ Expected<Tensor> EvaluateDot(const Tensor& lhs, const Tensor& rhs, const ir::Dot
   } else if (ir::IsInteger(type) || type == ir::PrimitiveType::kPred) {
     IntegerDot(g, Pack<int64_t>(lhs, g.lhs_order), Pack<int64_t>(rhs, g.rhs_order), out);
   } else {
-    DeterministicFloatDot(g, Pack<double>(lhs, g.lhs_order), Pack<double>(rhs, g.rhs_order),
-                          ExactlySinglePrecision(lhs.type()) && ExactlySinglePrecision(rhs.type()),
-                          out);
+    DeterministicFloatDot(g, Pack<double>(lhs, g.lhs_order), Pack<double>(rhs, g.rhs_order), out);
   }
   return out;
 }
-
-std::string DotKernelName(bool deterministic) {
-  if (deterministic) {
-    const std::vector<std::string> targets = cpu::DeterministicGemmTargets();
-    return fmt::format("deterministic ({})", targets.empty() ? "scalar" : targets.front());
-  }
-  return fmt::format("OpenBLAS {}", openblas_get_corename());
-}
-
-void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace loom::exec

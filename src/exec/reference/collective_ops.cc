@@ -1,4 +1,4 @@
-#include "exec/collective_ops.h"
+#include "exec/reference/collective_ops.h"
 
 #include <fmt/format.h>
 

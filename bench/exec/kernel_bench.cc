@@ -1,0 +1,294 @@
+// `make bench-exec`: each kernel class of the executor beside a native
+// reference doing the same work in the same process (one BLAS call; a plain
+// loop, memcpy or fill of the same bytes), timed interleaved, A B A B ...,
+// and reported as the ratio of medians. Loom's side is the whole executor
+// running a one-op HLO module on the CPU device: lowering once, then per run
+// the step, the output allocation (from the device's buffer pool) and the
+// kernel. Targets: dots within 1.05x of the BLAS call, memory-bound ops
+// within 2x of the loop.
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/cpu/cpu_device.h"
+#include "exec/cpu/float_formats.h"
+#include "exec/executor.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(const std::function<void()>& work) {
+  const auto start = Clock::now();
+  work();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One kernel class: a one-op module, its inputs' fill, and the native loop.
+struct Case {
+  std::string name;
+  std::string hlo;               // ENTRY body; parameters p0, p1, ...
+  std::function<void()> native;  // the reference, on buffers it owns
+  double target;                 // the ratio Loom must stay within
+};
+
+// The executor, ready to run `hlo` on random inputs.
+class LoomRun {
+ public:
+  // `hlo` is the entry's body; `%sum`, an f32 add, is there for reducers.
+  explicit LoomRun(const std::string& hlo) {
+    auto module = ir::ParseModule(
+        "HloModule bench\n\n%sum (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\n\nENTRY main {\n" +
+        hlo + "}\n");
+    if (!module.ok()) throw std::runtime_error(module.error().ToString());
+    module_ = std::move(module).value();
+    if (auto verified = ir::VerifyModule(*module_); !verified.ok()) {
+      throw std::runtime_error(verified.error().ToString());
+    }
+    device_ = std::make_unique<exec::cpu::CpuDevice>();
+    executor_ = std::make_unique<exec::Executor>(*device_, context_);
+    for (const ir::Instruction* parameter : module_->entry()->parameters()) {
+      exec::Tensor input = exec::Tensor::Zeros(parameter->shape()).value();
+      for (int64_t i = 0; i < input.ElementCount(); ++i) {
+        input.SetDouble(i, std::sin(0.001 * static_cast<double>(i)));
+      }
+      inputs_.push_back(executor_->Upload(input, parameter->shape()).value());
+    }
+    Run();  // lowering, and the pool's first allocation
+  }
+  void Run() {
+    auto result = executor_->Run(*module_->entry(), inputs_);
+    if (!result.ok()) throw std::runtime_error(result.error().ToString());
+  }
+
+ private:
+  std::unique_ptr<ir::Module> module_;
+  exec::DeviceContext context_;
+  std::unique_ptr<exec::cpu::CpuDevice> device_;
+  std::unique_ptr<exec::Executor> executor_;
+  std::vector<exec::Value> inputs_;
+};
+
+constexpr int64_t kRows = 4096, kCols = 4096, kElements = kRows * kCols;  // 16M
+constexpr int64_t kDot = 2048;
+
+std::vector<Case> Cases() {
+  // Buffers of the native side, shared by the cases (allocated and touched
+  // once, as the executor's pool is warm).
+  static std::vector<float> a(kElements, 0.5f), b(kElements, 0.25f), c(kElements);
+  static std::vector<uint16_t> ha(kElements, 0x3f00), hb(kElements, 0x3e80), hc(kElements);
+  static std::vector<float> quarter(kElements / 4, 1.0f);
+  const std::string n = std::to_string(kDot);
+  const std::string mat = fmt::format("f32[{},{}]", kDot, kDot);
+  const std::string big = fmt::format("f32[{},{}]", kRows, kCols);
+  const std::string big16 = fmt::format("bf16[{},{}]", kRows, kCols);
+  auto gemm = [](CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb) {
+    return [ta, tb] {
+      cblas_sgemm(CblasRowMajor, ta, tb, kDot, kDot, kDot, 1.0f, a.data(), kDot, b.data(), kDot,
+                  0.0f, c.data(), kDot);
+    };
+  };
+  auto dot = [&](const char* lc, const char* rc) {
+    return fmt::format(
+        "  p0 = {0} parameter(0)\n  p1 = {0} parameter(1)\n"
+        "  ROOT d = {0} dot(p0, p1), lhs_contracting_dims={{{1}}}, rhs_contracting_dims={{{2}}}\n",
+        mat, lc, rc);
+  };
+  std::vector<Case> cases;
+  cases.push_back({"dot f32 2048^3 (lhs, rhs as stored)", dot("1", "0"),
+                   gemm(CblasNoTrans, CblasNoTrans), 1.05});
+  cases.push_back(
+      {"dot f32 2048^3, lhs transposed", dot("0", "0"), gemm(CblasTrans, CblasNoTrans), 1.05});
+  cases.push_back(
+      {"dot f32 2048^3, rhs transposed", dot("1", "1"), gemm(CblasNoTrans, CblasTrans), 1.05});
+  cases.push_back(
+      {"dot f32 2048^3, both transposed", dot("0", "1"), gemm(CblasTrans, CblasTrans), 1.05});
+  cases.push_back(
+      {"dot f32 batch 8 x 1024^2 x 1024",
+       "  p0 = f32[8,1024,1024] parameter(0)\n  p1 = f32[8,1024,1024] parameter(1)\n"
+       "  ROOT d = f32[8,1024,1024] dot(p0, p1), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+       "lhs_contracting_dims={2}, rhs_contracting_dims={1}\n",
+       [] {
+         for (int64_t i = 0; i < 8; ++i) {
+           const int64_t o = i * 1024 * 1024;
+           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1024, 1024, 1024, 1.0f,
+                       a.data() + o, 1024, b.data() + o, 1024, 0.0f, c.data() + o, 1024);
+         }
+       },
+       1.05});
+  cases.push_back({"add f32 16M",
+                   fmt::format("  p0 = {0} parameter(0)\n  p1 = {0} parameter(1)\n"
+                               "  ROOT r = {0} add(p0, p1)\n",
+                               big),
+                   [] {
+                     for (int64_t i = 0; i < kElements; ++i) c[i] = a[i] + b[i];
+                   },
+                   2.0});
+  cases.push_back({"multiply bf16 16M",
+                   fmt::format("  p0 = {0} parameter(0)\n  p1 = {0} parameter(1)\n"
+                               "  ROOT r = {0} multiply(p0, p1)\n",
+                               big16),
+                   [] {
+                     for (int64_t i = 0; i < kElements; ++i) {
+                       hc[i] = exec::cpu::FloatToBf16(exec::cpu::Bf16ToFloat(ha[i]) *
+                                                      exec::cpu::Bf16ToFloat(hb[i]));
+                     }
+                   },
+                   2.0});
+  cases.push_back({"tanh f32 16M",
+                   fmt::format("  p0 = {0} parameter(0)\n  ROOT r = {0} tanh(p0)\n", big),
+                   [] {
+                     for (int64_t i = 0; i < kElements; ++i) {
+                       c[i] = static_cast<float>(std::tanh(static_cast<double>(a[i])));
+                     }
+                   },
+                   2.0});
+  cases.push_back({"convert f32 -> bf16 16M",
+                   fmt::format("  p0 = {0} parameter(0)\n  ROOT r = {1} convert(p0)\n", big, big16),
+                   [] {
+                     for (int64_t i = 0; i < kElements; ++i) hc[i] = exec::cpu::FloatToBf16(a[i]);
+                   },
+                   2.0});
+  cases.push_back({"convert bf16 -> f32 16M",
+                   fmt::format("  p0 = {0} parameter(0)\n  ROOT r = {1} convert(p0)\n", big16, big),
+                   [] {
+                     for (int64_t i = 0; i < kElements; ++i) c[i] = exec::cpu::Bf16ToFloat(ha[i]);
+                   },
+                   2.0});
+  cases.push_back(
+      {"broadcast scalar -> f32 16M",
+       fmt::format("  p0 = f32[] parameter(0)\n  ROOT r = {} broadcast(p0), dimensions={{}}\n",
+                   big),
+       [] { std::fill(c.begin(), c.end(), 0.5f); }, 2.0});
+  cases.push_back(
+      {"broadcast row f32[4096] -> 16M",
+       fmt::format("  p0 = f32[{}] parameter(0)\n  ROOT r = {} broadcast(p0), dimensions={{1}}\n",
+                   kCols, big),
+       [] {
+         for (int64_t r = 0; r < kRows; ++r) std::memcpy(&c[r * kCols], a.data(), kCols * 4);
+       },
+       2.0});
+  cases.push_back({"slice f32 columns [:, 1024:3072] (8M)",
+                   fmt::format("  p0 = {} parameter(0)\n  ROOT r = f32[{},2048] slice(p0), "
+                               "slice={{[0:{}], [1024:3072]}}\n",
+                               big, kRows, kRows),
+                   [] {
+                     for (int64_t r = 0; r < kRows; ++r) {
+                       std::memcpy(&c[r * 2048], &a[r * kCols + 1024], 2048 * 4);
+                     }
+                   },
+                   2.0});
+  cases.push_back(
+      {"dynamic-slice f32 rows (4M)",
+       fmt::format(
+           "  p0 = {} parameter(0)\n  i = s32[] constant(1024)\n  z = s32[] constant(0)\n"
+           "  ROOT r = f32[1024,{}] dynamic-slice(p0, i, z), dynamic_slice_sizes={{1024,{}}}\n",
+           big, kCols, kCols),
+       [] { std::memcpy(c.data(), &a[1024 * kCols], 1024 * kCols * 4); }, 2.0});
+  cases.push_back({"dynamic-update-slice 4M into 16M f32",
+                   fmt::format("  p0 = {} parameter(0)\n  p1 = f32[1024,{}] parameter(1)\n"
+                               "  i = s32[] constant(1024)\n  z = s32[] constant(0)\n"
+                               "  ROOT r = {} dynamic-update-slice(p0, p1, i, z)\n",
+                               big, kCols, big),
+                   // The operand is the caller's (live after), so XLA copies it too.
+                   [] {
+                     std::memcpy(c.data(), a.data(), kElements * 4);
+                     std::memcpy(&c[1024 * kCols], quarter.data(), 1024 * kCols * 4);
+                   },
+                   2.0});
+  cases.push_back(
+      {"concatenate 2 x 8M f32",
+       fmt::format("  p0 = f32[{0},{1}] parameter(0)\n  p1 = f32[{0},{1}] parameter(1)\n"
+                   "  ROOT r = f32[{0},{2}] concatenate(p0, p1), dimensions={{1}}\n",
+                   kRows, kCols / 2, kCols),
+       [] {
+         for (int64_t r = 0; r < kRows; ++r) {
+           std::memcpy(&c[r * kCols], &a[r * kCols / 2], kCols / 2 * 4);
+           std::memcpy(&c[r * kCols + kCols / 2], &b[r * kCols / 2], kCols / 2 * 4);
+         }
+       },
+       2.0});
+  cases.push_back(
+      {"transpose f32 4096^2",
+       fmt::format("  p0 = {0} parameter(0)\n  ROOT r = {0} transpose(p0), dimensions={{1,0}}\n",
+                   big),
+       [] {
+         for (int64_t r = 0; r < kRows; ++r) {
+           for (int64_t k = 0; k < kCols; ++k) c[k * kRows + r] = a[r * kCols + k];
+         }
+       },
+       2.0});
+  cases.push_back(
+      {"reduce f32 4096^2 over rows (dim 1)",
+       fmt::format("  p0 = {} parameter(0)\n  zero = f32[] constant(0)\n"
+                   "  ROOT r = f32[{}] reduce(p0, zero), dimensions={{1}}, to_apply=%sum\n",
+                   big, kRows),
+       [] {
+         for (int64_t r = 0; r < kRows; ++r) {
+           float acc = 0;
+           for (int64_t k = 0; k < kCols; ++k) acc += a[r * kCols + k];
+           c[r] = acc;
+         }
+       },
+       2.0});
+  cases.push_back(
+      {"reduce f32 4096^2 over columns (dim 0)",
+       fmt::format("  p0 = {} parameter(0)\n  zero = f32[] constant(0)\n"
+                   "  ROOT r = f32[{}] reduce(p0, zero), dimensions={{0}}, to_apply=%sum\n",
+                   big, kCols),
+       [] {
+         std::fill_n(c.begin(), kCols, 0.0f);
+         for (int64_t r = 0; r < kRows; ++r) {
+           for (int64_t k = 0; k < kCols; ++k) c[k] += a[r * kCols + k];
+         }
+       },
+       2.0});
+  return cases;
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  using namespace loom;
+  const int repeats = argc > 1 ? std::max(3, std::atoi(argv[1])) : 5;
+  openblas_set_num_threads(1);
+  fmt::print(
+      "executor kernels against native code, single-threaded, median of {} interleaved runs\n",
+      repeats);
+  fmt::print("{:<42} {:>11} {:>11} {:>7} {:>7}\n", "kernel", "native ms", "loom ms", "ratio",
+             "target");
+  int missed = 0;
+  for (const Case& c : Cases()) {
+    LoomRun loom_run(c.hlo);
+    std::vector<double> native, loom_times;
+    c.native();  // warm
+    for (int i = 0; i < repeats; ++i) {
+      native.push_back(Seconds(c.native));
+      loom_times.push_back(Seconds([&] { loom_run.Run(); }));
+    }
+    const double ratio = Median(loom_times) / Median(native);
+    if (ratio > c.target) ++missed;
+    fmt::print("{:<42} {:>11.2f} {:>11.2f} {:>6.2f}x {:>6.2f}x{}\n", c.name, Median(native) * 1e3,
+               Median(loom_times) * 1e3, ratio, c.target, ratio > c.target ? "  MISSED" : "");
+  }
+  fmt::print("{} of the targets missed\n", missed);
+  return 0;
+}

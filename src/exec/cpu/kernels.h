@@ -1,0 +1,85 @@
+// The CPU device's kernels: one function per kind of op, on packed row-major
+// host arrays. Each dispatches on the element type once and runs a typed
+// loop (or memcpy, or one BLAS call); types without a typed loop take the
+// generic path through exec/scalar_ops.h, element by element, which gives
+// the reference interpreter's bits. `out` may be the same memory as an
+// operand where the op allows it (see Device::Run).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ir/instruction.h"
+#include "ir/shape.h"
+#include "support/status.h"
+
+namespace loom::exec::cpu {
+
+// Packed row-major bytes of `shape`, in host memory.
+struct HostArray {
+  std::byte* data = nullptr;
+  const ir::Shape* shape = nullptr;
+
+  ir::PrimitiveType type() const { return shape->type(); }
+  int64_t elements() const { return shape->ElementCount(); }
+  int64_t element_bytes() const { return ir::PrimitiveTypeBits(shape->type()) / 8; }
+  int64_t bytes() const { return shape->ByteSize(); }
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(data);
+  }
+};
+
+// "WHAT (%name) at line L", located at the instruction.
+Error KernelError(const ir::Instruction& op, const std::string& what);
+
+// Element-wise: every unary and binary arithmetic op, compare, select,
+// clamp, convert, bitcast-convert.
+Status Unary(const ir::Instruction& op, const HostArray& x, const HostArray& out);
+Status Binary(const ir::Instruction& op, const HostArray& a, const HostArray& b,
+              const HostArray& out);
+Status Compare(const ir::Instruction& op, const HostArray& a, const HostArray& b,
+               const HostArray& out);
+Status Select(const HostArray& predicate, const HostArray& on_true, const HostArray& on_false,
+              const HostArray& out);
+Status Clamp(const ir::Instruction& op, const HostArray& low, const HostArray& x,
+             const HostArray& high, const HostArray& out);
+Status Convert(const HostArray& x, const HostArray& out);
+
+// Moving elements: the op's attributes say where each goes.
+Status Broadcast(const ir::Instruction& op, const HostArray& x, const HostArray& out);
+Status Transpose(const ir::Instruction& op, const HostArray& x, const HostArray& out);
+Status Reverse(const ir::Instruction& op, const HostArray& x, const HostArray& out);
+Status Slice(const ir::Instruction& op, const HostArray& x, const HostArray& out);
+// The start indices of dynamic-slice (operands 1..) and dynamic-update-slice
+// (operands 2..), clamped as XLA clamps them.
+Expected<std::vector<int64_t>> ClampedStarts(const ir::Instruction& op,
+                                             std::span<const HostArray> operands, int64_t first,
+                                             const std::vector<int64_t>& sizes);
+Status DynamicSlice(const ir::Instruction& op, std::span<const HostArray> operands,
+                    const HostArray& out);
+// `out` may be operand 0's memory (the update is then written in place).
+Status DynamicUpdateSlice(const ir::Instruction& op, std::span<const HostArray> operands,
+                          const HostArray& out);
+Status Concatenate(const ir::Instruction& op, std::span<const HostArray> operands,
+                   const HostArray& out);
+Status Pad(const ir::Instruction& op, const HostArray& x, const HostArray& padding_value,
+           const HostArray& out);
+Status Iota(const ir::Instruction& op, const HostArray& out);
+
+// reduce with a reducer that is one commutative binary op (ir/reduction.h):
+// each result element folds its inputs in row-major order of the reduced
+// dimensions, starting from the init value.
+Status Reduce(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
+              const HostArray& init, const HostArray& out);
+// out = reducer(a, b) element-wise, in place when out is a (collectives).
+Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
+
+// dot: OpenBLAS on the operands' own memory (transpose flags and leading
+// dimensions), or the deterministic kernel (exec/cpu/deterministic_gemm.h).
+Status Dot(const ir::Instruction& op, const HostArray& lhs, const HostArray& rhs,
+           const HostArray& out, bool deterministic);
+
+}  // namespace loom::exec::cpu

@@ -1,0 +1,398 @@
+// dot on the CPU. An operand's dimensions fall into three groups: batch,
+// free (the rows of the lhs, the columns of the rhs) and contracting. When
+// each group's dimensions are contiguous in memory (they merge into one index
+// with one stride) and one of the two matrix indices has stride 1, BLAS reads
+// the operand where it is, with a transpose flag and a leading dimension,
+// batch by batch at its offset. Otherwise, and for element types BLAS does
+// not have (bf16, f16, f8), the operand is packed once into a [batch][rows]
+// [cols] buffer of the compute type; that is the only copy.
+//
+// Fast path (OpenBLAS): sgemm for f32 and narrower floats (widened exactly
+// to f32, accumulating in f32, rounded once to the result type, as XLA's CPU
+// backend does), dgemm when an operand or the result is f64. Deterministic
+// path (and integer operands under a float result): exec/cpu/
+// deterministic_gemm.h, double accumulation in a fixed order per element.
+// Integer results: int64 accumulation with wraparound, in the same order.
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "exec/cpu/deterministic_gemm.h"
+#include "exec/cpu/float_formats.h"
+#include "exec/cpu/kernels.h"
+#include "exec/cpu/simd.h"
+#include "exec/tensor.h"
+
+namespace loom::exec::cpu {
+namespace {
+
+using ir::PrimitiveType;
+
+// The linear offsets (in elements) that one group of dimensions of a
+// row-major operand enumerates, in the group's order, last dimension fastest.
+std::vector<int64_t> GroupOffsets(const ir::Shape& shape, const std::vector<int64_t>& group) {
+  std::vector<int64_t> strides(static_cast<size_t>(shape.rank()), 1);
+  for (int64_t d = shape.rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape.dim(d + 1);
+  std::vector<int64_t> offsets = {0};
+  for (int64_t d : group) {
+    std::vector<int64_t> next;
+    next.reserve(offsets.size() * static_cast<size_t>(shape.dim(d)));
+    for (int64_t base : offsets) {
+      for (int64_t i = 0; i < shape.dim(d); ++i) next.push_back(base + i * strides[d]);
+    }
+    offsets = std::move(next);
+  }
+  return offsets;
+}
+
+// One stride that enumerates `offsets` (an arithmetic progression from 0),
+// or -1. A group of one element has any stride: 1.
+int64_t UniformStride(const std::vector<int64_t>& offsets) {
+  if (offsets.size() <= 1) return 1;
+  const int64_t stride = offsets[1] - offsets[0];
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] - offsets[i - 1] != stride) return -1;
+  }
+  return stride;
+}
+
+std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
+      free.push_back(d);
+    }
+  }
+  return free;
+}
+
+// One operand as batch x rows x cols (lhs: rows = free, cols = contracting;
+// rhs: rows = contracting, cols = free).
+struct OperandView {
+  const HostArray* array = nullptr;
+  std::vector<int64_t> batch_offsets, row_offsets, col_offsets;
+  int64_t row_stride = -1, col_stride = -1;  // -1: not one stride
+  int64_t rows() const { return static_cast<int64_t>(row_offsets.size()); }
+  int64_t cols() const { return static_cast<int64_t>(col_offsets.size()); }
+};
+
+OperandView ViewOf(const HostArray& array, const std::vector<int64_t>& batch,
+                   const std::vector<int64_t>& rows, const std::vector<int64_t>& cols) {
+  OperandView view;
+  view.array = &array;
+  view.batch_offsets = GroupOffsets(*array.shape, batch);
+  view.row_offsets = GroupOffsets(*array.shape, rows);
+  view.col_offsets = GroupOffsets(*array.shape, cols);
+  view.row_stride = UniformStride(view.row_offsets);
+  view.col_stride = UniformStride(view.col_offsets);
+  return view;
+}
+
+// The view packed as [batch][rows][cols] of T: element-type dispatch once,
+// then a typed loop per row (contiguous when the columns are).
+template <typename T, typename Source, typename Convert>
+void PackRows(const OperandView& v, const Source* source, Convert convert, T* out) {
+  const int64_t cols = v.cols();
+  for (int64_t base_b : v.batch_offsets) {
+    for (int64_t row_offset : v.row_offsets) {
+      const Source* row = source + base_b + row_offset;
+      if (v.col_stride > 0) {
+        const int64_t stride = v.col_stride;
+        for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[c * stride]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[v.col_offsets[c]]);
+      }
+      out += cols;
+    }
+  }
+}
+
+template <typename T>
+std::vector<T> Pack(const OperandView& v) {
+  std::vector<T> packed(v.batch_offsets.size() * v.row_offsets.size() * v.col_offsets.size());
+  const HostArray& a = *v.array;
+  switch (a.type()) {
+    case PrimitiveType::kF32:
+      PackRows(
+          v, a.as<float>(), [](float x) { return static_cast<T>(x); }, packed.data());
+      break;
+    case PrimitiveType::kF64:
+      PackRows(
+          v, a.as<double>(), [](double x) { return static_cast<T>(x); }, packed.data());
+      break;
+    case PrimitiveType::kBF16:
+      if constexpr (std::is_same_v<T, float>) {
+        if (v.col_stride == 1) {  // rows of contiguous bf16: vectorised widening
+          float* out = packed.data();
+          for (int64_t base_b : v.batch_offsets) {
+            for (int64_t row_offset : v.row_offsets) {
+              simd::Bf16ToF32(a.as<uint16_t>() + base_b + row_offset, out, v.cols());
+              out += v.cols();
+            }
+          }
+          break;
+        }
+      }
+      PackRows(
+          v, a.as<uint16_t>(), [](uint16_t x) { return static_cast<T>(Bf16ToFloat(x)); },
+          packed.data());
+      break;
+    case PrimitiveType::kF16:
+      PackRows(
+          v, a.as<uint16_t>(), [](uint16_t x) { return static_cast<T>(F16ToFloat(x)); },
+          packed.data());
+      break;
+    default: {
+      // Integers and f8, element by element as the reference reads them.
+      T* out = packed.data();
+      for (int64_t base_b : v.batch_offsets) {
+        for (int64_t row_offset : v.row_offsets) {
+          for (int64_t col_offset : v.col_offsets) {
+            const int64_t i = base_b + row_offset + col_offset;
+            if constexpr (std::is_same_v<T, int64_t>) {
+              *out++ = LoadInt(a.data, a.type(), i);
+            } else {
+              *out++ = static_cast<T>(LoadDouble(a.data, a.type(), i));
+            }
+          }
+        }
+      }
+    }
+  }
+  return packed;
+}
+
+// A matrix as BLAS reads it: a pointer per batch, transposed or not, with a
+// leading dimension; packed when the view cannot be read in place.
+template <typename T>
+struct BlasMatrix {
+  std::vector<T> packed;
+  std::vector<const T*> batches;
+  bool transposed = false;
+  int64_t leading = 1;
+};
+
+template <typename T>
+BlasMatrix<T> ForBlas(const OperandView& v, PrimitiveType blas_type) {
+  BlasMatrix<T> m;
+  const int64_t rows = v.rows(), cols = v.cols();
+  const bool in_place_type = v.array->type() == blas_type;
+  if (in_place_type && v.col_stride == 1 &&
+      (rows <= 1 || v.row_stride >= std::max<int64_t>(cols, 1))) {
+    m.leading = rows <= 1 ? std::max<int64_t>(cols, 1) : v.row_stride;
+  } else if (in_place_type && v.row_stride == 1 &&
+             (cols <= 1 || v.col_stride >= std::max<int64_t>(rows, 1))) {
+    m.transposed = true;
+    m.leading = cols <= 1 ? std::max<int64_t>(rows, 1) : v.col_stride;
+  } else {
+    m.packed = Pack<T>(v);
+    m.leading = std::max<int64_t>(cols, 1);
+    for (size_t b = 0; b < v.batch_offsets.size(); ++b) {
+      m.batches.push_back(m.packed.data() + b * rows * cols);
+    }
+    return m;
+  }
+  const T* base = v.array->as<T>();
+  for (int64_t offset : v.batch_offsets) m.batches.push_back(base + offset);
+  return m;
+}
+
+CBLAS_TRANSPOSE Flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
+
+// Writes c (batch x m x n of T, row-major) into `out`, rounded to its type.
+template <typename T>
+void StoreResult(const std::vector<T>& c, const HostArray& out) {
+  const int64_t n = out.elements();
+  switch (out.type()) {
+    case PrimitiveType::kF32:
+      for (int64_t i = 0; i < n; ++i) out.as<float>()[i] = static_cast<float>(c[i]);
+      return;
+    case PrimitiveType::kF64:
+      for (int64_t i = 0; i < n; ++i) out.as<double>()[i] = static_cast<double>(c[i]);
+      return;
+    case PrimitiveType::kBF16:
+      if constexpr (std::is_same_v<T, float>) {
+        simd::F32ToBf16(c.data(), out.as<uint16_t>(), static_cast<size_t>(n));
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          out.as<uint16_t>()[i] = std::is_same_v<T, float>
+                                      ? FloatToBf16(static_cast<float>(c[i]))
+                                      : DoubleToBf16(static_cast<double>(c[i]));
+        }
+      }
+      return;
+    case PrimitiveType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        out.as<uint16_t>()[i] = std::is_same_v<T, float> ? FloatToF16(static_cast<float>(c[i]))
+                                                         : DoubleToF16(static_cast<double>(c[i]));
+      }
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<T, int64_t>) {
+          StoreInt(out.data, out.type(), i, c[i]);
+        } else {
+          StoreDouble(out.data, out.type(), i, static_cast<double>(c[i]));
+        }
+      }
+  }
+}
+
+struct DotShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+};
+
+template <typename T>
+void BlasDot(const DotShape& s, const OperandView& lhs, const OperandView& rhs,
+             const HostArray& out, PrimitiveType blas_type) {
+  const BlasMatrix<T> a = ForBlas<T>(lhs, blas_type);
+  const BlasMatrix<T> b = ForBlas<T>(rhs, blas_type);
+  // The result is batch x m x n row-major already: BLAS writes it in place
+  // when it has the BLAS type.
+  std::vector<T> temporary;
+  T* c = nullptr;
+  if (out.type() == blas_type) {
+    c = out.as<T>();
+  } else {
+    temporary.resize(static_cast<size_t>(s.batch * s.m * s.n));
+    c = temporary.data();
+  }
+  for (int64_t batch = 0; batch < s.batch; ++batch) {
+    T* c_batch = c + batch * s.m * s.n;
+    if (s.k == 0) {
+      std::fill_n(c_batch, s.m * s.n, T{0});
+      continue;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), s.m, s.n, s.k, 1.0f,
+                  a.batches[batch], a.leading, b.batches[batch], b.leading, 0.0f, c_batch, s.n);
+    } else {
+      cblas_dgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), s.m, s.n, s.k, 1.0,
+                  a.batches[batch], a.leading, b.batches[batch], b.leading, 0.0, c_batch, s.n);
+    }
+  }
+  if (!temporary.empty()) StoreResult(temporary, out);
+}
+
+// Whether every value of `type` is exactly a single-precision number, which
+// makes products of two of them exact in double (see deterministic_gemm.h).
+bool ExactlySinglePrecision(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF32:
+    case PrimitiveType::kBF16:
+    case PrimitiveType::kF16:
+    case PrimitiveType::kF8E4M3FN:
+    case PrimitiveType::kF8E5M2:
+    case PrimitiveType::kPred:
+    case PrimitiveType::kS8:
+    case PrimitiveType::kU8:
+    case PrimitiveType::kS16:
+    case PrimitiveType::kU16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The deterministic kernel reads f32 and f64 in place (any strides); other
+// types are packed as double first.
+template <typename T>
+StridedMatrix<T> StridedOf(const OperandView& v, int64_t batch) {
+  return {v.array->as<T>() + v.batch_offsets[batch], v.rows(), v.cols(), v.row_stride,
+          v.col_stride};
+}
+
+void DeterministicDot(const DotShape& s, const OperandView& lhs, const OperandView& rhs,
+                      const HostArray& out) {
+  const PrimitiveType lt = lhs.array->type(), rt = rhs.array->type();
+  const bool strided =
+      lhs.row_stride > 0 && lhs.col_stride > 0 && rhs.row_stride > 0 && rhs.col_stride > 0;
+  const bool floats = strided && lt == PrimitiveType::kF32 && rt == PrimitiveType::kF32;
+  const bool doubles = strided && lt == PrimitiveType::kF64 && rt == PrimitiveType::kF64;
+  const bool exact = ExactlySinglePrecision(lt) && ExactlySinglePrecision(rt);
+  std::vector<double> a, b;
+  if (!floats && !doubles) {
+    a = Pack<double>(lhs);
+    b = Pack<double>(rhs);
+  }
+  std::vector<double> c(static_cast<size_t>(s.batch * s.m * s.n));
+  for (int64_t batch = 0; batch < s.batch; ++batch) {
+    double* c_batch = c.data() + batch * s.m * s.n;
+    if (floats) {
+      DeterministicGemm(StridedOf<float>(lhs, batch), StridedOf<float>(rhs, batch), c_batch, s.n);
+    } else if (doubles) {
+      DeterministicGemm(StridedOf<double>(lhs, batch), StridedOf<double>(rhs, batch), c_batch, s.n,
+                        /*exact_products=*/false);
+    } else {
+      DeterministicGemm({a.data() + batch * s.m * s.k, s.m, s.k, s.k, 1},
+                        {b.data() + batch * s.k * s.n, s.k, s.n, s.n, 1}, c_batch, s.n, exact);
+    }
+  }
+  StoreResult(c, out);
+}
+
+// Integers: int64 sums over k in increasing order, wrapping.
+void IntegerDot(const DotShape& s, const OperandView& lhs, const OperandView& rhs,
+                const HostArray& out) {
+  const std::vector<int64_t> a = Pack<int64_t>(lhs), b = Pack<int64_t>(rhs);
+  std::vector<int64_t> c(static_cast<size_t>(s.batch * s.m * s.n), 0);
+  for (int64_t batch = 0; batch < s.batch; ++batch) {
+    for (int64_t i = 0; i < s.m; ++i) {
+      int64_t* row = c.data() + (batch * s.m + i) * s.n;
+      for (int64_t p = 0; p < s.k; ++p) {
+        const auto x = static_cast<uint64_t>(a[(batch * s.m + i) * s.k + p]);
+        const int64_t* rhs_row = b.data() + (batch * s.k + p) * s.n;
+        for (int64_t j = 0; j < s.n; ++j) {
+          row[j] = static_cast<int64_t>(static_cast<uint64_t>(row[j]) +
+                                        x * static_cast<uint64_t>(rhs_row[j]));
+        }
+      }
+    }
+  }
+  StoreResult(c, out);
+}
+
+}  // namespace
+
+Status Dot(const ir::Instruction& op, const HostArray& lhs, const HostArray& rhs,
+           const HostArray& out, bool deterministic) {
+  const ir::DotDimensions dims = op.attrs().dot.value_or(ir::DotDimensions{});
+  const std::vector<int64_t> lhs_free =
+      FreeDims(lhs.shape->rank(), dims.lhs_batch, dims.lhs_contracting);
+  const std::vector<int64_t> rhs_free =
+      FreeDims(rhs.shape->rank(), dims.rhs_batch, dims.rhs_contracting);
+  const OperandView a = ViewOf(lhs, dims.lhs_batch, lhs_free, dims.lhs_contracting);
+  const OperandView b = ViewOf(rhs, dims.rhs_batch, dims.rhs_contracting, rhs_free);
+  DotShape s;
+  s.batch = static_cast<int64_t>(a.batch_offsets.size());
+  s.m = a.rows();
+  s.k = a.cols();
+  s.n = b.cols();
+  if (static_cast<int64_t>(b.batch_offsets.size()) != s.batch || b.rows() != s.k ||
+      s.batch * s.m * s.n != out.elements()) {
+    return KernelError(op, fmt::format("dot result {} does not match its operands",
+                                       out.shape->ToString(/*print_layout=*/false)));
+  }
+  const PrimitiveType type = out.type();
+  const bool floating = ir::IsFloatingPoint(type) && ir::IsFloatingPoint(lhs.type()) &&
+                        ir::IsFloatingPoint(rhs.type());
+  const bool wide = type == PrimitiveType::kF64 || lhs.type() == PrimitiveType::kF64 ||
+                    rhs.type() == PrimitiveType::kF64;
+  if (!deterministic && floating && !wide) {
+    BlasDot<float>(s, a, b, out, PrimitiveType::kF32);
+  } else if (!deterministic && floating) {
+    BlasDot<double>(s, a, b, out, PrimitiveType::kF64);
+  } else if (ir::IsInteger(type) || type == PrimitiveType::kPred) {
+    IntegerDot(s, a, b, out);
+  } else {
+    DeterministicDot(s, a, b, out);
+  }
+  return OkStatus();
+}
+
+}  // namespace loom::exec::cpu

@@ -1,0 +1,1000 @@
+#include "exec/reference/reference_interpreter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/literal.h"
+#include "exec/reference/collective_ops.h"
+#include "exec/reference/reference_dot.h"
+#include "exec/scalar_ops.h"
+#include "exec/trace.h"
+#include "ir/reduction.h"
+
+namespace loom::exec {
+namespace {
+
+using ir::Instruction;
+using ir::Opcode;
+using ir::PrimitiveType;
+using scalar::BinaryFloat;
+using scalar::BinaryInteger;
+using scalar::CompareIntegers;
+using scalar::CompareResult;
+using scalar::IsUnsignedLike;
+using scalar::UnaryFloat;
+using scalar::UnaryInteger;
+
+// "WHAT (%name) at line L", located at the instruction.
+Error OpError(const Instruction& instruction, const std::string& what) {
+  return Error{fmt::format("{} (%{}) at line {}", what, instruction.name(), instruction.loc().line),
+               instruction.loc()};
+}
+
+// --- row-major index arithmetic ------------------------------------------------
+
+std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * dims[d + 1];
+  }
+  return strides;
+}
+
+int64_t Linear(const std::vector<int64_t>& index, const std::vector<int64_t>& strides) {
+  int64_t linear = 0;
+  for (size_t d = 0; d < index.size(); ++d) linear += index[d] * strides[d];
+  return linear;
+}
+
+// Calls visit(index, linear) for every index of `dims` in row-major order.
+template <typename Visit>
+void ForEachIndex(const std::vector<int64_t>& dims, Visit&& visit) {
+  for (int64_t size : dims) {
+    if (size == 0) return;
+  }
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t linear = 0;; ++linear) {
+    visit(static_cast<const std::vector<int64_t>&>(index), linear);
+    int64_t d = static_cast<int64_t>(dims.size()) - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < dims[d]) break;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// A tensor of `shape` whose element at each index is the element of `source`
+// at source_index(index) (same element type, copied bit for bit).
+template <typename SourceIndex>
+Expected<Tensor> GatherElements(const ir::Shape& shape, const Tensor& source,
+                                SourceIndex&& source_index) {
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(shape));
+  const std::vector<int64_t> strides = Strides(source.shape().dims());
+  std::vector<int64_t> from(source.shape().dims().size());
+  ForEachIndex(shape.dims(), [&](const std::vector<int64_t>& index, int64_t linear) {
+    source_index(index, from);
+    out.SetBits(linear, source.GetBits(Linear(from, strides)));
+  });
+  return out;
+}
+
+// Element `io` of `out` = op(a[ia], b[ib]); false for an op the type lacks.
+bool BinaryElement(Opcode op, const Tensor& a, int64_t ia, const Tensor& b, int64_t ib, Tensor& out,
+                   int64_t io) {
+  const PrimitiveType type = a.type();
+  if (ir::IsFloatingPoint(type)) {
+    std::optional<double> value = BinaryFloat(op, a.GetDouble(ia), b.GetDouble(ib));
+    if (!value) return false;
+    out.SetDouble(io, *value);
+    return true;
+  }
+  std::optional<int64_t> value = BinaryInteger(op, a.GetInt(ia), b.GetInt(ib), type);
+  if (!value) return false;
+  out.SetInt(io, *value);
+  return true;
+}
+
+// The key under which XLA's TOTALORDER comparison orders a float.
+int64_t TotalOrderKey(const Tensor& t, int64_t i) {
+  return scalar::TotalOrderKey(t.GetBits(i), ir::PrimitiveTypeBits(t.type()));
+}
+
+// --- one evaluation of one computation --------------------------------------------
+
+class Evaluation {
+ public:
+  Evaluation(const ReferenceInterpreter& interpreter, const DeviceContext& device,
+             const InterpreterOptions& options)
+      : interpreter_(interpreter), device_(device), options_(options) {}
+
+  Expected<Tensor> Run(const ir::Computation& computation, std::span<const Tensor> arguments) {
+    arguments_ = arguments;
+    for (const auto& instruction : computation.instructions()) {
+      const double start_us = device_.trace ? device_.trace->NowUs() : 0;
+      LOOM_ASSIGN_OR_RETURN(Tensor value, Evaluate(*instruction));
+      values_[instruction.get()] = std::move(value);
+      if (device_.trace) RecordCompute(*instruction, start_us);
+    }
+    if (computation.root() == nullptr)
+      return Error{"computation " + computation.name() + " has no root", SourceLoc{}};
+    return std::move(values_.at(computation.root()));
+  }
+
+ private:
+  const Tensor& Operand(const Instruction& instruction, int64_t i) const {
+    return values_.at(instruction.operand(i));
+  }
+
+  Expected<Tensor> Call(const ir::Computation* computation, std::vector<Tensor> arguments,
+                        const Instruction& caller) const {
+    if (computation == nullptr) return OpError(caller, "missing called computation");
+    return interpreter_.Run(*computation, arguments);
+  }
+
+  Expected<Tensor> Evaluate(const Instruction& instruction);
+  Expected<Tensor> Parameter(const Instruction& instruction) const;
+  Expected<Tensor> Unary(const Instruction& instruction) const;
+  Expected<Tensor> Binary(const Instruction& instruction) const;
+  Expected<Tensor> Compare(const Instruction& instruction) const;
+  Expected<Tensor> Select(const Instruction& instruction) const;
+  Expected<Tensor> Clamp(const Instruction& instruction) const;
+  Expected<Tensor> Convert(const Instruction& instruction) const;
+  Expected<Tensor> CopyBytes(const Instruction& instruction) const;
+  Expected<Tensor> Broadcast(const Instruction& instruction) const;
+  Expected<Tensor> Transpose(const Instruction& instruction) const;
+  Expected<Tensor> Reverse(const Instruction& instruction) const;
+  Expected<Tensor> Slice(const Instruction& instruction) const;
+  Expected<std::vector<int64_t>> ClampedStarts(const Instruction& instruction, int64_t first,
+                                               const std::vector<int64_t>& sizes) const;
+  Expected<Tensor> DynamicSlice(const Instruction& instruction) const;
+  Expected<Tensor> DynamicUpdateSlice(const Instruction& instruction) const;
+  Expected<Tensor> Concatenate(const Instruction& instruction) const;
+  Expected<Tensor> Pad(const Instruction& instruction) const;
+  Expected<Tensor> Iota(const Instruction& instruction) const;
+  Expected<Tensor> Reduce(const Instruction& instruction) const;
+  Expected<Tensor> Dot(const Instruction& instruction) const;
+  Expected<Tensor> GetTupleElement(const Instruction& instruction) const;
+  Expected<Tensor> While(const Instruction& instruction) const;
+  Expected<Tensor> Conditional(const Instruction& instruction) const;
+  Expected<Tensor> CallOperands(const Instruction& instruction, std::string_view key) const;
+  Expected<Tensor> DeviceId(int64_t id) const;
+  Expected<Tensor> AsyncStart(const Instruction& instruction) const;
+  Expected<Tensor> AsyncDone(const Instruction& instruction) const;
+  // Collectives: the synchronous forms, -start (posts the transfers and
+  // returns at once) and -done (waits for them).
+  Expected<Tensor> Collective(const Instruction& instruction);
+  Expected<Tensor> StartCollective(const Instruction& instruction, const Instruction& collective);
+  Expected<Tensor> FinishCollective(const Instruction& instruction);
+  std::vector<Tensor> OperandValues(const Instruction& instruction) const;
+  void RecordCompute(const Instruction& instruction, double start_us) const;
+  Expected<Tensor> Combine(const Instruction& collective, const Tensor& a, const Tensor& b) const;
+
+  const ReferenceInterpreter& interpreter_;
+  const DeviceContext& device_;
+  const InterpreterOptions& options_;
+  std::span<const Tensor> arguments_;
+  std::unordered_map<const Instruction*, Tensor> values_;
+  // Collectives started and not yet done, by their start instruction.
+  std::unordered_map<const Instruction*, PendingPtr> pending_;
+  // When each pending collective started, for the trace.
+  std::unordered_map<const Instruction*, double> started_us_;
+};
+
+bool IsCollectiveLike(const Instruction& instruction) {
+  const Opcode op = instruction.opcode();
+  if (ir::IsCollective(op)) return true;
+  switch (op) {
+    case Opcode::kAllGatherDone:
+    case Opcode::kAllReduceDone:
+    case Opcode::kCollectivePermuteDone:
+      return true;
+    default:
+      break;
+  }
+  // The generic async-start/-done wrapping of a collective.
+  if (op == Opcode::kAsyncStart || op == Opcode::kAsyncDone || op == Opcode::kAsyncUpdate) {
+    for (const ir::Computation* called : instruction.called_computations()) {
+      if (called && called->root() && ir::IsCollective(called->root()->opcode())) return true;
+    }
+  }
+  return false;
+}
+
+// The fewest operands each op reads, so that a module that skipped the
+// verifier gets an error instead of an out-of-range access.
+int64_t MinimumOperands(Opcode op) {
+  if (ir::IsElementwiseBinary(op)) return 2;
+  if (ir::IsElementwiseUnary(op)) return 1;
+  switch (op) {
+    case Opcode::kSelect:
+    case Opcode::kClamp:
+      return 3;
+    case Opcode::kPad:
+    case Opcode::kDot:
+    case Opcode::kReduce:
+    case Opcode::kDynamicUpdateSlice:
+      return 2;
+    case Opcode::kCopy:
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert:
+    case Opcode::kReshape:
+    case Opcode::kBitcast:
+    case Opcode::kBroadcast:
+    case Opcode::kTranspose:
+    case Opcode::kReverse:
+    case Opcode::kSlice:
+    case Opcode::kDynamicSlice:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kOptimizationBarrier:
+    case Opcode::kAddDependency:
+    case Opcode::kAsyncUpdate:
+    case Opcode::kAsyncDone:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
+  const Opcode op = instruction.opcode();
+  if (instruction.operand_count() < MinimumOperands(op)) {
+    return OpError(instruction,
+                   fmt::format("{} needs at least {} operands, has {}", ir::OpcodeName(op),
+                               MinimumOperands(op), instruction.operand_count()));
+  }
+  for (const Instruction* operand : instruction.operands()) {
+    if (!values_.contains(operand)) {
+      return OpError(instruction,
+                     fmt::format("operand %{} is not defined before its use", operand->name()));
+    }
+  }
+  if (ir::IsElementwiseUnary(op) || op == Opcode::kCopy) return Unary(instruction);
+  if (op != Opcode::kCompare && ir::IsElementwiseBinary(op)) return Binary(instruction);
+  switch (op) {
+    case Opcode::kParameter:
+      return Parameter(instruction);
+    case Opcode::kConstant:
+      return EvaluateConstant(instruction);
+    case Opcode::kCompare:
+      return Compare(instruction);
+    case Opcode::kSelect:
+      return Select(instruction);
+    case Opcode::kClamp:
+      return Clamp(instruction);
+    case Opcode::kConvert:
+      return Convert(instruction);
+    case Opcode::kBitcastConvert:
+    case Opcode::kReshape:
+    case Opcode::kBitcast:
+      return CopyBytes(instruction);
+    case Opcode::kBroadcast:
+      return Broadcast(instruction);
+    case Opcode::kTranspose:
+      return Transpose(instruction);
+    case Opcode::kReverse:
+      return Reverse(instruction);
+    case Opcode::kSlice:
+      return Slice(instruction);
+    case Opcode::kDynamicSlice:
+      return DynamicSlice(instruction);
+    case Opcode::kDynamicUpdateSlice:
+      return DynamicUpdateSlice(instruction);
+    case Opcode::kConcatenate:
+      return Concatenate(instruction);
+    case Opcode::kPad:
+      return Pad(instruction);
+    case Opcode::kIota:
+      return Iota(instruction);
+    case Opcode::kReduce:
+      return Reduce(instruction);
+    case Opcode::kDot:
+      return Dot(instruction);
+    case Opcode::kTuple: {
+      std::vector<Tensor> elements;
+      for (int64_t i = 0; i < instruction.operand_count(); ++i)
+        elements.push_back(Operand(instruction, i));
+      return Tensor::Tuple(std::move(elements));
+    }
+    case Opcode::kGetTupleElement:
+      return GetTupleElement(instruction);
+    case Opcode::kWhile:
+      return While(instruction);
+    case Opcode::kConditional:
+      return Conditional(instruction);
+    case Opcode::kCall:
+      return CallOperands(instruction, "to_apply");
+    case Opcode::kFusion:
+      return CallOperands(instruction, "calls");
+    case Opcode::kOptimizationBarrier:
+    case Opcode::kAddDependency:
+      if (instruction.operand_count() < 1) return OpError(instruction, "missing operand");
+      return Operand(instruction, 0);
+    case Opcode::kAfterAll:
+      return Tensor();  // a token carries no data
+    case Opcode::kPartitionId:
+      return DeviceId(device_.partition_id);
+    case Opcode::kReplicaId:
+      return DeviceId(device_.replica_id);
+    case Opcode::kCustomCall:
+      return Error{fmt::format("unsupported custom-call {} at line {} (%{})",
+                               instruction.attrs().custom_call_target.value_or("?"),
+                               instruction.loc().line, instruction.name()),
+                   instruction.loc()};
+    default:
+      break;
+  }
+  if (IsCollectiveLike(instruction)) {
+    if (device_.collectives == nullptr) {
+      return OpError(instruction,
+                     fmt::format("collective {} needs a communicator", ir::OpcodeName(op)));
+    }
+    return Collective(instruction);
+  }
+  switch (op) {
+    case Opcode::kAsyncStart:
+      return AsyncStart(instruction);
+    case Opcode::kAsyncUpdate:
+      return Operand(instruction, 0);
+    case Opcode::kAsyncDone:
+      return AsyncDone(instruction);
+    default:
+      break;
+  }
+  return OpError(instruction, fmt::format("unsupported op {}", ir::OpcodeName(op)));
+}
+
+Expected<Tensor> Evaluation::Parameter(const Instruction& instruction) const {
+  const int64_t number = instruction.parameter_number().value_or(-1);
+  if (number < 0 || number >= static_cast<int64_t>(arguments_.size())) {
+    return OpError(instruction, fmt::format("parameter {} has no argument ({} given)", number,
+                                            arguments_.size()));
+  }
+  const Tensor& argument = arguments_[number];
+  if (!argument.shape().Compatible(instruction.shape())) {
+    return OpError(instruction, fmt::format("parameter {} expects {}, got {}", number,
+                                            instruction.shape().ToString(false),
+                                            argument.shape().ToString(false)));
+  }
+  return argument;
+}
+
+Expected<Tensor> Evaluation::Unary(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const Opcode op = instruction.opcode();
+  const PrimitiveType type = x.type();
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    if (op == Opcode::kIsFinite) {
+      out.SetInt(i, std::isfinite(x.GetDouble(i)));
+    } else if (ir::IsFloatingPoint(type)) {
+      std::optional<double> value = UnaryFloat(op, x.GetDouble(i));
+      if (!value)
+        return OpError(instruction, fmt::format("unsupported op {} on floats", ir::OpcodeName(op)));
+      out.SetDouble(i, *value);
+    } else {
+      std::optional<int64_t> value = UnaryInteger(op, x.GetInt(i), type);
+      if (!value)
+        return OpError(instruction,
+                       fmt::format("unsupported op {} on integers", ir::OpcodeName(op)));
+      out.SetInt(i, *value);
+    }
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Binary(const Instruction& instruction) const {
+  const Tensor& a = Operand(instruction, 0);
+  const Tensor& b = Operand(instruction, 1);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  if (a.ElementCount() != out.ElementCount() || b.ElementCount() != out.ElementCount()) {
+    return OpError(instruction, "operand shapes differ from the result's");
+  }
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    if (!BinaryElement(instruction.opcode(), a, i, b, i, out, i)) {
+      return OpError(instruction,
+                     fmt::format("unsupported op {} on {}", ir::OpcodeName(instruction.opcode()),
+                                 ir::PrimitiveTypeName(a.type())));
+    }
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Compare(const Instruction& instruction) const {
+  const Tensor& a = Operand(instruction, 0);
+  const Tensor& b = Operand(instruction, 1);
+  if (!instruction.attrs().direction) return OpError(instruction, "compare without direction");
+  const ir::ComparisonDirection direction = *instruction.attrs().direction;
+  const ir::RawAttribute* kind = instruction.attrs().FindRaw("type");
+  const bool total_order = kind != nullptr && kind->value == "TOTALORDER";
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const PrimitiveType type = a.type();
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    bool result;
+    if (ir::IsFloatingPoint(type) && total_order) {
+      const int64_t x = TotalOrderKey(a, i), y = TotalOrderKey(b, i);
+      result = CompareResult(direction, false, (x > y) - (x < y));
+    } else if (ir::IsFloatingPoint(type)) {
+      const double x = a.GetDouble(i), y = b.GetDouble(i);
+      result = CompareResult(direction, std::isnan(x) || std::isnan(y), (x > y) - (x < y));
+    } else {
+      result = CompareResult(direction, false, CompareIntegers(a.GetInt(i), b.GetInt(i), type));
+    }
+    out.SetInt(i, result);
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Select(const Instruction& instruction) const {
+  const Tensor& predicate = Operand(instruction, 0);
+  const Tensor& on_true = Operand(instruction, 1);
+  const Tensor& on_false = Operand(instruction, 2);
+  if (on_true.IsTuple()) return predicate.GetInt(0) ? on_true : on_false;
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const bool scalar_predicate = predicate.shape().rank() == 0;
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    const bool take_true = predicate.GetInt(scalar_predicate ? 0 : i) != 0;
+    out.SetBits(i, (take_true ? on_true : on_false).GetBits(i));
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Clamp(const Instruction& instruction) const {
+  const Tensor& low = Operand(instruction, 0);
+  const Tensor& x = Operand(instruction, 1);
+  const Tensor& high = Operand(instruction, 2);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const int64_t low_step = low.shape().rank() == 0 ? 0 : 1;
+  const int64_t high_step = high.shape().rank() == 0 ? 0 : 1;
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    // clamp = minimum(maximum(x, low), high), with XLA's NaN propagation.
+    BinaryElement(Opcode::kMaximum, x, i, low, i * low_step, out, i);
+    BinaryElement(Opcode::kMinimum, out, i, high, i * high_step, out, i);
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Convert(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  // Floats and unsigned values go through double (exact for every source
+  // type but u64/s64 above 2^53); signed integers through int64 so that
+  // integer-to-integer converts wrap exactly.
+  const bool through_int = ir::IsSignedInteger(x.type()) ||
+                           (IsUnsignedLike(x.type()) && !ir::IsFloatingPoint(out.type()));
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    if (through_int) {
+      out.SetInt(i, x.GetInt(i));
+    } else {
+      out.SetDouble(i, x.GetDouble(i));
+    }
+  }
+  return out;
+}
+
+bool HasDefaultLayout(const ir::Shape& shape) {
+  if (!shape.layout()) return true;
+  const auto& order = shape.layout()->minor_to_major;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] != static_cast<int64_t>(order.size() - 1 - i)) return false;
+  }
+  return true;
+}
+
+// reshape, bitcast and bitcast-convert of equal element widths: the same
+// bytes under a new shape (row-major order is unchanged by a reshape).
+Expected<Tensor> Evaluation::CopyBytes(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  if (instruction.opcode() == Opcode::kBitcast &&
+      !(HasDefaultLayout(x.shape()) && HasDefaultLayout(instruction.shape()))) {
+    return OpError(instruction, "bitcast with a non-default layout is unsupported");
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  if (out.bytes().size() != x.bytes().size()) {
+    return OpError(instruction, fmt::format("{} from {} bytes to {} bytes is unsupported",
+                                            ir::OpcodeName(instruction.opcode()), x.bytes().size(),
+                                            out.bytes().size()));
+  }
+  std::copy(x.bytes().begin(), x.bytes().end(), out.mutable_bytes().begin());
+  return out;
+}
+
+Expected<Tensor> Evaluation::Broadcast(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  const std::vector<int64_t> dims = instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  if (static_cast<int64_t>(dims.size()) != x.shape().rank()) {
+    return OpError(instruction, "broadcast dimensions do not match the operand's rank");
+  }
+  return GatherElements(instruction.shape(), x,
+                        [&](const std::vector<int64_t>& index, std::vector<int64_t>& from) {
+                          for (size_t k = 0; k < dims.size(); ++k) from[k] = index[dims[k]];
+                        });
+}
+
+Expected<Tensor> Evaluation::Transpose(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  const std::vector<int64_t> perm = instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  if (static_cast<int64_t>(perm.size()) != x.shape().rank()) {
+    return OpError(instruction, "transpose dimensions do not match the operand's rank");
+  }
+  return GatherElements(instruction.shape(), x,
+                        [&](const std::vector<int64_t>& index, std::vector<int64_t>& from) {
+                          for (size_t k = 0; k < perm.size(); ++k) from[perm[k]] = index[k];
+                        });
+}
+
+Expected<Tensor> Evaluation::Reverse(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  const std::vector<int64_t> reversed =
+      instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  const auto& dims = x.shape().dims();
+  return GatherElements(instruction.shape(), x,
+                        [&](const std::vector<int64_t>& index, std::vector<int64_t>& from) {
+                          from = index;
+                          for (int64_t d : reversed) from[d] = dims[d] - 1 - index[d];
+                        });
+}
+
+Expected<Tensor> Evaluation::Slice(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  if (!instruction.attrs().slice ||
+      static_cast<int64_t>(instruction.attrs().slice->size()) != x.shape().rank()) {
+    return OpError(instruction, "slice without one slice={...} entry per dimension");
+  }
+  const std::vector<ir::SliceDim>& slice = *instruction.attrs().slice;
+  return GatherElements(instruction.shape(), x,
+                        [&](const std::vector<int64_t>& index, std::vector<int64_t>& from) {
+                          for (size_t d = 0; d < slice.size(); ++d)
+                            from[d] = slice[d].start + index[d] * slice[d].stride;
+                        });
+}
+
+// The start indices of a dynamic-(update-)slice, read from operands `first`..
+// (one scalar per dimension) and clamped as XLA does: into [0, dim - size].
+Expected<std::vector<int64_t>> Evaluation::ClampedStarts(const Instruction& instruction,
+                                                         int64_t first,
+                                                         const std::vector<int64_t>& sizes) const {
+  const auto& dims = Operand(instruction, 0).shape().dims();
+  if (instruction.operand_count() - first != static_cast<int64_t>(dims.size())) {
+    return OpError(instruction, "expected one start index per dimension");
+  }
+  std::vector<int64_t> starts(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const Tensor& index = Operand(instruction, first + static_cast<int64_t>(d));
+    if (index.IsTuple() || index.ElementCount() != 1)
+      return OpError(instruction, "start index is not a scalar");
+    const int64_t start = index.GetInt(0);
+    const int64_t limit = dims[d] - sizes[d];
+    if (limit < 0) return OpError(instruction, "slice is larger than its operand");
+    // Unsigned indices above 2^63 read as negative; they clamp high in XLA.
+    const bool huge_unsigned = IsUnsignedLike(index.type()) && start < 0;
+    starts[d] = huge_unsigned ? limit : std::clamp<int64_t>(start, 0, limit);
+  }
+  return starts;
+}
+
+Expected<Tensor> Evaluation::DynamicSlice(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                        ClampedStarts(instruction, 1, instruction.shape().dims()));
+  return GatherElements(instruction.shape(), x,
+                        [&](const std::vector<int64_t>& index, std::vector<int64_t>& from) {
+                          for (size_t d = 0; d < starts.size(); ++d) from[d] = starts[d] + index[d];
+                        });
+}
+
+Expected<Tensor> Evaluation::DynamicUpdateSlice(const Instruction& instruction) const {
+  Tensor out = Operand(instruction, 0);
+  const Tensor& update = Operand(instruction, 1);
+  if (update.shape().rank() != out.shape().rank())
+    return OpError(instruction, "update rank differs");
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                        ClampedStarts(instruction, 2, update.shape().dims()));
+  const std::vector<int64_t> strides = Strides(out.shape().dims());
+  std::vector<int64_t> to(starts.size());
+  ForEachIndex(update.shape().dims(), [&](const std::vector<int64_t>& index, int64_t linear) {
+    for (size_t d = 0; d < starts.size(); ++d) to[d] = starts[d] + index[d];
+    out.SetBits(Linear(to, strides), update.GetBits(linear));
+  });
+  return out;
+}
+
+Expected<Tensor> Evaluation::Concatenate(const Instruction& instruction) const {
+  const auto& dims_attr = instruction.attrs().dimensions;
+  if (!dims_attr || dims_attr->size() != 1)
+    return OpError(instruction, "concatenate needs dimensions={d}");
+  const int64_t axis = dims_attr->front();
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const std::vector<int64_t> strides = Strides(out.shape().dims());
+  int64_t offset = 0;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i) {
+    const Tensor& part = Operand(instruction, i);
+    std::vector<int64_t> to;
+    ForEachIndex(part.shape().dims(), [&](const std::vector<int64_t>& index, int64_t linear) {
+      to = index;
+      to[axis] += offset;
+      out.SetBits(Linear(to, strides), part.GetBits(linear));
+    });
+    offset += part.shape().dim(axis);
+  }
+  return out;
+}
+
+Expected<Tensor> Evaluation::Pad(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  const Tensor& padding_value = Operand(instruction, 1);
+  if (!instruction.attrs().padding ||
+      static_cast<int64_t>(instruction.attrs().padding->size()) != x.shape().rank()) {
+    return OpError(instruction, "pad without one padding entry per dimension");
+  }
+  const std::vector<ir::PadDim>& padding = *instruction.attrs().padding;
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  for (int64_t i = 0; i < out.ElementCount(); ++i) out.SetBits(i, padding_value.GetBits(0));
+  const auto& out_dims = out.shape().dims();
+  const std::vector<int64_t> strides = Strides(out_dims);
+  std::vector<int64_t> to(padding.size());
+  // Each operand element lands at low + i * (interior + 1); negative low or
+  // high padding cuts elements off, which then land outside and are dropped.
+  ForEachIndex(x.shape().dims(), [&](const std::vector<int64_t>& index, int64_t linear) {
+    for (size_t d = 0; d < padding.size(); ++d) {
+      to[d] = padding[d].low + index[d] * (padding[d].interior + 1);
+      if (to[d] < 0 || to[d] >= out_dims[d]) return;
+    }
+    out.SetBits(Linear(to, strides), x.GetBits(linear));
+  });
+  return out;
+}
+
+Expected<Tensor> Evaluation::Iota(const Instruction& instruction) const {
+  const int64_t dimension = instruction.attrs().iota_dimension.value_or(0);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  if (dimension < 0 || dimension >= std::max<int64_t>(out.shape().rank(), 1)) {
+    return OpError(instruction, "iota_dimension out of range");
+  }
+  ForEachIndex(out.shape().dims(), [&](const std::vector<int64_t>& index, int64_t linear) {
+    out.SetInt(linear, index.empty() ? 0 : index[dimension]);
+  });
+  return out;
+}
+
+Expected<Tensor> ScalarFrom(const Tensor& source, int64_t i) {
+  LOOM_ASSIGN_OR_RETURN(Tensor scalar, Tensor::Zeros(ir::Shape(source.type(), {})));
+  scalar.SetBits(0, source.GetBits(i));
+  return scalar;
+}
+
+// reduce: each result element folds its inputs in row-major order of the
+// reduced dimensions, acc = to_apply(acc, x), starting from the init value.
+Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
+  const int64_t n = instruction.operand_count() / 2;
+  const ir::Computation* reducer = instruction.called("to_apply");
+  if (n == 0 || reducer == nullptr)
+    return OpError(instruction, "reduce needs operands and to_apply");
+  const std::vector<int64_t> reduced =
+      instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  const auto& in_dims = Operand(instruction, 0).shape().dims();
+  std::vector<Tensor> accumulators;
+  for (int64_t k = 0; k < n; ++k) {
+    const ir::Shape& shape =
+        instruction.shape().IsTuple() ? instruction.shape().tuple_element(k) : instruction.shape();
+    LOOM_ASSIGN_OR_RETURN(Tensor acc, Tensor::Zeros(shape));
+    const Tensor& init = Operand(instruction, n + k);
+    for (int64_t i = 0; i < acc.ElementCount(); ++i) acc.SetBits(i, init.GetBits(0));
+    accumulators.push_back(std::move(acc));
+  }
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < static_cast<int64_t>(in_dims.size()); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+  }
+  const std::vector<int64_t> out_strides = Strides(accumulators[0].shape().dims());
+  const std::optional<Opcode> simple =
+      n == 1 ? ir::CommutativeBinaryReducer(*reducer) : std::nullopt;
+  // Visiting inputs in row-major order visits each output's reduced indices in
+  // row-major order too.
+  std::optional<Error> failure;
+  ForEachIndex(in_dims, [&](const std::vector<int64_t>& index, int64_t linear) {
+    if (failure) return;
+    int64_t out_index = 0;
+    for (size_t k = 0; k < kept.size(); ++k) out_index += index[kept[k]] * out_strides[k];
+    if (simple) {
+      BinaryElement(*simple, accumulators[0], out_index, Operand(instruction, 0), linear,
+                    accumulators[0], out_index);
+      return;
+    }
+    std::vector<Tensor> arguments;
+    for (int64_t k = 0; k < n; ++k) arguments.push_back(*ScalarFrom(accumulators[k], out_index));
+    for (int64_t k = 0; k < n; ++k)
+      arguments.push_back(*ScalarFrom(Operand(instruction, k), linear));
+    Expected<Tensor> result = Call(reducer, std::move(arguments), instruction);
+    if (!result.ok()) {
+      failure = result.error();
+      return;
+    }
+    if (result->IsTuple() ? static_cast<int64_t>(result->tuple_elements().size()) != n : n != 1) {
+      failure = OpError(instruction, "to_apply returned the wrong number of values");
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const Tensor& value = result->IsTuple() ? result->tuple_elements()[k] : *result;
+      accumulators[k].SetBits(out_index, value.GetBits(0));
+    }
+  });
+  if (failure) return *failure;
+  if (!instruction.shape().IsTuple()) return std::move(accumulators[0]);
+  return Tensor::Tuple(std::move(accumulators));
+}
+
+Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
+  const ir::DotDimensions dims = instruction.attrs().dot.value_or(ir::DotDimensions{});
+  Expected<Tensor> out = ReferenceDot(Operand(instruction, 0), Operand(instruction, 1), dims,
+                                      instruction.shape(), options_.deterministic);
+  if (!out.ok()) return OpError(instruction, out.error().message);
+  return out;
+}
+
+Expected<Tensor> Evaluation::GetTupleElement(const Instruction& instruction) const {
+  const Tensor& tuple = Operand(instruction, 0);
+  const int64_t index = instruction.attrs().tuple_index.value_or(-1);
+  if (!tuple.IsTuple() || index < 0 ||
+      index >= static_cast<int64_t>(tuple.tuple_elements().size())) {
+    return OpError(instruction, fmt::format("tuple index {} out of range", index));
+  }
+  return tuple.tuple_elements()[index];
+}
+
+Expected<Tensor> Evaluation::While(const Instruction& instruction) const {
+  const ir::Computation* condition = instruction.called("condition");
+  const ir::Computation* body = instruction.called("body");
+  if (condition == nullptr || body == nullptr)
+    return OpError(instruction, "while needs condition and body");
+  Tensor state = Operand(instruction, 0);
+  while (true) {
+    LOOM_ASSIGN_OR_RETURN(Tensor keep_going, Call(condition, {state}, instruction));
+    if (keep_going.IsTuple() || keep_going.ElementCount() != 1) {
+      return OpError(instruction, "while condition did not return a scalar pred");
+    }
+    if (keep_going.GetInt(0) == 0) return state;
+    // A loop that never ends must not outlive a run another device aborted.
+    if (device_.collectives != nullptr) {
+      if (std::optional<Error> aborted = device_.collectives->comm().Aborted()) return *aborted;
+    }
+    LOOM_ASSIGN_OR_RETURN(state, Call(body, {std::move(state)}, instruction));
+  }
+}
+
+Expected<Tensor> Evaluation::Conditional(const Instruction& instruction) const {
+  const Tensor& selector = Operand(instruction, 0);
+  if (selector.IsTuple() || selector.ElementCount() != 1)
+    return OpError(instruction, "selector is not a scalar");
+  const ir::Computation* branch = nullptr;
+  if (selector.type() == PrimitiveType::kPred) {
+    branch = instruction.called(selector.GetInt(0) ? "true_computation" : "false_computation");
+    if (branch == nullptr) {  // pred form written with branch_computations={true, false}
+      const ir::Computation* fallback = instruction.called("branch_computations");
+      std::vector<ir::Computation*> all = instruction.called_computations();
+      if (fallback && all.size() == 2) branch = all[selector.GetInt(0) ? 0 : 1];
+    }
+  } else {
+    std::vector<ir::Computation*> branches = instruction.called_computations();
+    if (branches.empty()) return OpError(instruction, "conditional without branches");
+    // XLA runs the last branch for an out-of-range index.
+    int64_t index = selector.GetInt(0);
+    if (index < 0 || index >= static_cast<int64_t>(branches.size()))
+      index = static_cast<int64_t>(branches.size()) - 1;
+    branch = branches[index];
+  }
+  if (branch == nullptr) return OpError(instruction, "conditional branch not found");
+  const int64_t branch_operand = instruction.operand_count() == 1 ? -1 : 0;
+  int64_t operand_index = 1;
+  if (selector.type() == PrimitiveType::kPred) {
+    operand_index = selector.GetInt(0) ? 1 : 2;
+  } else {
+    std::vector<ir::Computation*> branches = instruction.called_computations();
+    operand_index = 1 + (std::find(branches.begin(), branches.end(), branch) - branches.begin());
+  }
+  if (branch_operand < 0 || operand_index >= instruction.operand_count()) {
+    return OpError(instruction, "conditional branch has no operand");
+  }
+  return Call(branch, {Operand(instruction, operand_index)}, instruction);
+}
+
+Expected<Tensor> Evaluation::CallOperands(const Instruction& instruction,
+                                          std::string_view key) const {
+  std::vector<Tensor> arguments;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i)
+    arguments.push_back(Operand(instruction, i));
+  return Call(instruction.called(key), std::move(arguments), instruction);
+}
+
+Expected<Tensor> Evaluation::DeviceId(int64_t id) const {
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(ir::Shape(PrimitiveType::kU32, {})));
+  out.SetInt(0, id);
+  return out;
+}
+
+// A single device runs the wrapped computation at once; the start's value
+// is XLA's ((operands...), result, context...) tuple, contexts zero.
+Expected<Tensor> Evaluation::AsyncStart(const Instruction& instruction) const {
+  const ir::Shape& shape = instruction.shape();
+  if (!shape.IsTuple() || shape.tuple_size() < 2)
+    return OpError(instruction, "async-start shape is not a tuple");
+  std::vector<Tensor> operands;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i)
+    operands.push_back(Operand(instruction, i));
+  LOOM_ASSIGN_OR_RETURN(Tensor result, Call(instruction.called("calls"), operands, instruction));
+  std::vector<Tensor> elements = {Tensor::Tuple(std::move(operands)), std::move(result)};
+  for (int64_t i = 2; i < shape.tuple_size(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(Tensor context, Tensor::Zeros(shape.tuple_element(i)));
+    elements.push_back(std::move(context));
+  }
+  return Tensor::Tuple(std::move(elements));
+}
+
+Expected<Tensor> Evaluation::AsyncDone(const Instruction& instruction) const {
+  const Tensor& start = Operand(instruction, 0);
+  if (!start.IsTuple() || start.tuple_elements().size() < 2) {
+    return OpError(instruction, "async-done of a value that is not an async-start's");
+  }
+  return start.tuple_elements()[1];
+}
+
+// The collective an async-start of XLA's generic form wraps: the root of its
+// called computation, when that computation is just the collective applied
+// to its parameters in order.
+const Instruction* WrappedCollective(const Instruction& async_start) {
+  const ir::Computation* called = async_start.called("calls");
+  if (called == nullptr || called->root() == nullptr) return nullptr;
+  const Instruction* root = called->root();
+  if (!ir::IsCollective(root->opcode())) return nullptr;
+  for (int64_t i = 0; i < root->operand_count(); ++i) {
+    const Instruction* operand = root->operand(i);
+    if (operand->opcode() != Opcode::kParameter || operand->parameter_number() != i) return nullptr;
+  }
+  return root;
+}
+
+// The start instruction a -done or async-done completes (through any
+// async-update in between).
+const Instruction* StartOf(const Instruction& done) {
+  const Instruction* start = done.operand_count() > 0 ? done.operand(0) : nullptr;
+  while (start && start->opcode() == Opcode::kAsyncUpdate && start->operand_count() > 0) {
+    start = start->operand(0);
+  }
+  return start;
+}
+
+std::vector<Tensor> Evaluation::OperandValues(const Instruction& instruction) const {
+  std::vector<Tensor> operands;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i) {
+    operands.push_back(Operand(instruction, i));
+  }
+  return operands;
+}
+
+Expected<Tensor> Evaluation::Collective(const Instruction& instruction) {
+  switch (instruction.opcode()) {
+    case Opcode::kAllGatherDone:
+    case Opcode::kAllReduceDone:
+    case Opcode::kCollectivePermuteDone:
+    case Opcode::kAsyncDone:
+      return FinishCollective(instruction);
+    case Opcode::kAsyncUpdate:
+      return Operand(instruction, 0);
+    case Opcode::kAsyncStart: {
+      const Instruction* wrapped = WrappedCollective(instruction);
+      if (wrapped == nullptr) {
+        return OpError(instruction,
+                       "async-start of a computation that is more than one "
+                       "collective");
+      }
+      return StartCollective(instruction, *wrapped);
+    }
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllReduceStart:
+    case Opcode::kCollectivePermuteStart:
+      return StartCollective(instruction, instruction);
+    default: {
+      LOOM_RETURN_IF_ERROR(StartCollective(instruction, instruction).status());
+      return FinishCollective(instruction);
+    }
+  }
+}
+
+// Posts the transfers of `collective` (the instruction itself, or the one an
+// async-start wraps) and records them under `instruction`. The start's own
+// value is the tuple of its operands: the result exists only at -done.
+Expected<Tensor> Evaluation::StartCollective(const Instruction& instruction,
+                                             const Instruction& collective) {
+  std::vector<Tensor> operands = OperandValues(instruction);
+  Reducer reducer = [this, &collective](const Tensor& a, const Tensor& b) -> Expected<Tensor> {
+    return Combine(collective, a, b);
+  };
+  Expected<PendingPtr> pending =
+      StartCollectiveOp(collective, operands, *device_.collectives, reducer);
+  if (!pending.ok()) return OpError(instruction, pending.error().message);
+  pending_[&instruction] = std::move(pending).value();
+  if (device_.trace) started_us_[&instruction] = device_.trace->NowUs();
+  return Tensor::Tuple(std::move(operands));
+}
+
+Expected<Tensor> Evaluation::FinishCollective(const Instruction& instruction) {
+  const bool is_done = ir::IsAsyncDone(instruction.opcode());
+  const Instruction* start = is_done ? StartOf(instruction) : &instruction;
+  auto it = pending_.find(start);
+  if (it == pending_.end()) {
+    return OpError(instruction, "completes no collective started in this computation");
+  }
+  PendingPtr pending = std::move(it->second);
+  pending_.erase(it);
+  Expected<Tensor> result = pending->Finish();
+  if (!result.ok()) return OpError(instruction, result.error().message);
+  if (device_.trace) {
+    device_.trace->Add(start->name(), std::string(ir::OpcodeName(start->opcode())),
+                       Track::kCommunication, started_us_[start], device_.trace->NowUs());
+    started_us_.erase(start);
+  }
+  return result;
+}
+
+// Collectives show on the communication track; everything else, and the
+// time a -done spends waiting, on the compute track.
+void Evaluation::RecordCompute(const Instruction& instruction, double start_us) const {
+  const Opcode op = instruction.opcode();
+  if (op == Opcode::kParameter || op == Opcode::kConstant || op == Opcode::kGetTupleElement ||
+      op == Opcode::kTuple) {
+    return;  // bookkeeping, not work
+  }
+  if (IsCollectiveLike(instruction) && !ir::IsAsyncDone(op)) return;
+  device_.trace->Add(instruction.name(), std::string(ir::OpcodeName(op)), Track::kCompute, start_us,
+                     device_.trace->NowUs());
+}
+
+// Elementwise to_apply(a, b) over two same-shaped tensors, for the
+// reductions of collectives: simple reducers directly, others by calling the
+// computation once per element.
+Expected<Tensor> Evaluation::Combine(const Instruction& collective, const Tensor& a,
+                                     const Tensor& b) const {
+  const ir::Computation* reducer = collective.called("to_apply");
+  if (reducer == nullptr) return OpError(collective, "needs to_apply");
+  Tensor out = a;
+  if (std::optional<Opcode> simple = ir::CommutativeBinaryReducer(*reducer)) {
+    for (int64_t i = 0; i < a.ElementCount(); ++i) {
+      if (!BinaryElement(*simple, a, i, b, i, out, i)) {
+        return OpError(collective, "reducer does not apply to this element type");
+      }
+    }
+    return out;
+  }
+  for (int64_t i = 0; i < a.ElementCount(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(Tensor x, ScalarFrom(a, i));
+    LOOM_ASSIGN_OR_RETURN(Tensor y, ScalarFrom(b, i));
+    LOOM_ASSIGN_OR_RETURN(Tensor z, Call(reducer, {std::move(x), std::move(y)}, collective));
+    if (z.IsTuple() || z.ElementCount() != 1) return OpError(collective, "reducer is not scalar");
+    out.SetBits(i, z.GetBits(0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<Tensor> ReferenceInterpreter::Run(const ir::Computation& computation,
+                                           std::span<const Tensor> arguments) const {
+  Evaluation evaluation(*this, device_, options_);
+  return evaluation.Run(computation, arguments);
+}
+
+Expected<Tensor> ReferenceInterpreter::RunEntry(const ir::Module& module,
+                                                std::span<const Tensor> arguments) const {
+  if (module.entry() == nullptr) return Error{"module has no entry computation", SourceLoc{}};
+  return Run(*module.entry(), arguments);
+}
+
+}  // namespace loom::exec
