@@ -26,11 +26,18 @@ void InProcessWorld::Deliver(int64_t from, int64_t to, uint64_t tag, Bytes data)
 Expected<Bytes> InProcessWorld::Take(int64_t from, int64_t to, uint64_t tag) {
   std::unique_lock lock(mutex_);
   const Key key{from, to, tag};
-  const bool ready = arrived_.wait_for(lock, timeout_, [&] {
+  auto arrived = [&] {
     if (abort_) return true;
     auto it = mailboxes_.find(key);
     return it != mailboxes_.end() && !it->second.empty();
-  });
+  };
+  waiting_for_[to] = from;
+  bool ready = arrived_.wait_for(lock, timeout_, arrived);
+  // The peer is itself waiting: it is not the one missing. Give the device
+  // at the end of the chain the time to say who is.
+  if (!ready && waiting_for_[from] >= 0) ready = arrived_.wait_for(lock, timeout_, arrived);
+  // A device that timed out stays marked as waiting: it was not missing.
+  if (ready) waiting_for_[to] = -1;
   if (abort_) return *abort_;
   if (!ready) {
     return Error{fmt::format("timed out after {} ms waiting for data from device {}",

@@ -12,6 +12,7 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "exec/comm/communicator.h"
 
@@ -34,7 +35,7 @@ class InProcessWorld : public std::enable_shared_from_this<InProcessWorld> {
 
  private:
   InProcessWorld(int64_t size, std::chrono::milliseconds timeout)
-      : size_(size), timeout_(timeout) {}
+      : size_(size), timeout_(timeout), waiting_for_(static_cast<size_t>(size), -1) {}
 
   using Key = std::tuple<int64_t, int64_t, uint64_t>;  // from, to, tag
   const int64_t size_;
@@ -43,6 +44,11 @@ class InProcessWorld : public std::enable_shared_from_this<InProcessWorld> {
   std::condition_variable arrived_;
   std::map<Key, std::deque<Bytes>> mailboxes_;
   std::optional<Error> abort_;
+  // Whom each device is waiting for, or timed out waiting for (-1: nobody),
+  // so that in a chain of waits (a ring whose member never arrived) the
+  // device at the end of the chain reports the hang, naming the device that
+  // is really missing.
+  std::vector<int64_t> waiting_for_;
 };
 
 class InProcessCommunicator : public Communicator {

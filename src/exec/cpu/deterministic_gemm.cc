@@ -19,18 +19,29 @@
 #include <type_traits>
 #include <vector>
 
+#include "exec/cpu/float_formats.h"
+
 namespace loom::exec::cpu::gemm_detail {
 
 // One operand, whatever its element type.
 struct Operand {
   const void* data = nullptr;
-  bool is_float = false;  // float elements, else double
+  GemmElement type = GemmElement::kF64;
   int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 1;
 
   double At(int64_t i, int64_t j) const {
     const int64_t offset = i * row_stride + j * col_stride;
-    return is_float ? static_cast<const float*>(data)[offset]
-                    : static_cast<const double*>(data)[offset];
+    switch (type) {
+      case GemmElement::kF32:
+        return static_cast<const float*>(data)[offset];
+      case GemmElement::kF64:
+        return static_cast<const double*>(data)[offset];
+      case GemmElement::kBF16:
+        return Bf16ToFloat(static_cast<const uint16_t*>(data)[offset]);
+      case GemmElement::kF16:
+        return F16ToFloat(static_cast<const uint16_t*>(data)[offset]);
+    }
+    return 0;
   }
 };
 
@@ -236,9 +247,20 @@ HWY_EXPORT(Gemm);
 
 template <typename T>
 Operand OperandOf(const StridedMatrix<T>& m) {
-  return Operand{m.data, std::is_same_v<T, float>, m.rows, m.cols, m.row_stride, m.col_stride};
+  return Operand{m.data,       std::is_same_v<T, float> ? GemmElement::kF32 : GemmElement::kF64,
+                 m.rows,       m.cols,
+                 m.row_stride, m.col_stride};
 }
 }  // namespace gemm_detail
+
+void DeterministicGemm(const GemmOperand& a, const GemmOperand& b, double* c, int64_t ldc) {
+  auto operand = [](const GemmOperand& m) {
+    return gemm_detail::Operand{m.data, m.type, m.rows, m.cols, m.row_stride, m.col_stride};
+  };
+  const bool exact = a.type != GemmElement::kF64 && b.type != GemmElement::kF64;
+  const gemm_detail::Problem problem{operand(a), operand(b), c, ldc, exact};
+  HWY_DYNAMIC_DISPATCH(gemm_detail::Gemm)(problem);
+}
 
 void DeterministicGemm(const StridedMatrix<double>& a, const StridedMatrix<double>& b, double* c,
                        int64_t ldc, bool exact_products) {

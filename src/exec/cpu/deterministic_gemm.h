@@ -42,10 +42,26 @@ struct StridedMatrix {
   int64_t col_stride = 1;
 };
 
+// An operand of any of the float types the kernel reads directly (it widens
+// each value to double as it packs its panels).
+enum class GemmElement { kF32, kF64, kBF16, kF16 };
+struct GemmOperand {
+  const void* data = nullptr;
+  GemmElement type = GemmElement::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_stride = 0;
+  int64_t col_stride = 1;
+};
+
 // c (m x n, row-major with leading dimension ldc) = a (m x k) · b (k x n),
-// every element summed as the header describes. `a` and `b` hold float or
-// double; `exact_products` must be true only when every value of both
-// operands is exactly a single-precision number (it enables FMA).
+// every element summed as the header describes. FMA is used when neither
+// operand is f64 (every product is then exact in double).
+void DeterministicGemm(const GemmOperand& a, const GemmOperand& b, double* c, int64_t ldc);
+
+// The same for double and float matrices; `exact_products` must be true
+// only when every value of both operands is exactly a single-precision
+// number (it enables FMA).
 void DeterministicGemm(const StridedMatrix<double>& a, const StridedMatrix<double>& b, double* c,
                        int64_t ldc, bool exact_products);
 void DeterministicGemm(const StridedMatrix<float>& a, const StridedMatrix<float>& b, double* c,

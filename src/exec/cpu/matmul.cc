@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "exec/cpu/deterministic_gemm.h"
@@ -93,78 +94,83 @@ OperandView ViewOf(const HostArray& array, const std::vector<int64_t>& batch,
   return view;
 }
 
-// The view packed as [batch][rows][cols] of T: element-type dispatch once,
-// then a typed loop per row (contiguous when the columns are).
+// Rows [first, last) of one batch of the view, packed as [rows][cols] of T
+// into `out`: element-type dispatch once, then a typed loop per row.
 template <typename T, typename Source, typename Convert>
-void PackRows(const OperandView& v, const Source* source, Convert convert, T* out) {
+void PackRowsOf(const OperandView& v, int64_t batch, int64_t first, int64_t last,
+                const Source* source, Convert convert, T* out) {
   const int64_t cols = v.cols();
-  for (int64_t base_b : v.batch_offsets) {
-    for (int64_t row_offset : v.row_offsets) {
-      const Source* row = source + base_b + row_offset;
-      if (v.col_stride > 0) {
-        const int64_t stride = v.col_stride;
-        for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[c * stride]);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[v.col_offsets[c]]);
-      }
-      out += cols;
+  for (int64_t r = first; r < last; ++r, out += cols) {
+    const Source* row = source + v.batch_offsets[batch] + v.row_offsets[r];
+    if (v.col_stride > 0) {
+      const int64_t stride = v.col_stride;
+      for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[c * stride]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) out[c] = convert(row[v.col_offsets[c]]);
     }
   }
 }
 
 template <typename T>
-std::vector<T> Pack(const OperandView& v) {
-  std::vector<T> packed(v.batch_offsets.size() * v.row_offsets.size() * v.col_offsets.size());
+void PackRows(const OperandView& v, int64_t batch, int64_t first, int64_t last, T* out) {
   const HostArray& a = *v.array;
   switch (a.type()) {
     case PrimitiveType::kF32:
-      PackRows(
-          v, a.as<float>(), [](float x) { return static_cast<T>(x); }, packed.data());
-      break;
+      return PackRowsOf(
+          v, batch, first, last, a.as<float>(), [](float x) { return static_cast<T>(x); }, out);
     case PrimitiveType::kF64:
-      PackRows(
-          v, a.as<double>(), [](double x) { return static_cast<T>(x); }, packed.data());
-      break;
+      return PackRowsOf(
+          v, batch, first, last, a.as<double>(), [](double x) { return static_cast<T>(x); }, out);
     case PrimitiveType::kBF16:
       if constexpr (std::is_same_v<T, float>) {
-        if (v.col_stride == 1) {  // rows of contiguous bf16: vectorised widening
-          float* out = packed.data();
-          for (int64_t base_b : v.batch_offsets) {
-            for (int64_t row_offset : v.row_offsets) {
-              simd::Bf16ToF32(a.as<uint16_t>() + base_b + row_offset, out, v.cols());
-              out += v.cols();
-            }
+        if (v.col_stride == 1) {  // contiguous bf16 rows: vectorised widening
+          for (int64_t r = first; r < last; ++r, out += v.cols()) {
+            simd::Bf16ToF32(a.as<uint16_t>() + v.batch_offsets[batch] + v.row_offsets[r], out,
+                            static_cast<size_t>(v.cols()));
           }
-          break;
+          return;
         }
       }
-      PackRows(
-          v, a.as<uint16_t>(), [](uint16_t x) { return static_cast<T>(Bf16ToFloat(x)); },
-          packed.data());
-      break;
+      return PackRowsOf(
+          v, batch, first, last, a.as<uint16_t>(),
+          [](uint16_t x) { return static_cast<T>(Bf16ToFloat(x)); }, out);
     case PrimitiveType::kF16:
-      PackRows(
-          v, a.as<uint16_t>(), [](uint16_t x) { return static_cast<T>(F16ToFloat(x)); },
-          packed.data());
-      break;
-    default: {
+      return PackRowsOf(
+          v, batch, first, last, a.as<uint16_t>(),
+          [](uint16_t x) { return static_cast<T>(F16ToFloat(x)); }, out);
+    default:
       // Integers and f8, element by element as the reference reads them.
-      T* out = packed.data();
-      for (int64_t base_b : v.batch_offsets) {
-        for (int64_t row_offset : v.row_offsets) {
-          for (int64_t col_offset : v.col_offsets) {
-            const int64_t i = base_b + row_offset + col_offset;
-            if constexpr (std::is_same_v<T, int64_t>) {
-              *out++ = LoadInt(a.data, a.type(), i);
-            } else {
-              *out++ = static_cast<T>(LoadDouble(a.data, a.type(), i));
-            }
+      for (int64_t r = first; r < last; ++r) {
+        for (int64_t col_offset : v.col_offsets) {
+          const int64_t i = v.batch_offsets[batch] + v.row_offsets[r] + col_offset;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            *out++ = LoadInt(a.data, a.type(), i);
+          } else {
+            *out++ = static_cast<T>(LoadDouble(a.data, a.type(), i));
           }
         }
       }
-    }
+  }
+}
+
+// The whole view packed as [batch][rows][cols] of T.
+template <typename T>
+std::vector<T> Pack(const OperandView& v) {
+  std::vector<T> packed(v.batch_offsets.size() * v.row_offsets.size() * v.col_offsets.size());
+  for (int64_t b = 0; b < static_cast<int64_t>(v.batch_offsets.size()); ++b) {
+    PackRows(v, b, 0, v.rows(), packed.data() + b * v.rows() * v.cols());
   }
   return packed;
+}
+
+// How many rows of a [rows][width] block of T fit the working memory a dot
+// takes for its temporaries (packed lhs rows, unrounded results), so that a
+// bf16 product never holds more than a few MiB beside its operands.
+template <typename T>
+int64_t RowsPerBlock(int64_t rows, int64_t width) {
+  constexpr int64_t kBlockBytes = int64_t{2} << 20;
+  const int64_t fit = kBlockBytes / (std::max<int64_t>(width, 1) * static_cast<int64_t>(sizeof(T)));
+  return std::clamp<int64_t>(fit, 64, std::max<int64_t>(rows, 1));
 }
 
 // A matrix as BLAS reads it: a pointer per batch, transposed or not, with a
@@ -177,67 +183,72 @@ struct BlasMatrix {
   int64_t leading = 1;
 };
 
+// In place when the view has the BLAS type and one stride 1; else empty.
 template <typename T>
-BlasMatrix<T> ForBlas(const OperandView& v, PrimitiveType blas_type) {
+std::optional<BlasMatrix<T>> InPlace(const OperandView& v, PrimitiveType blas_type) {
   BlasMatrix<T> m;
   const int64_t rows = v.rows(), cols = v.cols();
-  const bool in_place_type = v.array->type() == blas_type;
-  if (in_place_type && v.col_stride == 1 &&
-      (rows <= 1 || v.row_stride >= std::max<int64_t>(cols, 1))) {
+  if (v.array->type() != blas_type) return std::nullopt;
+  if (v.col_stride == 1 && (rows <= 1 || v.row_stride >= std::max<int64_t>(cols, 1))) {
     m.leading = rows <= 1 ? std::max<int64_t>(cols, 1) : v.row_stride;
-  } else if (in_place_type && v.row_stride == 1 &&
-             (cols <= 1 || v.col_stride >= std::max<int64_t>(rows, 1))) {
+  } else if (v.row_stride == 1 && (cols <= 1 || v.col_stride >= std::max<int64_t>(rows, 1))) {
     m.transposed = true;
     m.leading = cols <= 1 ? std::max<int64_t>(rows, 1) : v.col_stride;
   } else {
-    m.packed = Pack<T>(v);
-    m.leading = std::max<int64_t>(cols, 1);
-    for (size_t b = 0; b < v.batch_offsets.size(); ++b) {
-      m.batches.push_back(m.packed.data() + b * rows * cols);
-    }
-    return m;
+    return std::nullopt;
   }
   const T* base = v.array->as<T>();
   for (int64_t offset : v.batch_offsets) m.batches.push_back(base + offset);
   return m;
 }
 
+template <typename T>
+BlasMatrix<T> ForBlas(const OperandView& v, PrimitiveType blas_type) {
+  if (std::optional<BlasMatrix<T>> in_place = InPlace<T>(v, blas_type)) return *in_place;
+  BlasMatrix<T> m;
+  m.packed = Pack<T>(v);
+  m.leading = std::max<int64_t>(v.cols(), 1);
+  for (size_t b = 0; b < v.batch_offsets.size(); ++b) {
+    m.batches.push_back(m.packed.data() + b * v.rows() * v.cols());
+  }
+  return m;
+}
+
 CBLAS_TRANSPOSE Flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
 
-// Writes c (batch x m x n of T, row-major) into `out`, rounded to its type.
+// Writes `count` unrounded results (row-major) into `out` from element
+// `first` on, rounded to its type.
 template <typename T>
-void StoreResult(const std::vector<T>& c, const HostArray& out) {
-  const int64_t n = out.elements();
+void StoreResults(const T* c, int64_t count, const HostArray& out, int64_t first) {
   switch (out.type()) {
     case PrimitiveType::kF32:
-      for (int64_t i = 0; i < n; ++i) out.as<float>()[i] = static_cast<float>(c[i]);
+      for (int64_t i = 0; i < count; ++i) out.as<float>()[first + i] = static_cast<float>(c[i]);
       return;
     case PrimitiveType::kF64:
-      for (int64_t i = 0; i < n; ++i) out.as<double>()[i] = static_cast<double>(c[i]);
+      for (int64_t i = 0; i < count; ++i) out.as<double>()[first + i] = static_cast<double>(c[i]);
       return;
     case PrimitiveType::kBF16:
       if constexpr (std::is_same_v<T, float>) {
-        simd::F32ToBf16(c.data(), out.as<uint16_t>(), static_cast<size_t>(n));
+        simd::F32ToBf16(c, out.as<uint16_t>() + first, static_cast<size_t>(count));
       } else {
-        for (int64_t i = 0; i < n; ++i) {
-          out.as<uint16_t>()[i] = std::is_same_v<T, float>
-                                      ? FloatToBf16(static_cast<float>(c[i]))
-                                      : DoubleToBf16(static_cast<double>(c[i]));
+        for (int64_t i = 0; i < count; ++i) {
+          out.as<uint16_t>()[first + i] = DoubleToBf16(static_cast<double>(c[i]));
         }
       }
       return;
     case PrimitiveType::kF16:
-      for (int64_t i = 0; i < n; ++i) {
-        out.as<uint16_t>()[i] = std::is_same_v<T, float> ? FloatToF16(static_cast<float>(c[i]))
-                                                         : DoubleToF16(static_cast<double>(c[i]));
+      for (int64_t i = 0; i < count; ++i) {
+        out.as<uint16_t>()[first + i] = std::is_same_v<T, float>
+                                            ? FloatToF16(static_cast<float>(c[i]))
+                                            : DoubleToF16(static_cast<double>(c[i]));
       }
       return;
     default:
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < count; ++i) {
         if constexpr (std::is_same_v<T, int64_t>) {
-          StoreInt(out.data, out.type(), i, c[i]);
+          StoreInt(out.data, out.type(), first + i, c[i]);
         } else {
-          StoreDouble(out.data, out.type(), i, static_cast<double>(c[i]));
+          StoreDouble(out.data, out.type(), first + i, static_cast<double>(c[i]));
         }
       }
   }
@@ -248,35 +259,60 @@ struct DotShape {
 };
 
 template <typename T>
+void Gemm(const BlasMatrix<T>& a, const T* a_rows, const BlasMatrix<T>& b, int64_t batch, int64_t m,
+          int64_t n, int64_t k, T* c) {
+  if (k == 0) {
+    std::fill_n(c, m * n, T{0});
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), m, n, k, 1.0f, a_rows,
+                a.leading, b.batches[batch], b.leading, 0.0f, c, n);
+  } else {
+    cblas_dgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), m, n, k, 1.0, a_rows,
+                a.leading, b.batches[batch], b.leading, 0.0, c, n);
+  }
+}
+
+// One BLAS call per batch when both operands are read in place and the
+// result has the BLAS type; else per block of rows: the lhs rows packed and
+// the results rounded block by block, so that temporaries stay small.
+template <typename T>
 void BlasDot(const DotShape& s, const OperandView& lhs, const OperandView& rhs,
              const HostArray& out, PrimitiveType blas_type) {
-  const BlasMatrix<T> a = ForBlas<T>(lhs, blas_type);
   const BlasMatrix<T> b = ForBlas<T>(rhs, blas_type);
-  // The result is batch x m x n row-major already: BLAS writes it in place
-  // when it has the BLAS type.
-  std::vector<T> temporary;
-  T* c = nullptr;
-  if (out.type() == blas_type) {
-    c = out.as<T>();
-  } else {
-    temporary.resize(static_cast<size_t>(s.batch * s.m * s.n));
-    c = temporary.data();
+  const std::optional<BlasMatrix<T>> a_in_place = InPlace<T>(lhs, blas_type);
+  const bool direct_result = out.type() == blas_type;
+  if (a_in_place && direct_result) {
+    for (int64_t batch = 0; batch < s.batch; ++batch) {
+      Gemm(*a_in_place, a_in_place->batches[batch], b, batch, s.m, s.n, s.k,
+           out.as<T>() + batch * s.m * s.n);
+    }
+    return;
   }
+  const int64_t block = RowsPerBlock<T>(s.m, std::max(s.k, s.n));
+  std::vector<T> a_rows(a_in_place ? 0 : static_cast<size_t>(block * s.k));
+  std::vector<T> c_rows(direct_result ? 0 : static_cast<size_t>(block * s.n));
+  BlasMatrix<T> packed_a;
+  packed_a.leading = std::max<int64_t>(s.k, 1);
   for (int64_t batch = 0; batch < s.batch; ++batch) {
-    T* c_batch = c + batch * s.m * s.n;
-    if (s.k == 0) {
-      std::fill_n(c_batch, s.m * s.n, T{0});
-      continue;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), s.m, s.n, s.k, 1.0f,
-                  a.batches[batch], a.leading, b.batches[batch], b.leading, 0.0f, c_batch, s.n);
-    } else {
-      cblas_dgemm(CblasRowMajor, Flag(a.transposed), Flag(b.transposed), s.m, s.n, s.k, 1.0,
-                  a.batches[batch], a.leading, b.batches[batch], b.leading, 0.0, c_batch, s.n);
+    for (int64_t r0 = 0; r0 < s.m; r0 += block) {
+      const int64_t rows = std::min(block, s.m - r0);
+      const T* a = nullptr;
+      const BlasMatrix<T>* a_matrix = &packed_a;
+      if (a_in_place) {
+        a_matrix = &*a_in_place;
+        a = a_in_place->batches[batch] + r0 * (a_in_place->transposed ? 1 : a_in_place->leading);
+      } else {
+        PackRows(lhs, batch, r0, r0 + rows, a_rows.data());
+        a = a_rows.data();
+      }
+      const int64_t first = (batch * s.m + r0) * s.n;
+      T* c = direct_result ? out.as<T>() + first : c_rows.data();
+      Gemm(*a_matrix, a, b, batch, rows, s.n, s.k, c);
+      if (!direct_result) StoreResults(c, rows * s.n, out, first);
     }
   }
-  if (!temporary.empty()) StoreResult(temporary, out);
 }
 
 // Whether every value of `type` is exactly a single-precision number, which
@@ -299,41 +335,71 @@ bool ExactlySinglePrecision(PrimitiveType type) {
   }
 }
 
-// The deterministic kernel reads f32 and f64 in place (any strides); other
-// types are packed as double first.
-template <typename T>
-StridedMatrix<T> StridedOf(const OperandView& v, int64_t batch) {
-  return {v.array->as<T>() + v.batch_offsets[batch], v.rows(), v.cols(), v.row_stride,
-          v.col_stride};
+// The deterministic kernel reads f32, f64, bf16 and f16 where they are (any
+// strides); other types are packed as double first.
+std::optional<GemmElement> GemmElementOf(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::kF32:
+      return GemmElement::kF32;
+    case PrimitiveType::kF64:
+      return GemmElement::kF64;
+    case PrimitiveType::kBF16:
+      return GemmElement::kBF16;
+    case PrimitiveType::kF16:
+      return GemmElement::kF16;
+    default:
+      return std::nullopt;
+  }
 }
 
+// Rows [first, first + rows) of one batch of the view, as the kernel reads it.
+GemmOperand RowsOf(const OperandView& v, int64_t batch, int64_t first, int64_t rows,
+                   GemmElement type) {
+  const int64_t element = ir::PrimitiveTypeBits(v.array->type()) / 8;
+  const std::byte* base =
+      v.array->data + (v.batch_offsets[batch] + (rows > 0 ? v.row_offsets[first] : 0)) * element;
+  return {base, type, rows, v.cols(), v.row_stride, v.col_stride};
+}
+
+// The sums are partition-invariant, so computing the result in blocks of
+// rows gives the same bits as computing it whole; the blocks bound the
+// double temporaries.
 void DeterministicDot(const DotShape& s, const OperandView& lhs, const OperandView& rhs,
                       const HostArray& out) {
-  const PrimitiveType lt = lhs.array->type(), rt = rhs.array->type();
+  const std::optional<GemmElement> lt = GemmElementOf(lhs.array->type());
+  const std::optional<GemmElement> rt = GemmElementOf(rhs.array->type());
   const bool strided =
       lhs.row_stride > 0 && lhs.col_stride > 0 && rhs.row_stride > 0 && rhs.col_stride > 0;
-  const bool floats = strided && lt == PrimitiveType::kF32 && rt == PrimitiveType::kF32;
-  const bool doubles = strided && lt == PrimitiveType::kF64 && rt == PrimitiveType::kF64;
-  const bool exact = ExactlySinglePrecision(lt) && ExactlySinglePrecision(rt);
-  std::vector<double> a, b;
-  if (!floats && !doubles) {
-    a = Pack<double>(lhs);
-    b = Pack<double>(rhs);
+  if (!strided || !lt || !rt) {
+    // Integers, f8 or layouts without one stride per group: packed as double.
+    const std::vector<double> a = Pack<double>(lhs), b = Pack<double>(rhs);
+    const bool exact =
+        ExactlySinglePrecision(lhs.array->type()) && ExactlySinglePrecision(rhs.array->type());
+    std::vector<double> c(static_cast<size_t>(s.m * s.n));
+    for (int64_t batch = 0; batch < s.batch; ++batch) {
+      DeterministicGemm(StridedMatrix<double>{a.data() + batch * s.m * s.k, s.m, s.k, s.k, 1},
+                        StridedMatrix<double>{b.data() + batch * s.k * s.n, s.k, s.n, s.n, 1},
+                        c.data(), s.n, exact);
+      StoreResults(c.data(), s.m * s.n, out, batch * s.m * s.n);
+    }
+    return;
   }
-  std::vector<double> c(static_cast<size_t>(s.batch * s.m * s.n));
+  const int64_t block = RowsPerBlock<double>(s.m, s.n);
+  std::vector<double> c(static_cast<size_t>(block * s.n));
   for (int64_t batch = 0; batch < s.batch; ++batch) {
-    double* c_batch = c.data() + batch * s.m * s.n;
-    if (floats) {
-      DeterministicGemm(StridedOf<float>(lhs, batch), StridedOf<float>(rhs, batch), c_batch, s.n);
-    } else if (doubles) {
-      DeterministicGemm(StridedOf<double>(lhs, batch), StridedOf<double>(rhs, batch), c_batch, s.n,
-                        /*exact_products=*/false);
-    } else {
-      DeterministicGemm({a.data() + batch * s.m * s.k, s.m, s.k, s.k, 1},
-                        {b.data() + batch * s.k * s.n, s.k, s.n, s.n, 1}, c_batch, s.n, exact);
+    const GemmOperand b{
+        rhs.array->data + rhs.batch_offsets[batch] * (ir::PrimitiveTypeBits(rhs.array->type()) / 8),
+        *rt,
+        s.k,
+        s.n,
+        rhs.row_stride,
+        rhs.col_stride};
+    for (int64_t r0 = 0; r0 < s.m; r0 += block) {
+      const int64_t rows = std::min(block, s.m - r0);
+      DeterministicGemm(RowsOf(lhs, batch, r0, rows, *lt), b, c.data(), s.n);
+      StoreResults(c.data(), rows * s.n, out, (batch * s.m + r0) * s.n);
     }
   }
-  StoreResult(c, out);
 }
 
 // Integers: int64 sums over k in increasing order, wrapping.
@@ -354,7 +420,7 @@ void IntegerDot(const DotShape& s, const OperandView& lhs, const OperandView& rh
       }
     }
   }
-  StoreResult(c, out);
+  StoreResults(c.data(), static_cast<int64_t>(c.size()), out, 0);
 }
 
 }  // namespace
