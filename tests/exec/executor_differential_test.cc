@@ -1,0 +1,409 @@
+// Every op of the executor against the reference interpreter, one harness
+// for all (as ggml checks every backend against its CPU reference): each op,
+// on every element type that has it, on random inputs that include NaNs,
+// infinities, subnormals and signed zeros, through the fast executor on the
+// CPU device and through the element-by-element reference; the results must
+// be the same bits (NaN matching NaN: which NaN an op on two NaN operands
+// gives depends on the order the compiler puts commutative operands in).
+// Dots run with the deterministic kernels, whose sums both sides define
+// alike. Sizes go past every SIMD width so that vector loops and their tails
+// both run.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/interpreter.h"
+#include "exec/reference/reference_interpreter.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+
+namespace loom::exec {
+namespace {
+
+using ir::PrimitiveType;
+
+const std::vector<std::string> kFloats = {"f32", "f64", "bf16", "f16", "f8e4m3fn", "f8e5m2"};
+const std::vector<std::string> kIntegers = {"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+
+std::vector<std::string> AllTypes() {
+  std::vector<std::string> all = kFloats;
+  all.insert(all.end(), kIntegers.begin(), kIntegers.end());
+  all.push_back("pred");
+  return all;
+}
+
+// Random bits, often special: NaN, infinity, zero, subnormal, small
+// integers (so that integer ops and shifts hit their edge cases).
+Tensor RandomInput(const ir::Shape& shape, uint32_t seed) {
+  Tensor tensor = Tensor::Zeros(shape).value();
+  std::mt19937_64 rng(seed);
+  const int width = ir::PrimitiveTypeBits(shape.type());
+  const uint64_t mask = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+    uint64_t bits = rng() & mask;
+    if (shape.type() == PrimitiveType::kPred) {
+      bits &= 1;
+    } else if (ir::IsFloatingPoint(shape.type())) {
+      switch (rng() % 6) {
+        case 0:  // an ordinary value
+          tensor.SetDouble(i, std::ldexp(static_cast<double>(rng() % 2000) - 1000, -6));
+          continue;
+        case 1:
+          tensor.SetDouble(i, static_cast<double>(rng() % 7) - 3);
+          continue;
+        default:
+          break;
+      }
+    } else if (rng() % 3 == 0) {
+      bits = (rng() % 9) - 4;  // small, negative ones too
+    }
+    tensor.SetBits(i, bits & mask);
+  }
+  return tensor;
+}
+
+bool IsNaNBits(const Tensor& t, int64_t i) {
+  return ir::IsFloatingPoint(t.type()) && std::isnan(t.GetDouble(i));
+}
+
+// "" when equal (NaN matching NaN), else where they differ.
+std::string Difference(const Tensor& fast, const Tensor& reference) {
+  if (!fast.shape().Compatible(reference.shape())) {
+    return "shapes " + fast.shape().ToString() + " vs " + reference.shape().ToString();
+  }
+  if (fast.IsTuple()) {
+    for (size_t i = 0; i < fast.tuple_elements().size(); ++i) {
+      std::string d = Difference(fast.tuple_elements()[i], reference.tuple_elements()[i]);
+      if (!d.empty()) return fmt::format("element {}: {}", i, d);
+    }
+    return "";
+  }
+  for (int64_t i = 0; i < fast.ElementCount(); ++i) {
+    if (fast.GetBits(i) == reference.GetBits(i)) continue;
+    if (IsNaNBits(fast, i) && IsNaNBits(reference, i)) continue;
+    return fmt::format("element {}: fast {:#x} ({}), reference {:#x} ({})", i, fast.GetBits(i),
+                       fast.GetDouble(i), reference.GetBits(i), reference.GetDouble(i));
+  }
+  return "";
+}
+
+const char* kReducers = R"(
+%add_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[] add(%a, %b)
+}
+)";
+
+// Runs `body` (an ENTRY body whose parameters are p0, p1, ...) both ways.
+void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
+                const std::string& computations = "") {
+  SCOPED_TRACE(what);
+  const std::string text =
+      "HloModule differential\n" + computations + "\nENTRY main {\n" + body + "}\n";
+  auto module = ir::ParseModule(text);
+  ASSERT_TRUE(module.ok()) << module.error().ToString() << "\n" << text;
+  auto verified = ir::VerifyModule(**module);
+  ASSERT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << text;
+  std::vector<Tensor> inputs;
+  for (const ir::Instruction* parameter : (*module)->entry()->parameters()) {
+    inputs.push_back(RandomInput(parameter->shape(), seed + static_cast<uint32_t>(inputs.size())));
+  }
+  const InterpreterOptions options{.deterministic = true};
+  Expected<Tensor> reference = ReferenceInterpreter({}, options).RunEntry(**module, inputs);
+  Expected<Tensor> fast = Interpreter({}, options).RunEntry(**module, inputs);
+  ASSERT_EQ(reference.ok(), fast.ok())
+      << (reference.ok() ? "" : reference.error().ToString()) << " / "
+      << (fast.ok() ? "" : fast.error().ToString()) << "\n"
+      << text;
+  if (!reference.ok()) return;  // both refuse it (an op the type lacks)
+  const std::string difference = Difference(*fast, *reference);
+  EXPECT_TRUE(difference.empty()) << difference << "\n" << text;
+}
+
+bool IsFloat(const std::string& type) {
+  return std::find(kFloats.begin(), kFloats.end(), type) != kFloats.end();
+}
+
+TEST(ExecutorDifferential, UnaryOps) {
+  const std::vector<std::string> float_ops = {"abs",
+                                              "negate",
+                                              "exponential",
+                                              "exponential-minus-one",
+                                              "log",
+                                              "log-plus-one",
+                                              "sqrt",
+                                              "rsqrt",
+                                              "cbrt",
+                                              "sine",
+                                              "cosine",
+                                              "tan",
+                                              "tanh",
+                                              "erf",
+                                              "logistic",
+                                              "floor",
+                                              "ceil",
+                                              "round-nearest-even",
+                                              "round-nearest-afz",
+                                              "sign",
+                                              "copy"};
+  const std::vector<std::string> integer_ops = {
+      "abs", "negate", "sign", "not", "popcnt", "count-leading-zeros", "copy"};
+  uint32_t seed = 1;
+  for (const std::string& type : AllTypes()) {
+    for (const std::string& op : IsFloat(type) ? float_ops : integer_ops) {
+      if (type == "pred" && op != "not" && op != "copy") continue;
+      for (int n : {61, 1000}) {
+        ExpectSame(
+            fmt::format("{} {}[{}]", op, type, n),
+            fmt::format("  p0 = {0}[{1}] parameter(0)\n  ROOT r = {0}[{1}] {2}(p0)\n", type, n, op),
+            seed++);
+      }
+    }
+    if (IsFloat(type)) {
+      ExpectSame(
+          "is-finite " + type,
+          fmt::format("  p0 = {}[77] parameter(0)\n  ROOT r = pred[77] is-finite(p0)\n", type),
+          seed++);
+    }
+  }
+}
+
+TEST(ExecutorDifferential, BinaryOps) {
+  const std::vector<std::string> float_ops = {
+      "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2"};
+  const std::vector<std::string> integer_ops = {"add",
+                                                "subtract",
+                                                "multiply",
+                                                "divide",
+                                                "remainder",
+                                                "maximum",
+                                                "minimum",
+                                                "power",
+                                                "and",
+                                                "or",
+                                                "xor",
+                                                "shift-left",
+                                                "shift-right-logical",
+                                                "shift-right-arithmetic"};
+  uint32_t seed = 100;
+  for (const std::string& type : AllTypes()) {
+    for (const std::string& op : IsFloat(type) ? float_ops : integer_ops) {
+      if (type == "pred" && op != "and" && op != "or" && op != "xor" && op != "maximum" &&
+          op != "minimum") {
+        continue;
+      }
+      for (int n : {61, 1000}) {
+        ExpectSame(fmt::format("{} {}[{}]", op, type, n),
+                   fmt::format("  p0 = {0}[{1}] parameter(0)\n  p1 = {0}[{1}] parameter(1)\n"
+                               "  ROOT r = {0}[{1}] {2}(p0, p1)\n",
+                               type, n, op),
+                   seed++);
+      }
+    }
+  }
+}
+
+TEST(ExecutorDifferential, CompareSelectClamp) {
+  uint32_t seed = 200;
+  for (const std::string& type : AllTypes()) {
+    for (const char* direction : {"EQ", "NE", "LT", "LE", "GT", "GE"}) {
+      ExpectSame(fmt::format("compare {} {}", direction, type),
+                 fmt::format("  p0 = {0}[65] parameter(0)\n  p1 = {0}[65] parameter(1)\n"
+                             "  ROOT r = pred[65] compare(p0, p1), direction={1}\n",
+                             type, direction),
+                 seed++);
+      if (IsFloat(type)) {
+        ExpectSame(
+            fmt::format("compare {} {} TOTALORDER", direction, type),
+            fmt::format("  p0 = {0}[65] parameter(0)\n  p1 = {0}[65] parameter(1)\n"
+                        "  ROOT r = pred[65] compare(p0, p1), direction={1}, type=TOTALORDER\n",
+                        type, direction),
+            seed++);
+      }
+    }
+    ExpectSame("select " + type,
+               fmt::format("  p0 = pred[3,7] parameter(0)\n  p1 = {0}[3,7] parameter(1)\n"
+                           "  p2 = {0}[3,7] parameter(2)\n  ROOT r = {0}[3,7] select(p0, p1, p2)\n",
+                           type),
+               seed++);
+    ExpectSame("select scalar predicate " + type,
+               fmt::format("  p0 = pred[] parameter(0)\n  p1 = {0}[21] parameter(1)\n"
+                           "  p2 = {0}[21] parameter(2)\n  ROOT r = {0}[21] select(p0, p1, p2)\n",
+                           type),
+               seed++);
+    if (type == "pred") continue;
+    ExpectSame("clamp " + type,
+               fmt::format("  p0 = {0}[] parameter(0)\n  p1 = {0}[40] parameter(1)\n"
+                           "  p2 = {0}[40] parameter(2)\n  ROOT r = {0}[40] clamp(p0, p1, p2)\n",
+                           type),
+               seed++);
+  }
+}
+
+TEST(ExecutorDifferential, ConvertBetweenEveryPair) {
+  uint32_t seed = 300;
+  for (const std::string& from : AllTypes()) {
+    for (const std::string& to : AllTypes()) {
+      ExpectSame(
+          fmt::format("convert {} -> {}", from, to),
+          fmt::format("  p0 = {}[67] parameter(0)\n  ROOT r = {}[67] convert(p0)\n", from, to),
+          seed++);
+    }
+  }
+}
+
+TEST(ExecutorDifferential, MovingElements) {
+  uint32_t seed = 400;
+  for (const std::string& type : {"f32", "bf16", "s8", "s64", "pred"}) {
+    auto same = [&](const std::string& what, const std::string& body) {
+      ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type), seed++);
+    };
+    same("broadcast",
+         "  p0 = {0}[3,4] parameter(0)\n  ROOT r = {0}[5,3,2,4] broadcast(p0), "
+         "dimensions={{1,3}}\n");
+    same("broadcast scalar",
+         "  p0 = {0}[] parameter(0)\n  ROOT r = {0}[70] broadcast(p0), dimensions={{}}\n");
+    same("transpose",
+         "  p0 = {0}[3,4,5] parameter(0)\n  ROOT r = {0}[5,3,4] transpose(p0), "
+         "dimensions={{2,0,1}}\n");
+    same("transpose 2-D",
+         "  p0 = {0}[67,45] parameter(0)\n  ROOT r = {0}[45,67] transpose(p0), "
+         "dimensions={{1,0}}\n");
+    same("reverse",
+         "  p0 = {0}[3,4,5] parameter(0)\n  ROOT r = {0}[3,4,5] reverse(p0), dimensions={{0,2}}\n");
+    same("slice strided",
+         "  p0 = {0}[9,10] parameter(0)\n  ROOT r = {0}[3,4] slice(p0), slice={{[1:9:3], "
+         "[2:10:2]}}\n");
+    same(
+        "slice contiguous",
+        "  p0 = {0}[9,10] parameter(0)\n  ROOT r = {0}[4,10] slice(p0), slice={{[3:7], [0:10]}}\n");
+    same("dynamic-slice",
+         "  p0 = {0}[9,10] parameter(0)\n  i = s32[] constant(7)\n  j = s32[] constant(-3)\n"
+         "  ROOT r = {0}[4,5] dynamic-slice(p0, i, j), dynamic_slice_sizes={{4,5}}\n");
+    same("dynamic-update-slice",
+         "  p0 = {0}[9,10] parameter(0)\n  p1 = {0}[4,5] parameter(1)\n"
+         "  i = s32[] constant(2)\n  j = s32[] constant(2000000000)\n"
+         "  ROOT r = {0}[9,10] dynamic-update-slice(p0, p1, i, j)\n");
+    same("concatenate",
+         "  p0 = {0}[3,2,5] parameter(0)\n  p1 = {0}[3,4,5] parameter(1)\n"
+         "  ROOT r = {0}[3,6,5] concatenate(p0, p1), dimensions={{1}}\n");
+    same("pad",
+         "  p0 = {0}[4,5] parameter(0)\n  p1 = {0}[] parameter(1)\n"
+         "  ROOT r = {0}[8,10] pad(p0, p1), padding=2_-1_1x-1_2_1\n");
+    same("reshape", "  p0 = {0}[4,6] parameter(0)\n  ROOT r = {0}[2,12] reshape(p0)\n");
+  }
+  for (const std::string& type : AllTypes()) {
+    ExpectSame("iota " + type, fmt::format("  ROOT r = {}[4,7] iota(), iota_dimension=1\n", type),
+               seed++);
+  }
+}
+
+TEST(ExecutorDifferential, Reductions) {
+  uint32_t seed = 500;
+  for (const std::string& type : {"f32", "f64", "bf16", "f16", "s32", "u8", "pred"}) {
+    for (const char* op : {"add", "multiply", "maximum", "minimum", "and", "or"}) {
+      const bool logical = std::string(op) == "and" || std::string(op) == "or";
+      if (logical != (type == std::string("pred"))) continue;
+      const std::string reducer = fmt::format(
+          "\n%red (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+          "  %b = {0}[] parameter(1)\n  ROOT %r = {0}[] {1}(%a, %b)\n}}\n",
+          type, op);
+      for (const char* dims : {"1", "0", "0,2", "2"}) {
+        std::vector<int64_t> kept;
+        const std::string d(dims);
+        std::string out = "[";
+        const int sizes[] = {5, 70, 3};
+        bool first = true;
+        for (int k = 0; k < 3; ++k) {
+          if (d.find(std::to_string(k)) != std::string::npos) continue;
+          out += (first ? "" : ",") + std::to_string(sizes[k]);
+          first = false;
+        }
+        out += "]";
+        ExpectSame(
+            fmt::format("reduce {} {} over {}", op, type, dims),
+            fmt::format("  p0 = {0}[5,70,3] parameter(0)\n  p1 = {0}[] parameter(1)\n"
+                        "  ROOT r = {0}{1} reduce(p0, p1), dimensions={{{2}}}, to_apply=%red\n",
+                        type, out, dims),
+            seed++, reducer);
+      }
+    }
+  }
+  // A reducer of more than one op, and a variadic one (argmax).
+  ExpectSame("reduce with a two-op reducer",
+             "  p0 = f32[6,9] parameter(0)\n  p1 = f32[] parameter(1)\n"
+             "  ROOT r = f32[6] reduce(p0, p1), dimensions={1}, to_apply=%sumsq\n",
+             seed++,
+             "\n%sumsq (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
+             "  %b = f32[] parameter(1)\n  %bb = f32[] multiply(%b, %b)\n"
+             "  ROOT %r = f32[] add(%a, %bb)\n}\n");
+}
+
+TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
+  uint32_t seed = 600;
+  for (const std::string& type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {
+    const std::string out = type == "s8" ? "s32" : type;
+    auto same = [&](const std::string& what, const std::string& body) {
+      ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type, out), seed++);
+    };
+    same("dot",
+         "  p0 = {0}[37,29] parameter(0)\n  p1 = {0}[29,41] parameter(1)\n"
+         "  ROOT r = {1}[37,41] dot(p0, p1), lhs_contracting_dims={{1}}, "
+         "rhs_contracting_dims={{0}}\n");
+    same("dot both transposed",
+         "  p0 = {0}[29,37] parameter(0)\n  p1 = {0}[41,29] parameter(1)\n"
+         "  ROOT r = {1}[37,41] dot(p0, p1), lhs_contracting_dims={{0}}, "
+         "rhs_contracting_dims={{1}}\n");
+    same("dot batch",
+         "  p0 = {0}[3,5,6,7] parameter(0)\n  p1 = {0}[3,7,6,4] parameter(1)\n"
+         "  ROOT r = {1}[3,6,5,4] dot(p0, p1), lhs_batch_dims={{0,2}}, rhs_batch_dims={{0,2}}, "
+         "lhs_contracting_dims={{3}}, rhs_contracting_dims={{1}}\n");
+    same("dot two contracting dims",
+         "  p0 = {0}[4,3,5] parameter(0)\n  p1 = {0}[5,3,6] parameter(1)\n"
+         "  ROOT r = {1}[4,6] dot(p0, p1), lhs_contracting_dims={{1,2}}, "
+         "rhs_contracting_dims={{1,0}}\n");
+    same("dot empty contraction",
+         "  p0 = {0}[4,0] parameter(0)\n  p1 = {0}[0,3] parameter(1)\n"
+         "  ROOT r = {1}[4,3] dot(p0, p1), lhs_contracting_dims={{1}}, "
+         "rhs_contracting_dims={{0}}\n");
+  }
+  ExpectSame(
+      "dot bf16 x bf16 -> f32",
+      "  p0 = bf16[130,70] parameter(0)\n  p1 = bf16[70,90] parameter(1)\n"
+      "  ROOT r = f32[130,90] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+      seed++);
+}
+
+TEST(ExecutorDifferential, ControlFlowAndTuples) {
+  ExpectSame("while loop accumulating in place",
+             "  p0 = f32[4,8] parameter(0)\n  zero = s32[] constant(0)\n"
+             "  init = (s32[], f32[4,8]) tuple(zero, p0)\n"
+             "  ROOT w = (s32[], f32[4,8]) while(init), condition=%cond, body=%body\n",
+             700,
+             "\n%cond (c: (s32[], f32[4,8])) -> pred[] {\n  %c = (s32[], f32[4,8]) parameter(0)\n"
+             "  %i = s32[] get-tuple-element(%c), index=0\n  %n = s32[] constant(4)\n"
+             "  ROOT %lt = pred[] compare(%i, %n), direction=LT\n}\n"
+             "\n%body (b: (s32[], f32[4,8])) -> (s32[], f32[4,8]) {\n"
+             "  %b = (s32[], f32[4,8]) parameter(0)\n  %i = s32[] get-tuple-element(%b), index=0\n"
+             "  %x = f32[4,8] get-tuple-element(%b), index=1\n  %one = s32[] constant(1)\n"
+             "  %next = s32[] add(%i, %one)\n  %z = s32[] constant(0)\n"
+             "  %row = f32[1,8] dynamic-slice(%x, %i, %z), dynamic_slice_sizes={1,8}\n"
+             "  %twice = f32[1,8] add(%row, %row)\n"
+             "  %y = f32[4,8] dynamic-update-slice(%x, %twice, %i, %z)\n"
+             "  ROOT %t = (s32[], f32[4,8]) tuple(%next, %y)\n}\n");
+  ExpectSame("conditional by index, out of range",
+             "  p0 = f32[5] parameter(0)\n  k = s32[] constant(7)\n"
+             "  ROOT r = f32[5] conditional(k, p0, p0), branch_computations={%neg, %ex}\n",
+             701,
+             "\n%neg (a: f32[5]) -> f32[5] {\n  %a = f32[5] parameter(0)\n"
+             "  ROOT %r = f32[5] negate(%a)\n}\n"
+             "\n%ex (a: f32[5]) -> f32[5] {\n  %a = f32[5] parameter(0)\n  ROOT %r = f32[5] "
+             "exponential(%a)\n}\n");
+}
+
+}  // namespace
+}  // namespace loom::exec
