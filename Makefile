@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-cost bench-exec bench-sim bench-overlap calibrate fuzz format clean
+.PHONY: all deps configure build test demo bench bench-cost bench-exec bench-ring bench-sim bench-overlap calibrate fuzz format clean
 
 all: build
 
@@ -83,6 +83,10 @@ bench-sim: build
 # Real overlap under a bandwidth-shaped loopback link (needs root).
 bench-overlap: build
 	bench/overlap/run.sh $(BUILD_DIR)/loom
+
+# Loom's rings against a hand-written MPI ring under the shaped link (needs root).
+bench-ring: build
+	bench/ring/run.sh $(BUILD_DIR)
 
 # The simulator's predictions against the executor under the shaped link (needs root).
 calibrate: build

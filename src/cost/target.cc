@@ -157,21 +157,21 @@ Target Dgx(std::string_view gpu, ComputeSpec compute, Link nvlink, Link infiniba
 
 Target Loopback() {
   ComputeSpec spec;
-  // Loom's executor on the 2-core build machine: OpenBLAS sgemm measured at
-  // 34 GFLOP/s by `make bench-overlap`; bf16 is widened to f32 element by
-  // element first (a 2048x1024x1024 product: 200 ms in f32, 318 ms in
-  // bf16). The element-by-element interpreter moves about 400 MB/s of f32
-  // through an add or a dynamic-slice (a quarter of that in bf16, which
-  // this one figure does not model).
-  spec.peak_flops = {{"f32", 34e9}, {"bf16", 20e9}};
-  spec.memory_bytes_per_second = 400e6;
+  // Loom's executor on the 2-core build machine, two MPI processes computing
+  // at once (bench/calibration/run.sh, bench/overlap): OpenBLAS sgemm on the
+  // operands' own memory, 7.25 GFLOP (1536^3) in 45 ms, 161 GFLOP/s; bf16
+  // widened to f32 in blocks first, a 2048x1024x1024 product in 27.4 ms,
+  // 157 GFLOP/s; an f32 add of 16M elements moves its 192 MB in 13.5 ms,
+  // 14 GB/s.
+  spec.peak_flops = {{"f32", 161e9}, {"bf16", 157e9}};
+  spec.memory_bytes_per_second = 14e9;
   spec.memory_bytes = 8e9;
   spec.launch_seconds = 10e-6;
   BusTopology bus;
   // `tc ... tbf rate 2gbit` on loopback, shared by every flow: 32 MiB each
-  // way between two MPI processes takes 385 ms (bench/calibration/run.sh:
-  // transfer_alone), 175 MB/s in all (the BRIEF measured 0.25 GB/s one way).
-  bus.bus = {0.175e9, 50e-6};
+  // way between two MPI processes takes 280 ms (bench/calibration/run.sh:
+  // transfer_alone), 239 MB/s in all (the BRIEF measured 0.25 GB/s one way).
+  bus.bus = {0.239e9, 50e-6};
   return Target("loopback-2gbit",
                 "Loom's executor under mpirun on one machine, loopback shaped to 2 Gbit/s "
                 "(BRIEF section 5)",

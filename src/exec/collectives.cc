@@ -183,6 +183,40 @@ Status RingAllReduce(Communicator& comm, uint64_t tag, const Group& group,
   return OkStatus();
 }
 
+Status NativeAllGather(NativeCollectives& native, const std::vector<Group>& groups,
+                       const Group& group, int64_t me, std::span<const std::byte> input,
+                       const Slabs& slabs, std::span<std::byte> output) {
+  (void)me;
+  const auto n = static_cast<int64_t>(group.size());
+  LOOM_RETURN_IF_ERROR(CheckSize(output.size(), input.size() * n, "all-gather output"));
+  if (slabs.outer == 1) return native.AllGather(groups, input, output);
+  std::vector<std::byte> staging(output.size());
+  LOOM_RETURN_IF_ERROR(native.AllGather(groups, input, staging));
+  const Slabs out_slabs{slabs.outer, slabs.inner_bytes * n};
+  for (int64_t i = 0; i < n; ++i) {
+    CopyBlockIn(staging.data() + i * input.size(), out_slabs, i, n, output);
+  }
+  return OkStatus();
+}
+
+Status NativeReduceScatterSum(NativeCollectives& native, const std::vector<Group>& groups,
+                              int64_t n, bool is_double, std::span<const std::byte> input,
+                              const Slabs& slabs, std::span<std::byte> output) {
+  LOOM_RETURN_IF_ERROR(CheckSize(output.size(), input.size() / n, "reduce-scatter output"));
+  std::vector<std::byte> staging;
+  const std::vector<std::span<const std::byte>> blocks = BlocksOf(input, slabs, n, staging);
+  // The blocks are contiguous one after the other, in place or staged.
+  const std::span<const std::byte> all(blocks.front().data(), input.size());
+  return native.ReduceScatterSum(groups, is_double, all, output);
+}
+
+Status NativeAllReduceSum(NativeCollectives& native, const std::vector<Group>& groups,
+                          bool is_double, std::span<const std::byte> input,
+                          std::span<std::byte> output) {
+  LOOM_RETURN_IF_ERROR(CheckSize(output.size(), input.size(), "all-reduce output"));
+  return native.AllReduceSum(groups, is_double, input, output);
+}
+
 Status PairwiseAllToAll(Communicator& comm, uint64_t tag, const Group& group,
                         std::span<const std::byte> input, const Slabs& slabs,
                         std::span<std::byte> output) {

@@ -85,6 +85,19 @@ Status PairwiseAllToAllTuple(Communicator& comm, uint64_t tag, const Group& grou
                              std::span<const std::span<const std::byte>> inputs,
                              std::span<const std::span<std::byte>> outputs);
 
+// The same three through the transport's own collectives (MPI's), where the
+// communicator has them; `groups` is the whole partition of the devices.
+// Sums are the transport's (f32 and f64 only), in its order.
+Status NativeAllGather(NativeCollectives& native, const std::vector<Group>& groups,
+                       const Group& group, int64_t me, std::span<const std::byte> input,
+                       const Slabs& slabs, std::span<std::byte> output);
+Status NativeReduceScatterSum(NativeCollectives& native, const std::vector<Group>& groups,
+                              int64_t n, bool is_double, std::span<const std::byte> input,
+                              const Slabs& slabs, std::span<std::byte> output);
+Status NativeAllReduceSum(NativeCollectives& native, const std::vector<Group>& groups,
+                          bool is_double, std::span<const std::byte> input,
+                          std::span<std::byte> output);
+
 // A collective-permute whose transfers are posted: every send of `input` to
 // a target, and the receive of `output` from the source (a device that no
 // pair targets receives zeros). Finish waits for them.

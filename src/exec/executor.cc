@@ -492,6 +492,12 @@ class Executor::Evaluation {
   Expected<Value> FinishCollective(const Instruction& start);
   Expected<cpu::HostArray> HostArrayOf(const Array& array, const Instruction& at);
   Expected<ReduceBytes> ReducerOf(const Instruction& collective, ir::PrimitiveType type);
+  Expected<std::function<Status()>> RingJob(const Instruction& collective, uint64_t tag,
+                                            const Group& group, std::span<const std::byte> input,
+                                            std::span<std::byte> output, const ir::Shape& in_shape);
+  std::function<Status()> NativeJob(const Instruction& collective, const Group& group,
+                                    std::span<const std::byte> input, std::span<std::byte> output,
+                                    const ir::Shape& in_shape);
   void DrainInFlight();
   void Record(const Step& step, double start_us) const;
 
@@ -894,6 +900,88 @@ Expected<ReduceBytes> Executor::Evaluation::ReducerOf(const Instruction& collect
   });
 }
 
+// Loom's own algorithm for `collective` on one operand (a ring, or the
+// pairwise exchange of all-to-all), run on the device's worker.
+Expected<std::function<Status()>> Executor::Evaluation::RingJob(const Instruction& collective,
+                                                                uint64_t tag, const Group& group,
+                                                                std::span<const std::byte> input,
+                                                                std::span<std::byte> output,
+                                                                const ir::Shape& in_shape) {
+  Communicator& comm = context_.collectives->comm();
+  const Opcode op = collective.opcode();
+  const int64_t width = ir::PrimitiveTypeBits(in_shape.type()) / 8;
+  if (op == Opcode::kAllReduce || op == Opcode::kAllReduceStart) {
+    LOOM_ASSIGN_OR_RETURN(ReduceBytes reduce, ReducerOf(collective, in_shape.type()));
+    return std::function<Status()>([&comm, tag, group, input, width, reduce, output] {
+      return RingAllReduce(comm, tag, group, input, width, reduce, output);
+    });
+  }
+  LOOM_ASSIGN_OR_RETURN(const Slabs slabs, SlabsOf(in_shape, SingleDimension(collective)));
+  switch (op) {
+    case Opcode::kReduceScatter: {
+      LOOM_ASSIGN_OR_RETURN(ReduceBytes reduce, ReducerOf(collective, in_shape.type()));
+      return std::function<Status()>([&comm, tag, group, input, slabs, width, reduce, output] {
+        return RingReduceScatter(comm, tag, group, input, slabs, width, reduce, output);
+      });
+    }
+    case Opcode::kAllToAll:
+      return std::function<Status()>([&comm, tag, group, input, slabs, output] {
+        return PairwiseAllToAll(comm, tag, group, input, slabs, output);
+      });
+    case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
+      return std::function<Status()>([&comm, tag, group, input, slabs, output] {
+        return RingAllGather(comm, tag, group, input, slabs, output);
+      });
+    default:
+      return OpError(collective,
+                     fmt::format("collective {} is not executed by Loom", ir::OpcodeName(op)));
+  }
+}
+
+// The transport's own collective for `collective`, when the runtime wants
+// them and this one qualifies (an all-gather; an all-reduce or reduce-scatter
+// of an f32 or f64 sum); else an empty job.
+std::function<Status()> Executor::Evaluation::NativeJob(const Instruction& collective,
+                                                        const Group& group,
+                                                        std::span<const std::byte> input,
+                                                        std::span<std::byte> output,
+                                                        const ir::Shape& in_shape) {
+  CollectiveRuntime& runtime = *context_.collectives;
+  NativeCollectives* native = runtime.native();
+  if (native == nullptr) return {};
+  Expected<std::vector<Group>> groups = ir::ParticipantGroups(collective, runtime.grid());
+  if (!groups.ok()) return {};
+  const Opcode op = collective.opcode();
+  const int64_t dimension = SingleDimension(collective);
+  if (op == Opcode::kAllGather || op == Opcode::kAllGatherStart) {
+    Expected<Slabs> slabs = SlabsOf(in_shape, dimension);
+    if (!slabs.ok()) return {};
+    const int64_t me = std::find(group.begin(), group.end(), runtime.comm().rank()) - group.begin();
+    return [native, groups = *groups, group, me, input, slabs = *slabs, output] {
+      return NativeAllGather(*native, groups, group, me, input, slabs, output);
+    };
+  }
+  const ir::Computation* reducer = collective.called("to_apply");
+  const bool sum = reducer != nullptr && ir::CommutativeBinaryReducer(*reducer) == Opcode::kAdd;
+  const bool is_double = in_shape.type() == ir::PrimitiveType::kF64;
+  if (!sum || (!is_double && in_shape.type() != ir::PrimitiveType::kF32)) return {};
+  if (op == Opcode::kAllReduce || op == Opcode::kAllReduceStart) {
+    return [native, groups = *groups, is_double, input, output] {
+      return NativeAllReduceSum(*native, groups, is_double, input, output);
+    };
+  }
+  if (op == Opcode::kReduceScatter) {
+    Expected<Slabs> slabs = SlabsOf(in_shape, dimension);
+    if (!slabs.ok()) return {};
+    const auto n = static_cast<int64_t>(group.size());
+    return [native, groups = *groups, n, is_double, input, slabs = *slabs, output] {
+      return NativeReduceScatterSum(*native, groups, n, is_double, input, slabs, output);
+    };
+  }
+  return {};
+}
+
 Status Executor::Evaluation::PostCollective(const Instruction& start, const Instruction& collective,
                                             std::vector<Value> operands,
                                             const ir::Shape& result_shape) {
@@ -943,7 +1031,6 @@ Status Executor::Evaluation::PostCollective(const Instruction& start, const Inst
   } else {
     Expected<Group> group = ir::ParticipantGroupOf(collective, runtime.grid(), comm.rank());
     if (!group.ok()) return at(group.status());
-    const int64_t dimension = SingleDimension(collective);
     CollectiveWorker& worker = runtime.worker();
     if (op == Opcode::kAllToAll && !collective.attrs().dimensions) {
       // The tuple form: element i goes to member i.
@@ -963,42 +1050,12 @@ Status Executor::Evaluation::PostCollective(const Instruction& start, const Inst
         const std::span<const std::byte> input = bytes_of(in_views[i]);
         const std::span<std::byte> output = bytes_of(out_views[i]);
         const ir::Shape& in_shape = *in_views[i].shape;
-        const int64_t width = in_views[i].element_bytes();
-        std::function<Status()> job;
-        switch (op) {
-          case Opcode::kAllGather:
-          case Opcode::kAllGatherStart:
-          case Opcode::kAllToAll:
-          case Opcode::kReduceScatter: {
-            Expected<Slabs> slabs = SlabsOf(in_shape, dimension);
-            if (!slabs.ok()) return at(slabs.status());
-            if (op == Opcode::kReduceScatter) {
-              LOOM_ASSIGN_OR_RETURN(ReduceBytes reduce, ReducerOf(collective, in_shape.type()));
-              job = [&comm, tag, group = *group, input, slabs = *slabs, width, reduce, output] {
-                return RingReduceScatter(comm, tag, group, input, slabs, width, reduce, output);
-              };
-            } else if (op == Opcode::kAllToAll) {
-              job = [&comm, tag, group = *group, input, slabs = *slabs, output] {
-                return PairwiseAllToAll(comm, tag, group, input, slabs, output);
-              };
-            } else {
-              job = [&comm, tag, group = *group, input, slabs = *slabs, output] {
-                return RingAllGather(comm, tag, group, input, slabs, output);
-              };
-            }
-            break;
-          }
-          case Opcode::kAllReduce:
-          case Opcode::kAllReduceStart: {
-            LOOM_ASSIGN_OR_RETURN(ReduceBytes reduce, ReducerOf(collective, in_shape.type()));
-            job = [&comm, tag, group = *group, input, width, reduce, output] {
-              return RingAllReduce(comm, tag, group, input, width, reduce, output);
-            };
-            break;
-          }
-          default:
-            return OpError(
-                start, fmt::format("collective {} is not executed by Loom", ir::OpcodeName(op)));
+        std::function<Status()> job = NativeJob(collective, *group, input, output, in_shape);
+        if (!job) {
+          Expected<std::function<Status()>> ring =
+              RingJob(collective, tag, *group, input, output, in_shape);
+          if (!ring.ok()) return at(ring.status());
+          job = std::move(ring).value();
         }
         flight.tickets.push_back(worker.Submit(std::move(job)));
       }

@@ -16,8 +16,14 @@ class ThreadsLaunch : public Launch {
  public:
   Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
                                           const RunOptions& options) override {
-    // One device per thread already fills the cores.
-    if (grid.size() > 1) cpu::SetBlasThreads(1);
+    // One device per thread already fills the cores, unless asked otherwise
+    // (the count is then that of the process's one OpenBLAS pool, which the
+    // device threads share).
+    if (options.compute_threads > 0) {
+      cpu::SetBlasThreads(options.compute_threads);
+    } else if (grid.size() > 1) {
+      cpu::SetBlasThreads(1);
+    }
     return RunOnThreads(module, grid, options);
   }
   Expected<std::vector<std::string>> GatherAtRoot(std::vector<std::string> mine) override {
@@ -36,7 +42,8 @@ class MpiLaunch : public Launch {
 
   Expected<std::vector<DeviceResult>> Run(const ir::Module& module, const ir::DeviceGrid& grid,
                                           const RunOptions& options) override {
-    cpu::SetBlasThreads(1);  // one process per device: leave the other cores to the others
+    // One process per device: by default leave the other cores to the others.
+    cpu::SetBlasThreads(options.compute_threads > 0 ? options.compute_threads : 1);
     const auto origin = TraceRecorder::Clock::now();
     // The processes may share a machine: budget for all of them.
     const Status memory = CheckMemory(module, comm_->size());

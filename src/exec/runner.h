@@ -25,11 +25,24 @@ struct RunOptions {
   // When set, parameter I of device D is read from DIR/device<D>/param<I>.npy,
   // or from DIR/param<I>.npy when every device takes the same value.
   std::string inputs_dir;
-  // Reference dot kernels with a fixed summation order (bitwise reproducible).
+  // OpenBLAS threads per device (0: one per device when several share the
+  // machine, as many as OpenBLAS likes for a single device). On the threads
+  // backend the devices share one OpenBLAS pool of this size.
+  int compute_threads = 0;
+  // Dots with the deterministic kernel: a fixed summation order per element,
+  // so results are bitwise reproducible on any CPU.
   bool deterministic = false;
   // The longest any device waits for a peer before the run is declared hung.
   std::chrono::milliseconds timeout{60000};
   bool trace = false;
+  // The MPI backend's own collectives (MPI_Iallgather, and MPI_Iallreduce /
+  // MPI_Ireduce_scatter_block for f32/f64 sums) instead of Loom's rings.
+  // MPI's sums have an order of their own: results are then no longer
+  // bitwise equal to the threads backend's.
+  bool native_collectives = false;
+  // Runs of the entry computation: with more than 1, one warm-up run first,
+  // and each device reports the median of the timed runs.
+  int repeat = 1;
   // The file the module came from, to name it in errors.
   std::string source;
 };
@@ -37,7 +50,7 @@ struct RunOptions {
 struct DeviceResult {
   int64_t device = 0;
   Tensor output;
-  double seconds = 0;  // wall time of the entry computation
+  double seconds = 0;  // wall time of the entry computation (median of the repeats)
   std::vector<TraceEvent> trace;
 };
 

@@ -119,4 +119,58 @@ inline std::vector<std::string> RunCollectiveChecks(Communicator& comm, int* che
   return failures;
 }
 
+// The transport's own collectives (MPI's), where the communicator has them:
+// all-gather along an inner dimension (staged), all-reduce and
+// reduce-scatter of f32 and f64 sums, on every group layout. The inputs are
+// small integers, so every order of the sums gives the same bits.
+inline std::vector<std::string> RunNativeCollectiveChecks(Communicator& comm, int* checks) {
+  std::vector<std::string> failures;
+  NativeCollectives* native = comm.native_collectives();
+  if (native == nullptr) return failures;
+  const int64_t n = comm.size();
+  const int64_t d = comm.rank();
+  auto record = [&](const std::string& what, const Status& status, const Tensor& got,
+                    const Tensor& expected) {
+    ++*checks;
+    if (!status.ok()) {
+      failures.push_back(fmt::format("device {}: {}: {}", d, what, status.error().ToString()));
+    } else if (!got.BitwiseEqual(expected)) {
+      failures.push_back(fmt::format("device {}: {}: wrong result {}", d, what, got.ToString()));
+    }
+  };
+  for (const std::vector<Group>& groups : GroupLayouts(n)) {
+    const Group& group = GroupOf(groups, d);
+    const int64_t size = static_cast<int64_t>(group.size());
+    const int64_t me = IndexIn(group, d);
+    const Shape shape(PrimitiveType::kF32, {2, 3, 3});
+    std::vector<Tensor> blocks;
+    for (int64_t member : group) blocks.push_back(InputOf(member, shape));
+    const Tensor gathered_expected = ConcatenateBlocks(blocks, 1).value();
+    Tensor gathered = Tensor::Zeros(gathered_expected.shape()).value();
+    const Tensor input = InputOf(d, shape);
+    record(fmt::format("native all-gather n={}", n),
+           NativeAllGather(*native, groups, group, me, input.bytes(), SlabsOf(shape, 1).value(),
+                           gathered.mutable_bytes()),
+           gathered, gathered_expected);
+    for (PrimitiveType type : {PrimitiveType::kF32, PrimitiveType::kF64}) {
+      const Shape rows(type, {size * 2, 3});
+      Tensor sum = InputOf(group.front(), rows);
+      for (size_t i = 1; i < group.size(); ++i) sum = Add(sum, InputOf(group[i], rows)).value();
+      const Tensor mine = InputOf(d, rows);
+      Tensor reduced = Tensor::Zeros(rows).value();
+      record(fmt::format("native all-reduce {} n={}", ir::PrimitiveTypeName(type), n),
+             NativeAllReduceSum(*native, groups, type == PrimitiveType::kF64, mine.bytes(),
+                                reduced.mutable_bytes()),
+             reduced, sum);
+      const Tensor block_expected = SliceBlock(sum, 0, me, size).value();
+      Tensor block = Tensor::Zeros(block_expected.shape()).value();
+      record(fmt::format("native reduce-scatter {} n={}", ir::PrimitiveTypeName(type), n),
+             NativeReduceScatterSum(*native, groups, size, type == PrimitiveType::kF64,
+                                    mine.bytes(), SlabsOf(rows, 0).value(), block.mutable_bytes()),
+             block, block_expected);
+    }
+  }
+  return failures;
+}
+
 }  // namespace loom::exec::testing

@@ -1,5 +1,6 @@
 // The collective checks of tests/exec/collective_checks.h on the MPI
-// backend: run as `mpirun -np N loom_mpi_tests`. Every rank checks its own
+// backend, and MPI's own collectives (--collectives native): run as
+// `mpirun -np N loom_mpi_tests`. Every rank checks its own
 // results; rank 0 prints the totals as "P passed, F failed".
 #include <cstdio>
 #include <cstring>
@@ -17,7 +18,10 @@ int main() {
     return 1;
   }
   int checks = 0;
-  const std::vector<std::string> failures = testing::RunCollectiveChecks(**comm, &checks);
+  std::vector<std::string> failures = testing::RunCollectiveChecks(**comm, &checks);
+  for (std::string& failure : testing::RunNativeCollectiveChecks(**comm, &checks)) {
+    failures.push_back(std::move(failure));
+  }
   for (const std::string& failure : failures) std::fprintf(stderr, "FAILED %s\n", failure.c_str());
   // Totals over ranks: each rank sends its counts to rank 0.
   const int64_t rank = (*comm)->rank();

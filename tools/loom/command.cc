@@ -53,6 +53,22 @@ void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
       "--deterministic", flags.deterministic,
       "Dot kernels that sum each element in a fixed order: results bitwise the same on "
       "any CPU and however a product is split into blocks");
+  command
+      .add_option("--repeat", flags.repeat,
+                  "Run the program N times after one warm-up run and report each device's "
+                  "median time")
+      ->check(CLI::Range(1, 1000000));
+  command
+      .add_option("--collectives", flags.collectives,
+                  "ring: Loom's rings, with their fixed reduction order (the default); native: "
+                  "the MPI backend's own collectives where it has them (all-gather, and f32/f64 "
+                  "sums of all-reduce and reduce-scatter), whose sums are MPI's")
+      ->check(CLI::IsMember({"ring", "native"}));
+  command
+      .add_option("--compute-threads", flags.compute_threads,
+                  "OpenBLAS threads per device (default: 1 when several devices share the "
+                  "machine); for machines with more cores than devices")
+      ->check(CLI::Range(1, 1024));
   command.add_option("--timeout", flags.timeout_seconds,
                      "Seconds a device may wait for a peer before the run fails");
 }
@@ -62,6 +78,9 @@ exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags) {
   options.seed = flags.seed;
   options.inputs_dir = flags.inputs;
   options.deterministic = flags.deterministic;
+  options.repeat = flags.repeat;
+  options.compute_threads = flags.compute_threads;
+  options.native_collectives = flags.collectives == "native";
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_seconds * 1000));
   return options;
 }

@@ -36,6 +36,9 @@ struct ExecutionFlags {
   std::string inputs;
   bool deterministic = false;
   double timeout_seconds = 60;
+  int repeat = 1;
+  std::string collectives = "ring";
+  int compute_threads = 0;
 };
 void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags);
 exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags);

@@ -24,6 +24,28 @@ using Bytes = std::vector<std::byte>;
 // its collective worker); each request is waited on by one of them.
 using RequestId = int64_t;
 
+// Collectives the transport runs itself (MPI's own), where a backend has
+// them. Each call is collective over every device of the run: `groups`
+// partitions the devices (global ids, each group in ring order) and every
+// device passes the same partition; the call blocks until this device's part
+// is done. Sums are the transport's, in its own order: they need not be
+// bitwise equal to Loom's rings.
+class NativeCollectives {
+ public:
+  virtual ~NativeCollectives() = default;
+  // `output` is the group's inputs concatenated in group order.
+  virtual Status AllGather(const std::vector<std::vector<int64_t>>& groups,
+                           std::span<const std::byte> input, std::span<std::byte> output) = 0;
+  // Sums of f32 (`is_double` false) or f64 elements.
+  virtual Status AllReduceSum(const std::vector<std::vector<int64_t>>& groups, bool is_double,
+                              std::span<const std::byte> input, std::span<std::byte> output) = 0;
+  // Block (my position) of the sum of the group's inputs, cut in equal
+  // contiguous blocks.
+  virtual Status ReduceScatterSum(const std::vector<std::vector<int64_t>>& groups, bool is_double,
+                                  std::span<const std::byte> input,
+                                  std::span<std::byte> output) = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -54,6 +76,9 @@ class Communicator {
   virtual void Abort(const Error& error) = 0;
   // The error the run was aborted with, if it was; cheap enough to poll.
   virtual std::optional<Error> Aborted() const = 0;
+
+  // The transport's own collectives, or null when it has none.
+  virtual NativeCollectives* native_collectives() { return nullptr; }
 };
 
 }  // namespace loom::exec

@@ -1,6 +1,7 @@
 #include "exec/comm/mpi_communicator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -20,7 +22,13 @@ namespace {
 // transfers 32768 collectives apart are in flight at once.
 constexpr uint64_t kTagModulus = 32768;
 
+// One MPI operation the communication thread posts and polls: a send, a
+// receive, one of MPI's non-blocking collectives, or the creation of the
+// communicators of a partition of the devices (MPI_Comm_split, blocking).
+enum class Kind { kSend, kRecv, kAllGather, kAllReduce, kReduceScatter, kSplit };
+
 struct Transfer {
+  Kind kind = Kind::kSend;
   bool is_send = false;
   int peer = 0;
   int tag = 0;
@@ -28,13 +36,23 @@ struct Transfer {
   // Caller memory to send from or receive into instead of `data`.
   std::byte* external = nullptr;
   size_t external_bytes = 0;
+  // Collectives: the buffers, the element count (bytes for all-gather, per
+  // block for reduce-scatter), the element type, the communicator.
+  const std::byte* send_buffer = nullptr;
+  std::byte* recv_buffer = nullptr;
+  int count = 0;
+  bool is_double = false;
+  MPI_Comm comm = MPI_COMM_NULL;
+  // kSplit: this device's color and key, and where the new comm goes.
+  int color = 0, key = 0;
+  MPI_Comm* split_result = nullptr;
   MPI_Request request = MPI_REQUEST_NULL;
   bool posted = false;
   bool done = false;
   std::string error;
 };
 
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public Communicator, public NativeCollectives {
  public:
   MpiCommunicator(const MpiOptions& options, int rank, int size)
       : options_(options), rank_(rank), size_(size), thread_([this] { Progress(); }) {}
@@ -46,7 +64,45 @@ class MpiCommunicator : public Communicator {
     }
     work_.notify_all();
     thread_.join();
+    for (auto& [partition, comm] : communicators_) MPI_Comm_free(&comm);
     MPI_Finalize();
+  }
+
+  NativeCollectives* native_collectives() override { return this; }
+
+  Status AllGather(const std::vector<std::vector<int64_t>>& groups,
+                   std::span<const std::byte> input, std::span<std::byte> output) override {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->kind = Kind::kAllGather;
+    LOOM_ASSIGN_OR_RETURN(transfer->comm, CommunicatorOf(groups));
+    LOOM_ASSIGN_OR_RETURN(transfer->count, CountOf(input.size()));
+    transfer->send_buffer = input.data();
+    transfer->recv_buffer = output.data();
+    return Wait(Queue(std::move(transfer))).status();
+  }
+
+  Status AllReduceSum(const std::vector<std::vector<int64_t>>& groups, bool is_double,
+                      std::span<const std::byte> input, std::span<std::byte> output) override {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->kind = Kind::kAllReduce;
+    LOOM_ASSIGN_OR_RETURN(transfer->comm, CommunicatorOf(groups));
+    LOOM_ASSIGN_OR_RETURN(transfer->count, CountOf(input.size() / (is_double ? 8 : 4)));
+    transfer->is_double = is_double;
+    transfer->send_buffer = input.data();
+    transfer->recv_buffer = output.data();
+    return Wait(Queue(std::move(transfer))).status();
+  }
+
+  Status ReduceScatterSum(const std::vector<std::vector<int64_t>>& groups, bool is_double,
+                          std::span<const std::byte> input, std::span<std::byte> output) override {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->kind = Kind::kReduceScatter;
+    LOOM_ASSIGN_OR_RETURN(transfer->comm, CommunicatorOf(groups));
+    LOOM_ASSIGN_OR_RETURN(transfer->count, CountOf(output.size() / (is_double ? 8 : 4)));
+    transfer->is_double = is_double;
+    transfer->send_buffer = input.data();
+    transfer->recv_buffer = output.data();
+    return Wait(Queue(std::move(transfer))).status();
   }
 
   int64_t rank() const override { return rank_; }
@@ -76,6 +132,10 @@ class MpiCommunicator : public Communicator {
     const bool finished =
         completed_.wait_for(lock, options_.timeout, [&] { return transfer.done; });
     if (!finished) {
+      if (transfer.kind != Kind::kSend && transfer.kind != Kind::kRecv) {
+        return Error{fmt::format("timed out after {} ms waiting for a collective of MPI's",
+                                 options_.timeout.count())};
+      }
       return Error{fmt::format("timed out after {} ms waiting for {} device {}",
                                options_.timeout.count(),
                                transfer.is_send ? "a send to" : "data from", transfer.peer)};
@@ -102,12 +162,17 @@ class MpiCommunicator : public Communicator {
       return Error{fmt::format("device {}: peer {} is out of range [0, {})", rank_, peer, size_)};
     }
     auto transfer = std::make_unique<Transfer>();
+    transfer->kind = is_send ? Kind::kSend : Kind::kRecv;
     transfer->is_send = is_send;
     transfer->peer = static_cast<int>(peer);
     transfer->tag = static_cast<int>(tag % kTagModulus);
     transfer->data = std::move(data);
     transfer->external = external;
     transfer->external_bytes = external_bytes;
+    return Queue(std::move(transfer));
+  }
+
+  RequestId Queue(std::unique_ptr<Transfer> transfer) {
     RequestId id;
     {
       std::lock_guard lock(mutex_);
@@ -117,6 +182,38 @@ class MpiCommunicator : public Communicator {
     }
     work_.notify_all();
     return id;
+  }
+
+  static Expected<int> CountOf(size_t count) {
+    if (count > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      return Error{fmt::format("{} elements are more than one MPI call takes", count)};
+    }
+    return static_cast<int>(count);
+  }
+
+  // The MPI communicator of this device's group in `groups`, created for the
+  // partition the first time it is used (every device reaches the same
+  // collective, so every device creates it at the same point), ranked in
+  // group order.
+  Expected<MPI_Comm> CommunicatorOf(const std::vector<std::vector<int64_t>>& groups) {
+    const std::string partition = fmt::format("{}", groups);
+    if (auto it = communicators_.find(partition); it != communicators_.end()) return it->second;
+    auto transfer = std::make_unique<Transfer>();
+    transfer->kind = Kind::kSplit;
+    transfer->color = -1;
+    for (const std::vector<int64_t>& group : groups) {
+      for (size_t position = 0; position < group.size(); ++position) {
+        if (group[position] != rank_) continue;
+        transfer->color = static_cast<int>(*std::min_element(group.begin(), group.end()));
+        transfer->key = static_cast<int>(position);
+      }
+    }
+    if (transfer->color < 0) return Error{fmt::format("device {} is in no group", rank_)};
+    MPI_Comm comm = MPI_COMM_NULL;
+    transfer->split_result = &comm;
+    LOOM_RETURN_IF_ERROR(Wait(Queue(std::move(transfer))).status());
+    communicators_[partition] = comm;
+    return comm;
   }
 
   // The communication thread: posts queued transfers, polls active ones.
@@ -179,7 +276,7 @@ class MpiCommunicator : public Communicator {
 
   // "" unless a receive got another number of bytes than it asked for.
   std::string ReceivedSizeError(const Transfer& transfer, const MPI_Status& status) const {
-    if (transfer.is_send) return "";
+    if (transfer.kind != Kind::kRecv) return "";
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     const size_t expected = transfer.external ? transfer.external_bytes : transfer.data.size();
@@ -189,6 +286,22 @@ class MpiCommunicator : public Communicator {
   }
 
   int PostToMpi(Transfer& transfer) {
+    const MPI_Datatype floats = transfer.is_double ? MPI_DOUBLE : MPI_FLOAT;
+    switch (transfer.kind) {
+      case Kind::kAllGather:
+        return MPI_Iallgather(transfer.send_buffer, transfer.count, MPI_BYTE, transfer.recv_buffer,
+                              transfer.count, MPI_BYTE, transfer.comm, &transfer.request);
+      case Kind::kAllReduce:
+        return MPI_Iallreduce(transfer.send_buffer, transfer.recv_buffer, transfer.count, floats,
+                              MPI_SUM, transfer.comm, &transfer.request);
+      case Kind::kReduceScatter:
+        return MPI_Ireduce_scatter_block(transfer.send_buffer, transfer.recv_buffer, transfer.count,
+                                         floats, MPI_SUM, transfer.comm, &transfer.request);
+      case Kind::kSplit:  // blocking; the request stays null, so it tests as done
+        return MPI_Comm_split(MPI_COMM_WORLD, transfer.color, transfer.key, transfer.split_result);
+      default:
+        break;
+    }
     std::byte* buffer = transfer.external ? transfer.external : transfer.data.data();
     const size_t bytes = transfer.external ? transfer.external_bytes : transfer.data.size();
     if (bytes > static_cast<size_t>(std::numeric_limits<int>::max())) return MPI_ERR_COUNT;
@@ -216,6 +329,9 @@ class MpiCommunicator : public Communicator {
   std::condition_variable completed_;
   std::deque<Transfer*> queued_;
   std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
+  // Touched only by the threads that run collectives, one at a time (the
+  // device's collective worker).
+  std::unordered_map<std::string, MPI_Comm> communicators_;
   RequestId next_id_ = 0;
   bool stop_ = false;
   std::thread thread_;  // last: starts after every other member is ready
