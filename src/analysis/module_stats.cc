@@ -238,7 +238,7 @@ DynamicStats ComputeDynamicStats(const ir::Module& module, const ir::DeviceGrid&
 
 ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& report) {
   ModuleStats stats;
-  const ir::DeviceGrid grid{report.replica_count, report.partition_count};
+  const ir::DeviceGrid grid = report.grid();
   stats.devices = grid.size();
   stats.computation_count = static_cast<int64_t>(module.computations().size());
   for (const auto& computation : module.computations()) {

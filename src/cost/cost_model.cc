@@ -1,5 +1,6 @@
 #include "cost/cost_model.h"
 
+#include "ir/async.h"
 #include "ir/computation.h"
 
 namespace loom::cost {
@@ -26,10 +27,7 @@ ir::Opcode SynchronousOpcode(ir::Opcode opcode) {
 }
 
 const ir::Instruction* TransferOp(const ir::Instruction& instruction) {
-  if (instruction.opcode() == ir::Opcode::kAsyncStart) {
-    const ir::Computation* wrapped = instruction.called("calls");
-    return wrapped != nullptr ? wrapped->root() : nullptr;
-  }
+  if (instruction.opcode() == ir::Opcode::kAsyncStart) return ir::WrappedCollective(instruction);
   if (ir::IsCollective(instruction.opcode()) || ir::IsAsyncStart(instruction.opcode())) {
     return &instruction;
   }

@@ -28,7 +28,8 @@ double OperandBytes(const ir::Instruction& instruction);
 ir::Opcode SynchronousOpcode(ir::Opcode opcode);
 
 // The collective a transfer instruction runs: itself (a collective or a
-// -start), the root of the computation an async-start wraps, or nullptr.
+// -start), the collective an async-start wraps (ir::WrappedCollective), or
+// nullptr.
 const ir::Instruction* TransferOp(const ir::Instruction& instruction);
 
 class CostModel {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analysis/while_loop.h"
+#include "ir/async.h"
 #include "ir/verifier.h"
 #include "support/units.h"
 
@@ -18,15 +19,6 @@ namespace {
 
 constexpr std::string_view kKindNames[kTransferKindCount] = {
     "collective-permute", "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "other"};
-
-// The collective an async-start (or -update, -done) runs: the root of its
-// called computation, when that is a collective.
-const Instruction* WrappedCollective(const Instruction& instruction) {
-  const ir::Computation* called = instruction.called("calls");
-  if (called == nullptr || called->root() == nullptr) return nullptr;
-  const Instruction* root = called->root();
-  return ir::IsCollective(root->opcode()) ? root : nullptr;
-}
 
 std::optional<TransferKind> KindOfCollective(Opcode opcode) {
   switch (opcode) {
@@ -82,9 +74,9 @@ TransferRole TransferRoleOf(const Instruction& instruction) {
     case Opcode::kCollectivePermuteDone:
       return TransferRole::kDone;
     case Opcode::kAsyncStart:
-      return WrappedCollective(instruction) ? TransferRole::kStart : TransferRole::kNone;
+      return ir::WrappedCollective(instruction) ? TransferRole::kStart : TransferRole::kNone;
     case Opcode::kAsyncDone: {
-      const Instruction* start = TransferStartOf(instruction);
+      const Instruction* start = ir::StartOf(instruction);
       return start && TransferRoleOf(*start) == TransferRole::kStart ? TransferRole::kDone
                                                                      : TransferRole::kNone;
     }
@@ -102,24 +94,16 @@ std::optional<TransferKind> TransferKindOf(const Instruction& instruction) {
       return KindOfCollective(instruction.opcode());
     case TransferRole::kStart:
       if (instruction.opcode() == Opcode::kAsyncStart) {
-        return KindOfCollective(WrappedCollective(instruction)->opcode());
+        return KindOfCollective(ir::WrappedCollective(instruction)->opcode());
       }
       return KindOfCollective(instruction.opcode());
     case TransferRole::kDone: {
-      const Instruction* start = TransferStartOf(instruction);
+      const Instruction* start = ir::StartOf(instruction);
       if (start && TransferRoleOf(*start) == TransferRole::kStart) return TransferKindOf(*start);
       return KindOfCollective(instruction.opcode());
     }
   }
   return std::nullopt;
-}
-
-const Instruction* TransferStartOf(const Instruction& done) {
-  const Instruction* start = done.operand_count() > 0 ? done.operand(0) : nullptr;
-  while (start && start->opcode() == Opcode::kAsyncUpdate && start->operand_count() > 0) {
-    start = start->operand(0);
-  }
-  return start;
 }
 
 std::string StepEstimate::ToString() const {
@@ -175,7 +159,7 @@ void Timeline::Run(const Instruction& instruction) {
       return;
     }
     case TransferRole::kDone: {
-      auto it = in_flight_.find(TransferStartOf(instruction));
+      auto it = in_flight_.find(ir::StartOf(instruction));
       if (it == in_flight_.end()) return;  // its start ran elsewhere: nothing to wait for
       if (it->second > now_) {
         totals_.exposed_transfer_seconds += it->second - now_;
@@ -288,8 +272,8 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
 }
 
 Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model) {
-  LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport report, ir::VerifyModule(module));
-  return EstimateStep(module, model, ir::DeviceGrid{report.replica_count, report.partition_count});
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  return EstimateStep(module, model, grid);
 }
 
 double IsolatedSeconds(const Instruction& instruction, const CostModel& model,

@@ -66,15 +66,13 @@ std::optional<TransferKind> ParseTransferKind(std::string_view name);
 enum class TransferRole {
   kNone,         // not a transfer (compute, aliasing, control flow, ...)
   kSynchronous,  // all-gather, all-reduce, ..., collective-permute
-  kStart,        // *-start, or async-start of a computation rooted at a collective
+  kStart,        // *-start, or an async-start wrapping a collective (ir/async.h)
   kDone,         // *-done, or the async-done of such an async-start
 };
 TransferRole TransferRoleOf(const ir::Instruction& instruction);
 // The kind of transfer a collective, start or done makes; nullopt when its
 // role is kNone.
 std::optional<TransferKind> TransferKindOf(const ir::Instruction& instruction);
-// The start a -done completes (through any async-update), or nullptr.
-const ir::Instruction* TransferStartOf(const ir::Instruction& done);
 
 struct StepEstimate {
   double total_seconds = 0;

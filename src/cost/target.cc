@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 namespace loom::cost {
@@ -178,22 +180,20 @@ Target Loopback() {
                 spec, bus);
 }
 
-std::vector<Target> MakeBuiltins() {
+Target DgxOf(std::string_view gpu, int64_t nodes) {
   const Link nvlink3{300e9, 2e-6};
   const Link nvlink4{450e9, 2e-6};
-  const Link hdr{25e9, 5e-6};  // 200 Gb/s per GPU
-  const Link ndr{50e9, 5e-6};  // 400 Gb/s per GPU
+  const Link hdr{25e9, 5e-6};
+  const Link ndr{50e9, 5e-6};
+  if (gpu == "a100") return Dgx("a100", A100Compute(), nvlink3, hdr, nodes);
+  if (gpu == "h200") return Dgx("h200", H100Compute(4.8e12, 141e9), nvlink4, ndr, nodes);
+  return Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, nodes);
+}
+
+std::vector<Target> MakeBuiltins() {
   return {
-      TpuV4(2, 2, 1),
-      TpuV4(4, 4, 4),
-      TpuV4(8, 8, 8),
-      TpuV4(8, 16, 16),
-      Dgx("a100", A100Compute(), nvlink3, hdr, 1),
-      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 1),
-      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 4),
-      Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, 32),
-      Dgx("h200", H100Compute(4.8e12, 141e9), nvlink4, ndr, 4),
-      Loopback(),
+      TpuV4(2, 2, 1),   TpuV4(4, 4, 4),   TpuV4(8, 8, 8),    TpuV4(8, 16, 16), DgxOf("a100", 1),
+      DgxOf("h100", 1), DgxOf("h100", 4), DgxOf("h100", 32), DgxOf("h200", 4), Loopback(),
   };
 }
 
@@ -362,21 +362,122 @@ std::string TargetToJson(const Target& target) {
   return json.dump(2);
 }
 
-Expected<Target> FindTarget(const std::string& name_or_path) {
-  for (const Target& target : BuiltinTargets()) {
-    if (target.name() == name_or_path) return target;
+namespace {
+
+// Parses "AxBxC" (or "N" with `parts` 1) into positive integers.
+std::optional<std::vector<int64_t>> ParseSizes(std::string_view text, size_t parts) {
+  std::vector<int64_t> sizes;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find('x', begin), text.size());
+    const std::string_view part = text.substr(begin, end - begin);
+    if (part.empty() || part.size() > 7 ||
+        part.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    const int64_t value = std::stoll(std::string(part));
+    if (value < 1) return std::nullopt;
+    sizes.push_back(value);
+    begin = end + 1;
   }
-  if (name_or_path.ends_with(".json")) {
-    std::ifstream in(name_or_path);
-    if (!in) return Error{fmt::format("cannot read target file {}", name_or_path)};
+  if (sizes.size() != parts) return std::nullopt;
+  return sizes;
+}
+
+// The TPU v4 slice of `chips` chips: the most cubic x <= y <= z whose sides
+// of four or more are whole cube edges (so that they wrap around), sizes of
+// 1 last (2x2x1, as slices are named).
+std::vector<int64_t> TpuSliceOf(int64_t chips) {
+  std::vector<int64_t> best;
+  double best_score = 0;
+  for (int64_t x = 1; x * x * x <= chips; ++x) {
+    if (chips % x != 0) continue;
+    for (int64_t y = x; x * y * y <= chips; ++y) {
+      if ((chips / x) % y != 0) continue;
+      const int64_t z = chips / x / y;
+      const bool edges = (x < 4 || x % 4 == 0) && (y < 4 || y % 4 == 0) && (z < 4 || z % 4 == 0);
+      const double score = (edges ? 0 : 1e9) + static_cast<double>(z) / static_cast<double>(x);
+      if (best.empty() || score < best_score) {
+        best = {x, y, z};
+        best_score = score;
+      }
+    }
+  }
+  std::stable_partition(best.begin(), best.end(), [](int64_t d) { return d != 1; });
+  return best;
+}
+
+struct Family {
+  std::string_view name;
+  std::string_view gpu;  // empty: TPU v4
+};
+constexpr Family kFamilies[] = {
+    {"tpu-v4", ""}, {"dgx-a100", "a100"}, {"dgx-h100", "h100"}, {"dgx-h200", "h200"}};
+
+constexpr int64_t kLargestTarget = int64_t{1} << 20;  // chips or GPUs
+
+Expected<Target> SizedTarget(const Family& family, std::string_view size, const std::string& spec) {
+  if (family.gpu.empty()) {
+    const std::optional<std::vector<int64_t>> dims = ParseSizes(size, 3);
+    if (!dims || (*dims)[0] * (*dims)[1] * (*dims)[2] > kLargestTarget) {
+      return Error{
+          fmt::format("target '{}': a TPU v4 slice is XxYxZ chips (e.g. tpu-v4:4x4x8)", spec)};
+    }
+    return TpuV4((*dims)[0], (*dims)[1], (*dims)[2]);
+  }
+  const std::optional<std::vector<int64_t>> nodes = ParseSizes(size, 1);
+  if (!nodes || (*nodes)[0] * 8 > kLargestTarget) {
+    return Error{fmt::format("target '{}': a DGX cluster is a count of 8-GPU nodes (e.g. {}:16)",
+                             spec, family.name)};
+  }
+  return DgxOf(family.gpu, (*nodes)[0]);
+}
+
+}  // namespace
+
+Expected<Target> FindTarget(const std::string& spec, int64_t devices) {
+  for (const Target& target : BuiltinTargets()) {
+    if (target.name() == spec) return target;
+  }
+  if (spec.ends_with(".json")) {
+    std::ifstream in(spec);
+    if (!in) return Error{fmt::format("cannot read target file {}", spec)};
     std::stringstream text;
     text << in.rdbuf();
-    return ParseTargetJson(text.str(), name_or_path);
+    return ParseTargetJson(text.str(), spec);
+  }
+  for (const Family& family : kFamilies) {
+    const std::string_view name = family.name;
+    if (spec == name || spec == std::string(name) + ":auto") {
+      if (devices <= 0) {
+        return Error{
+            fmt::format("target '{}' is sized to the module, and there is none here; "
+                        "give a size ({})",
+                        spec, family.gpu.empty() ? "tpu-v4:4x4x8" : "dgx-h100:16")};
+      }
+      if (devices > kLargestTarget) {
+        return Error{
+            fmt::format("target '{}': {} devices are more than Loom models", spec, devices)};
+      }
+      if (family.gpu.empty()) {
+        const std::vector<int64_t> dims = TpuSliceOf(devices);
+        return TpuV4(dims[0], dims[1], dims[2]);
+      }
+      return DgxOf(family.gpu, (devices + 7) / 8);
+    }
+    // "tpu-v4:4x4x8", "dgx-h100:16", and the catalog's spelling at any size:
+    // "tpu-v4-4x4x8", "dgx-h100-x16".
+    const std::string colon = std::string(name) + ":";
+    const std::string dash = std::string(name) + (family.gpu.empty() ? "-" : "-x");
+    if (spec.starts_with(colon)) return SizedTarget(family, spec.substr(colon.size()), spec);
+    if (spec.starts_with(dash)) return SizedTarget(family, spec.substr(dash.size()), spec);
   }
   std::string known;
   for (const Target& target : BuiltinTargets()) known += " " + target.name();
-  return Error{
-      fmt::format("unknown target '{}' (built-in:{}; or a .json file)", name_or_path, known)};
+  return Error{fmt::format(
+      "unknown target '{}' (built-in:{}; any size: tpu-v4:XxYxZ, dgx-a100:N, dgx-h100:N, "
+      "dgx-h200:N nodes; sized to the module: tpu-v4, dgx-h100, ...; or a .json file)",
+      spec, known)};
 }
 
 }  // namespace loom::cost

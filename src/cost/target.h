@@ -94,8 +94,14 @@ class Target {
 // The built-in targets, in the order `loom targets` lists them.
 const std::vector<Target>& BuiltinTargets();
 
-// A built-in by name, or a JSON file (a path ending in .json).
-Expected<Target> FindTarget(const std::string& name_or_path);
+// A target by its spec: a built-in name ("tpu-v4-4x4x4", "dgx-h100-x4"); a
+// family at any size ("tpu-v4:4x4x8" chips, "dgx-h100:16" nodes of 8 GPUs,
+// likewise dgx-a100 and dgx-h200, or the catalog's spelling "tpu-v4-4x4x8",
+// "dgx-h100-x16"); a family with ":auto" ("tpu-v4:auto", "dgx-h100:auto";
+// "tpu-v4" alone too, which names no built-in), sized to `devices` (the module's device count: the
+// most cubic TPU v4 slice whose long sides wrap around, or as many DGX nodes as needed); or a JSON
+// file (a path ending in .json).
+Expected<Target> FindTarget(const std::string& spec, int64_t devices = 0);
 
 // Reads one target from JSON text (see targets/*.json in the repository for
 // the format); errors name the field.

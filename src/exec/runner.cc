@@ -138,28 +138,23 @@ Status CheckMemory(const ir::Module& module, int64_t devices, int64_t budget_byt
 
 Expected<ir::DeviceGrid> GridFor(const ir::Module& module, int64_t devices) {
   if (devices < 1) return Error{"the device count must be at least 1"};
-  LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport report, ir::VerifyModule(module));
-  ir::DeviceGrid grid;
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid least, ir::DeviceGridOf(module));
   if (module.num_partitions() || module.replica_count()) {
-    grid.replica_count = module.replica_count().value_or(1);
-    grid.partition_count = module.num_partitions().value_or(1);
-    if (grid.size() != devices) {
+    if (least.size() != devices) {
       return Error{fmt::format(
           "module {} runs on {} replica(s) x {} partition(s) = {} devices, "
           "not {}",
-          module.name(), grid.replica_count, grid.partition_count, grid.size(), devices)};
+          module.name(), least.replica_count, least.partition_count, least.size(), devices)};
     }
-    return grid;
+    return least;
   }
-  grid.replica_count = report.replica_count;
-  if (devices % grid.replica_count != 0 ||
-      devices < report.partition_count * report.replica_count) {
+  // Without counts in the header, the module runs on any multiple of its
+  // replicas at least as large as what its groups name: partitions fill the rest.
+  if (devices % least.replica_count != 0 || devices < least.size()) {
     return Error{fmt::format("module {} needs a multiple of {} devices, at least {}; got {}",
-                             module.name(), report.replica_count,
-                             report.partition_count * report.replica_count, devices)};
+                             module.name(), least.replica_count, least.size(), devices)};
   }
-  grid.partition_count = devices / grid.replica_count;
-  return grid;
+  return ir::DeviceGrid{least.replica_count, devices / least.replica_count};
 }
 
 Expected<std::vector<Tensor>> DeviceInputs(const ir::Module& module, int64_t device,

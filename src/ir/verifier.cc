@@ -1630,4 +1630,9 @@ Expected<VerifyReport> ModuleVerifier::Run() {
 
 Expected<VerifyReport> VerifyModule(const Module& module) { return ModuleVerifier(module).Run(); }
 
+Expected<DeviceGrid> DeviceGridOf(const Module& module) {
+  LOOM_ASSIGN_OR_RETURN(const VerifyReport report, VerifyModule(module));
+  return report.grid();
+}
+
 }  // namespace loom::ir

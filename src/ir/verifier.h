@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/collective_groups.h"
 #include "ir/module.h"
 #include "support/status.h"
 
@@ -31,6 +32,7 @@ struct VerifyReport {
   // their shapes imply.
   int64_t partition_count = 1;
   int64_t replica_count = 1;
+  DeviceGrid grid() const { return DeviceGrid{replica_count, partition_count}; }
   // One line per instruction whose shape was trusted, not inferred:
   // "%conv.1: convolution (shape trusted as declared)".
   std::vector<std::string> trusted;
@@ -39,5 +41,10 @@ struct VerifyReport {
 // The first problem found, located at the offending instruction (or
 // computation, or the module header), or a report on success.
 Expected<VerifyReport> VerifyModule(const Module& module);
+
+// The devices `module` runs on: the one home of that fact, for passes,
+// cost models, the simulator and the executor (VerifyReport above says how
+// it is found). Fails when the module does not verify.
+Expected<DeviceGrid> DeviceGridOf(const Module& module);
 
 }  // namespace loom::ir

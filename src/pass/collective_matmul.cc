@@ -870,8 +870,7 @@ std::vector<std::string> CollectiveMatmul::Explain() const {
 
 Expected<bool> CollectiveMatmul::Run(ir::Module& module) {
   decisions_.clear();
-  LOOM_ASSIGN_OR_RETURN(ir::VerifyReport report, ir::VerifyModule(module));
-  const ir::DeviceGrid grid{report.replica_count, report.partition_count};
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
   Rewriter rewriter(module, options_, grid, decisions_);
   bool changed = false;
   std::vector<ir::Computation*> computations;

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "ir/async.h"
 #include "ir/verifier.h"
 #include "support/units.h"
 
@@ -158,7 +159,7 @@ class ComputationScheduler {
         starts_[node.kind].insert(RankOf(i));
         return;
       case TransferRole::kDone: {
-        const Instruction* start = cost::TransferStartOf(*node.instruction);
+        const Instruction* start = ir::StartOf(*node.instruction);
         const std::optional<double> finish =
             start ? timeline_.TransferFinish(*start) : std::nullopt;
         pending_dones_.insert({finish.value_or(0), i});
@@ -277,8 +278,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
   if (options_.grid) {
     grid = *options_.grid;
   } else {
-    LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport report, ir::VerifyModule(module));
-    grid = ir::DeviceGrid{report.replica_count, report.partition_count};
+    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
   }
   // What async ops and fusions call is not a sequence of its own to order.
   std::unordered_set<const ir::Computation*> skipped;

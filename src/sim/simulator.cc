@@ -15,6 +15,7 @@
 #include "analysis/while_loop.h"
 #include "cost/step_time.h"
 #include "cost/target_cost_model.h"
+#include "ir/async.h"
 #include "ir/computation.h"
 #include "ir/verifier.h"
 #include "sim/plan.h"
@@ -108,7 +109,7 @@ class Compiler {
         return OkStatus();
       }
       case cost::TransferRole::kDone: {
-        const Instruction* start = cost::TransferStartOf(instruction);
+        const Instruction* start = ir::StartOf(instruction);
         auto it = slot_of_.find(start);
         if (it == slot_of_.end()) {
           report_->notes.push_back(
@@ -924,8 +925,7 @@ Status ParseLinkScale(std::string_view spec, SimOptions* options) {
 Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& target,
                              const SimOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(const ir::VerifyReport verified, ir::VerifyModule(module));
-  const ir::DeviceGrid grid{verified.replica_count, verified.partition_count};
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
   const int64_t devices = grid.size();
   if (devices > target.device_count()) {
     return Error{

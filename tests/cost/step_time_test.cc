@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/async.h"
 #include "ir/parser.h"
 
 namespace loom::cost {
@@ -258,7 +259,7 @@ TEST(StepTime, KindsAndRoles) {
   EXPECT_EQ(TransferRoleOf(*entry.FindInstruction("r")), TransferRole::kDone);
   EXPECT_EQ(TransferRoleOf(*entry.FindInstruction("d")), TransferRole::kNone);
   EXPECT_EQ(TransferKindOf(*entry.FindInstruction("r")), TransferKind::kCollectivePermute);
-  EXPECT_EQ(TransferStartOf(*entry.FindInstruction("r")), entry.FindInstruction("s"));
+  EXPECT_EQ(ir::StartOf(*entry.FindInstruction("r")), entry.FindInstruction("s"));
 }
 
 }  // namespace

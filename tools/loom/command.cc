@@ -2,6 +2,8 @@
 // execution flags of `run` and `compare`.
 #include "loom/command.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,21 @@ std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::Veri
   if (!verified.ok()) throw CommandError(verified.error().ToString(path));
   if (report) *report = std::move(verified).value();
   return module;
+}
+
+cost::Target ResolveTarget(const std::string& spec, const ir::Module& module) {
+  Expected<ir::VerifyReport> report = ir::VerifyModule(module);
+  const int64_t devices =
+      report.ok() ? report->partition_count * report->replica_count : int64_t{0};
+  Expected<cost::Target> target = cost::FindTarget(spec, devices);
+  if (!target.ok()) throw CommandError("--target: " + target.error().message);
+  if (devices > target->device_count()) {
+    throw CommandError(fmt::format(
+        "--target: the module runs on {} devices but target {} has {} (a family with :auto, "
+        "e.g. dgx-h100:auto or tpu-v4, is sized to the module)",
+        devices, target->name(), target->device_count()));
+  }
+  return std::move(target).value();
 }
 
 void WriteOutput(const std::string& path, const std::string& text) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cost/target.h"
 #include "exec/launch.h"
 #include "ir/module.h"
 #include "ir/verifier.h"
@@ -23,6 +24,11 @@ class CommandError : public std::runtime_error {
 std::unique_ptr<ir::Module> LoadModule(const std::string& path);
 // Parses and verifies `path`, returning the verifier's report too.
 std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::VerifyReport* report);
+
+// The target `spec` names (cost::FindTarget), sized to `module` when the
+// spec is a family alone; throws CommandError "--target: ..." on failure,
+// or when the module has more devices than the target.
+cost::Target ResolveTarget(const std::string& spec, const ir::Module& module);
 
 // Writes `text` to `path`, or to stdout when `path` is empty or "-". The
 // file appears only when complete (written to a temporary, then renamed).

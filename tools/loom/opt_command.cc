@@ -37,9 +37,12 @@ void AddOptCommand(CLI::App& app) {
   command->add_option("-o,--output", options->output, "Write here instead of stdout");
   command->add_flag("--explain", options->explain,
                     "Say what each pass decided and why (on stdout with -o, else on stderr)");
-  command->add_option("--target", options->target,
-                      "Decide and schedule for this target (a name from `loom targets`, or a "
-                      ".json file); without one, collective-matmul uses its size threshold");
+  command->add_option(
+      "--target", options->target,
+      "Decide and schedule for this target: a name from `loom targets`, a family at "
+      "any size (tpu-v4:4x4x8, dgx-h100:16), a family sized to the module "
+      "(tpu-v4, tpu-v4:auto, dgx-h100:auto), or a .json file; without one, collective-matmul "
+      "uses its size threshold");
   command->add_flag("--estimate", options->estimate,
                     "With --target: print the estimated step time of one device before and after "
                     "the passes (on stdout with -o, else on stderr)");
@@ -51,24 +54,15 @@ void AddOptCommand(CLI::App& app) {
     }
     if (options->input.empty()) throw CommandError("opt: MODULE is required");
     if (options->passes.empty()) throw CommandError("opt: --passes is required");
+    ir::VerifyReport report;
+    std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, &report);
     pass::PassContext context;
     if (!options->target.empty()) {
-      Expected<cost::Target> target = cost::FindTarget(options->target);
-      if (!target.ok()) throw CommandError("--target: " + target.error().message);
-      context.cost_model = std::make_shared<cost::TargetCostModel>(std::move(*target));
+      context.cost_model =
+          std::make_shared<cost::TargetCostModel>(ResolveTarget(options->target, *module));
     }
     Expected<pass::Pipeline> pipeline = pass::ParsePipeline(options->passes, context);
     if (!pipeline.ok()) throw CommandError("--passes: " + pipeline.error().message);
-    ir::VerifyReport report;
-    std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, &report);
-    if (context.cost_model) {
-      const int64_t devices = report.partition_count * report.replica_count;
-      if (devices > context.cost_model->target().device_count()) {
-        throw CommandError(fmt::format("{}: the module runs on {} devices but target {} has {}",
-                                       options->input, devices, context.cost_model->target().name(),
-                                       context.cost_model->target().device_count()));
-      }
-    }
     if (options->estimate && !context.cost_model) throw CommandError("--estimate needs --target");
     std::string before;
     if (options->estimate) before = Estimate(*module, *context.cost_model);

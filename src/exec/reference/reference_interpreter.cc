@@ -14,6 +14,7 @@
 #include "exec/reference/reference_dot.h"
 #include "exec/scalar_ops.h"
 #include "exec/trace.h"
+#include "ir/async.h"
 #include "ir/reduction.h"
 
 namespace loom::exec {
@@ -846,31 +847,6 @@ Expected<Tensor> Evaluation::AsyncDone(const Instruction& instruction) const {
   return start.tuple_elements()[1];
 }
 
-// The collective an async-start of XLA's generic form wraps: the root of its
-// called computation, when that computation is just the collective applied
-// to its parameters in order.
-const Instruction* WrappedCollective(const Instruction& async_start) {
-  const ir::Computation* called = async_start.called("calls");
-  if (called == nullptr || called->root() == nullptr) return nullptr;
-  const Instruction* root = called->root();
-  if (!ir::IsCollective(root->opcode())) return nullptr;
-  for (int64_t i = 0; i < root->operand_count(); ++i) {
-    const Instruction* operand = root->operand(i);
-    if (operand->opcode() != Opcode::kParameter || operand->parameter_number() != i) return nullptr;
-  }
-  return root;
-}
-
-// The start instruction a -done or async-done completes (through any
-// async-update in between).
-const Instruction* StartOf(const Instruction& done) {
-  const Instruction* start = done.operand_count() > 0 ? done.operand(0) : nullptr;
-  while (start && start->opcode() == Opcode::kAsyncUpdate && start->operand_count() > 0) {
-    start = start->operand(0);
-  }
-  return start;
-}
-
 std::vector<Tensor> Evaluation::OperandValues(const Instruction& instruction) const {
   std::vector<Tensor> operands;
   for (int64_t i = 0; i < instruction.operand_count(); ++i) {
@@ -889,7 +865,7 @@ Expected<Tensor> Evaluation::Collective(const Instruction& instruction) {
     case Opcode::kAsyncUpdate:
       return Operand(instruction, 0);
     case Opcode::kAsyncStart: {
-      const Instruction* wrapped = WrappedCollective(instruction);
+      const Instruction* wrapped = ir::WrappedCollective(instruction);
       if (wrapped == nullptr) {
         return OpError(instruction,
                        "async-start of a computation that is more than one "
@@ -927,7 +903,7 @@ Expected<Tensor> Evaluation::StartCollective(const Instruction& instruction,
 
 Expected<Tensor> Evaluation::FinishCollective(const Instruction& instruction) {
   const bool is_done = ir::IsAsyncDone(instruction.opcode());
-  const Instruction* start = is_done ? StartOf(instruction) : &instruction;
+  const Instruction* start = is_done ? ir::StartOf(instruction) : &instruction;
   auto it = pending_.find(start);
   if (it == pending_.end()) {
     return OpError(instruction, "completes no collective started in this computation");
