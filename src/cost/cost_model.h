@@ -46,6 +46,15 @@ class CostModel {
   // anything else.
   virtual double TransferSeconds(const ir::Instruction& instruction,
                                  const ir::DeviceGrid& grid) const = 0;
+
+  // The same for each device of `grid` (its own group, its own pairs): what
+  // the step estimate of each device uses. By default every device gets
+  // TransferSeconds.
+  virtual std::vector<double> TransferSecondsByDevice(const ir::Instruction& instruction,
+                                                      const ir::DeviceGrid& grid) const {
+    return std::vector<double>(static_cast<size_t>(grid.size()),
+                               TransferSeconds(instruction, grid));
+  }
 };
 
 }  // namespace loom::cost

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "analysis/while_loop.h"
 #include "ir/async.h"
@@ -122,6 +123,20 @@ std::string StepEstimate::ToString() const {
 
 // --- the replay ----------------------------------------------------------------
 
+const std::vector<double>& TransferTimes::Of(const Instruction& instruction) {
+  auto it = times_.find(&instruction);
+  if (it == times_.end()) {
+    it = times_.emplace(&instruction, model_->TransferSecondsByDevice(instruction, grid_)).first;
+  }
+  return it->second;
+}
+
+double Timeline::TransferSecondsOf(const Instruction& instruction) const {
+  if (times_ == nullptr || device_ < 0) return model_->TransferSeconds(instruction, grid_);
+  const std::vector<double>& times = times_->Of(instruction);
+  return device_ < static_cast<int64_t>(times.size()) ? times[static_cast<size_t>(device_)] : 0;
+}
+
 std::optional<double> Timeline::TransferFinish(const Instruction& start) const {
   auto it = in_flight_.find(&start);
   if (it == in_flight_.end()) return std::nullopt;
@@ -146,7 +161,7 @@ void Timeline::Run(const Instruction& instruction) {
     case TransferRole::kSynchronous:
     case TransferRole::kStart: {
       const auto kind = static_cast<int>(*TransferKindOf(instruction));
-      const double transfer = model_->TransferSeconds(instruction, grid_);
+      const double transfer = TransferSecondsOf(instruction);
       totals_.transfer_seconds += transfer;
       const double end = std::max(now_, stream_free_[kind]) + transfer;
       stream_free_[kind] = end;
@@ -266,9 +281,29 @@ void Timeline::RunConditional(const Instruction& instruction) {
 
 StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
                           const ir::DeviceGrid& grid) {
-  Timeline timeline(model, grid);
-  if (module.entry() != nullptr) timeline.RunComputation(*module.entry());
-  return timeline.estimate();
+  if (module.entry() == nullptr) return Timeline(model, grid).estimate();
+  // The classes of devices whose every transfer takes the same time.
+  TransferTimes times(model, grid);
+  const auto devices = static_cast<size_t>(std::max<int64_t>(grid.size(), 1));
+  std::vector<std::vector<double>> rows(devices);
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      const TransferRole role = TransferRoleOf(*instruction);
+      if (role != TransferRole::kSynchronous && role != TransferRole::kStart) continue;
+      const std::vector<double>& by_device = times.Of(*instruction);
+      for (size_t d = 0; d < devices; ++d) rows[d].push_back(d < by_device.size() ? by_device[d] : 0);
+    }
+  }
+  std::map<std::vector<double>, int64_t> representatives;
+  for (size_t d = 0; d < devices; ++d) representatives.try_emplace(rows[d], static_cast<int64_t>(d));
+  std::optional<StepEstimate> slowest;
+  for (const auto& [row, device] : representatives) {
+    Timeline timeline(model, grid, times, device);
+    timeline.RunComputation(*module.entry());
+    StepEstimate estimate = timeline.estimate();
+    if (!slowest || estimate.total_seconds > slowest->total_seconds) slowest = std::move(estimate);
+  }
+  return *slowest;
 }
 
 Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model) {

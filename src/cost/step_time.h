@@ -92,11 +92,29 @@ struct StepEstimate {
   std::string ToString() const;
 };
 
+// Every transfer's time on each device (CostModel::TransferSecondsByDevice),
+// computed once per instruction.
+class TransferTimes {
+ public:
+  TransferTimes(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
+  const std::vector<double>& Of(const ir::Instruction& instruction);
+
+ private:
+  const CostModel* model_;
+  ir::DeviceGrid grid_;
+  std::unordered_map<const ir::Instruction*, std::vector<double>> times_;
+};
+
 // The replay itself, one instruction at a time; the scheduler drives it
 // while it picks an order, EstimateStep over a whole entry computation.
 class Timeline {
  public:
+  // Transfers take CostModel::TransferSeconds: the slowest group's time.
   Timeline(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
+  // Transfers take `device`'s own time (its group, its pairs).
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times,
+           int64_t device)
+      : model_(&model), grid_(grid), times_(&times), device_(device) {}
 
   // Runs `instruction` after everything run so far (its callees too).
   void Run(const ir::Instruction& instruction);
@@ -118,8 +136,12 @@ class Timeline {
   void RunConditional(const ir::Instruction& instruction);
   void NoteUnknownTripCount(const std::string& name);
 
+  double TransferSecondsOf(const ir::Instruction& instruction) const;
+
   const CostModel* model_;
   ir::DeviceGrid grid_;
+  TransferTimes* times_ = nullptr;
+  int64_t device_ = -1;
   double now_ = 0;
   std::array<double, kTransferKindCount> stream_free_{};
   std::unordered_map<const ir::Instruction*, double> in_flight_;
@@ -127,7 +149,12 @@ class Timeline {
 };
 
 // The estimate of the entry computation on the grid the verifier finds
-// (fails when the module does not verify), or on `grid`.
+// (fails when the module does not verify), or on `grid`: the slowest
+// device's. Devices whose transfers all take the same times (the same
+// group times, the same pairs' times) replay alike, so one of each such
+// class is replayed; with every device's own times the estimate stays a
+// lower bound of what the simulator (which adds waiting for peers and
+// contention) finds.
 Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model);
 StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
                           const ir::DeviceGrid& grid);

@@ -1,32 +1,19 @@
-// The cost model of a Target (target.h): rooflines for compute, and the
-// native algorithm of each collective on the target's topology.
+// The cost model of a Target (target.h): rooflines for compute (scalar
+// arithmetic is free: it folds into the op that uses it, as XLA fuses it),
+// and the native algorithm of each collective on the target's topology.
 //
-// Collective times are latency-bandwidth forms (Thakur, Rabenseifner &
-// Gropp 2005) over the links the algorithm uses, for a group of N devices
-// and B bytes (the gathered result, or the reduced input):
-//
-//   torus, group a sub-box of the torus: one ring phase per dimension the
-//     group spans (sizes n_1..n_k), each over both directions of that
-//     dimension when it wraps around (bidirectional ring), else one:
-//       all-gather = sum_i (n_i-1) a + (n_i-1)/n_i * B_i / (w_i bw),
-//       B_i = B * n_1...n_i / N, w_i = 2 with wraparound, 1 without;
-//     any other group: a unidirectional ring in group order whose step
-//     takes the longest hop path: (N-1) (h a + B/N / bw).
-//   switched: inside one node a ring over NVSwitch,
-//       (N-1) a_nv + (N-1)/N * B / bw_nv;
-//     across nodes, hierarchical: first a ring across nodes among the
-//     devices of one local index, each through its own NIC, over
-//     B/(devices per node) (shards of B/N), then a ring inside each node
-//     over all of B (blocks of B/(devices per node)).
-//   bus: every byte crosses the one medium: (N-1) a + (N-1) B / bw.
-//
-//   reduce-scatter = all-gather of the same B; all-reduce = twice that;
-//   all-to-all is costed as an all-gather of its buffer (the same bytes per
-//   device leave each device); collective-permute: on a torus the slowest
-//   pair, h a + bytes / bw over its dimension-ordered route; switched: the
-//   busiest device port, a + (bytes it sends, or receives) / bw; bus: all
-//   pairs' bytes share the medium. Contention between concurrent transfers is the
-//   simulator's business, not this model's.
+// Collective times are those of the algorithms cost/collective_algorithm.h
+// describes (the simulator runs the same ones as messages), summed phase by
+// phase with no contention: for a group of N devices and B bytes (the
+// gathered result, or the reduced input), an all-gather is a ring phase per
+// torus dimension, hierarchical on switched clusters, one shared medium on
+// a bus (see that header for the closed forms); reduce-scatter = all-gather
+// of the same B; all-reduce = twice that; all-to-all is costed as an
+// all-gather of its buffer. collective-permute: on a torus the slowest
+// pair, h a + bytes / bw over its dimension-ordered route; switched: the
+// busiest device port, a + (bytes it sends, or receives) / bw; bus: all
+// pairs' bytes share the medium. Contention between concurrent transfers is
+// the simulator's business, not this model's.
 #pragma once
 
 #include <utility>
@@ -46,6 +33,8 @@ class TargetCostModel : public CostModel {
   double ComputeSeconds(const ir::Instruction& instruction) const override;
   double TransferSeconds(const ir::Instruction& instruction,
                          const ir::DeviceGrid& grid) const override;
+  std::vector<double> TransferSecondsByDevice(const ir::Instruction& instruction,
+                                              const ir::DeviceGrid& grid) const override;
 
   // The building blocks, for the gate and for tests. Groups are target
   // device ids in ring order.
@@ -54,15 +43,11 @@ class TargetCostModel : public CostModel {
   double AllGatherSeconds(const std::vector<int64_t>& group, double bytes) const;
   double AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const;
   double PermuteSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes) const;
+  // Per device: the time of the pairs it sends or receives in (0 when none).
+  std::vector<double> PermuteSecondsByDevice(const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                                             double bytes, int64_t devices) const;
 
  private:
-  double TorusGatherSeconds(const TorusTopology& torus, const std::vector<int64_t>& group,
-                            double bytes) const;
-  double SwitchedGatherSeconds(const SwitchedTopology& switched, const std::vector<int64_t>& group,
-                               double bytes) const;
-  // Hops between two devices by dimension-ordered routing.
-  int64_t TorusHops(const TorusTopology& torus, int64_t a, int64_t b) const;
-
   Target target_;
 };
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <variant>
 
+#include "cost/collective_algorithm.h"
 #include "cost/cost_model.h"
 #include "ir/computation.h"
 
@@ -162,129 +163,12 @@ void AddLine(Builder& builder, const std::vector<int64_t>& members, double bytes
   }
 }
 
-// One phase of a collective over one group: rings or chains whose steps
-// move `bytes`.
-struct Phase {
-  enum class Kind { kRing, kBidirectionalRing, kLine } kind = Kind::kRing;
-  std::vector<std::vector<int64_t>> lines;  // each a ring or chain, in order
-  double bytes = 0;
-  size_t dim = 0;       // torus: the dimension the hops go along
-  bool routed = false;  // true: dimension-ordered (or port) routes; false: one hop along `dim`
-  std::string name;
-};
+using Phase = cost::CollectivePhase;
 
 std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? std::string(separator) : "") + parts[i];
   return out;
-}
-
-constexpr const char* kAxisNames = "xyzwuv";
-
-// The all-gather phases of one group of `bytes` (the gathered result).
-std::vector<Phase> GatherPhases(const std::vector<int64_t>& group, double bytes,
-                                const cost::Target& target) {
-  std::vector<Phase> phases;
-  const auto n = static_cast<double>(group.size());
-  if (group.size() < 2) return phases;
-  if (const auto* torus = std::get_if<cost::TorusTopology>(&target.topology())) {
-    const size_t rank = torus->dims.size();
-    std::vector<std::set<int64_t>> spans(rank);
-    std::vector<std::vector<int64_t>> coords;
-    coords.reserve(group.size());
-    for (int64_t device : group) {
-      coords.push_back(target.Coordinates(device));
-      for (size_t d = 0; d < rank; ++d) spans[d].insert(coords.back()[d]);
-    }
-    double box = 1;
-    bool contiguous = true;
-    for (size_t d = 0; d < rank; ++d) {
-      box *= static_cast<double>(spans[d].size());
-      contiguous &=
-          *spans[d].rbegin() - *spans[d].begin() + 1 == static_cast<int64_t>(spans[d].size());
-    }
-    if (box == n && contiguous) {
-      double gathered = 1;
-      for (size_t d = 0; d < rank; ++d) {
-        const auto size = static_cast<int64_t>(spans[d].size());
-        if (size < 2) continue;
-        Phase phase;
-        phase.dim = d;
-        const bool wraps = torus->wraparound[d] && size == torus->dims[d];
-        phase.kind = wraps ? Phase::Kind::kBidirectionalRing : Phase::Kind::kLine;
-        const double shard = bytes * gathered / n;
-        phase.bytes = wraps ? shard / 2 : shard;
-        gathered *= static_cast<double>(size);
-        // The lines along d: members that agree on every other coordinate,
-        // ordered by their coordinate along d.
-        std::map<std::vector<int64_t>, std::vector<std::pair<int64_t, int64_t>>> lines;
-        for (size_t i = 0; i < group.size(); ++i) {
-          std::vector<int64_t> key = coords[i];
-          key[d] = 0;
-          lines[key].emplace_back(coords[i][d], group[i]);
-        }
-        for (auto& [key, line] : lines) {
-          std::sort(line.begin(), line.end());
-          std::vector<int64_t> members;
-          for (const auto& [coord, device] : line) members.push_back(device);
-          phase.lines.push_back(std::move(members));
-        }
-        phase.name =
-            fmt::format("{} {} over {}", wraps ? "bidirectional ring" : "bidirectional chain", size,
-                        d < 6 ? std::string(1, kAxisNames[d]) : fmt::format("d{}", d));
-        phases.push_back(std::move(phase));
-      }
-      return phases;
-    }
-    Phase phase;
-    phase.kind = Phase::Kind::kRing;
-    phase.routed = true;
-    phase.bytes = bytes / n;
-    phase.lines = {group};
-    phase.name = fmt::format("ring of {} in group order (routed)", group.size());
-    phases.push_back(std::move(phase));
-    return phases;
-  }
-  if (const auto* switched = std::get_if<cost::SwitchedTopology>(&target.topology())) {
-    const int64_t per_node = std::max<int64_t>(1, switched->devices_per_node);
-    std::map<int64_t, std::vector<int64_t>> by_node;
-    for (int64_t device : group) by_node[device / per_node].push_back(device);
-    size_t local = 0;
-    for (const auto& [node, members] : by_node) local = std::max(local, members.size());
-    const double shard = bytes / static_cast<double>(by_node.size() * local);
-    // As the cost model: across nodes first (shards, one NIC per device),
-    // then inside each node (blocks grown to B/local).
-    if (by_node.size() >= 2) {
-      Phase phase;
-      phase.routed = true;
-      phase.bytes = shard;
-      for (size_t rank = 0; rank < local; ++rank) {
-        std::vector<int64_t> members;
-        for (const auto& [node, node_members] : by_node) {
-          if (rank < node_members.size()) members.push_back(node_members[rank]);
-        }
-        phase.lines.push_back(std::move(members));
-      }
-      phase.name = fmt::format("ring of {} across nodes", by_node.size());
-      phases.push_back(std::move(phase));
-    }
-    if (local >= 2) {
-      Phase phase;
-      phase.routed = true;
-      phase.bytes = shard * static_cast<double>(by_node.size());
-      for (const auto& [node, members] : by_node) phase.lines.push_back(members);
-      phase.name = fmt::format("ring of {} in each node", local);
-      phases.push_back(std::move(phase));
-    }
-    return phases;
-  }
-  Phase phase;
-  phase.routed = true;
-  phase.bytes = bytes / n;
-  phase.lines = {group};
-  phase.name = fmt::format("ring of {} on the bus", group.size());
-  phases.push_back(std::move(phase));
-  return phases;
 }
 
 void AddPhase(Builder& builder, const Phase& phase, const Network& network, const Received& entry,
@@ -326,7 +210,7 @@ Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
   Received entry(static_cast<size_t>(devices));
   Received received(static_cast<size_t>(devices));
   for (const auto& group : groups) {
-    std::vector<Phase> gather = GatherPhases(group, bytes_of_group(group.size()), target);
+    std::vector<Phase> gather = cost::AllGatherPhases(group, bytes_of_group(group.size()), target);
     std::vector<Phase> phases;
     if (algorithm != CollectiveAlgorithm::kAllGather) {
       phases.assign(gather.rbegin(), gather.rend());  // reduce-scatter

@@ -3,25 +3,9 @@
 // devices, so that the simulator (simulator.h) can put every step on the
 // network as a flow and let concurrent collectives contend.
 //
-// The algorithms are those whose closed forms cost/target_cost_model.h
-// sums, so that with no contention a simulated collective takes exactly
-// the cost model's time. For an all-gather of B bytes (the gathered
-// result) over a group of N devices:
-//
-//   torus, group a sub-box: one phase per dimension the group spans, in
-//     dimension order; phase i moves shards of B n_1...n_{i-1} / N:
-//       wrapping dimension spanned whole: a bidirectional ring, half of
-//         each shard each way, n_i - 1 steps per direction;
-//       otherwise (a line): a bidirectional chain, each device forwarding
-//         to the right what came from the left and to the left what came
-//         from the right, n_i - 1 steps, whole shards;
-//   torus, any other group: a unidirectional ring in group order over
-//     dimension-ordered routes, N - 1 steps of B/N;
-//   switched: a ring in each node over the group's devices there, then a
-//     ring across nodes among the devices with the same rank in their
-//     node, each step B/(nodes x most devices in a node) (the cost model's
-//     hierarchical form);
-//   bus: a unidirectional ring in group order, N - 1 steps of B/N.
+// The algorithms are cost/collective_algorithm.h's, the same description
+// the cost model sums, so that with no contention a simulated collective
+// takes exactly the cost model's time.
 //
 // A device sends step k+1 of a ring (or chain) once it has received step
 // k from its predecessor and sent its own step k (one connection carries a

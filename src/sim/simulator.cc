@@ -137,6 +137,13 @@ class Compiler {
         return OkStatus();
       case Opcode::kConditional:
         return CompileConditional(instruction, depth);
+      case Opcode::kAsyncStart:
+        // Not a collective (ir::WrappedCollective): its computation runs on
+        // the compute stream, as the step estimate runs it.
+        if (const ir::Computation* callee = ir::AsyncCallee(instruction)) {
+          return Compile(*callee, depth + 1);
+        }
+        return OkStatus();
       default:
         break;
     }

@@ -1,0 +1,172 @@
+#include "cost/collective_algorithm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace loom::cost {
+
+namespace {
+
+constexpr const char* kAxisNames = "xyzwuv";
+
+std::string AxisName(size_t dim) {
+  return dim < 6 ? std::string(1, kAxisNames[dim]) : fmt::format("d{}", dim);
+}
+
+std::vector<CollectivePhase> TorusPhases(const TorusTopology& torus,
+                                         const std::vector<int64_t>& group, double bytes,
+                                         const Target& target) {
+  std::vector<CollectivePhase> phases;
+  const auto n = static_cast<double>(group.size());
+  const size_t rank = torus.dims.size();
+  std::vector<std::set<int64_t>> spans(rank);
+  std::vector<std::vector<int64_t>> coords;
+  coords.reserve(group.size());
+  for (int64_t device : group) {
+    coords.push_back(target.Coordinates(device));
+    for (size_t d = 0; d < rank; ++d) spans[d].insert(coords.back()[d]);
+  }
+  double box = 1;
+  bool contiguous = true;
+  for (size_t d = 0; d < rank; ++d) {
+    box *= static_cast<double>(spans[d].size());
+    contiguous &=
+        *spans[d].rbegin() - *spans[d].begin() + 1 == static_cast<int64_t>(spans[d].size());
+  }
+  if (box != n || !contiguous) {
+    // A ring in group order over routes, as slow as its longest one.
+    CollectivePhase phase;
+    phase.kind = CollectivePhase::Kind::kRing;
+    phase.routed = true;
+    phase.bytes = bytes / n;
+    phase.lines = {group};
+    phase.steps = static_cast<int64_t>(group.size()) - 1;
+    phase.hops = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      phase.hops = std::max(phase.hops, TorusHops(target, group[i], group[(i + 1) % group.size()]));
+    }
+    phase.link = torus.link;
+    phase.name = fmt::format("ring of {} in group order (routed)", group.size());
+    phases.push_back(std::move(phase));
+    return phases;
+  }
+  double gathered = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const auto size = static_cast<int64_t>(spans[d].size());
+    if (size < 2) continue;
+    CollectivePhase phase;
+    phase.dim = d;
+    const bool wraps = torus.wraparound[d] && size == torus.dims[d];
+    phase.kind = wraps ? CollectivePhase::Kind::kBidirectionalRing : CollectivePhase::Kind::kLine;
+    const double shard = bytes * gathered / n;
+    phase.bytes = wraps ? shard / 2 : shard;
+    gathered *= static_cast<double>(size);
+    // The lines along d: members that agree on every other coordinate,
+    // ordered by their coordinate along d.
+    std::map<std::vector<int64_t>, std::vector<std::pair<int64_t, int64_t>>> lines;
+    for (size_t i = 0; i < group.size(); ++i) {
+      std::vector<int64_t> key = coords[i];
+      key[d] = 0;
+      lines[key].emplace_back(coords[i][d], group[i]);
+    }
+    for (auto& [key, line] : lines) {
+      std::sort(line.begin(), line.end());
+      std::vector<int64_t> members;
+      for (const auto& [coord, device] : line) members.push_back(device);
+      phase.lines.push_back(std::move(members));
+    }
+    phase.steps = size - 1;
+    phase.link = torus.link;
+    phase.name = fmt::format("{} {} over {}", wraps ? "bidirectional ring" : "bidirectional chain",
+                             size, AxisName(d));
+    phases.push_back(std::move(phase));
+  }
+  return phases;
+}
+
+std::vector<CollectivePhase> SwitchedPhases(const SwitchedTopology& switched,
+                                            const std::vector<int64_t>& group, double bytes) {
+  std::vector<CollectivePhase> phases;
+  const int64_t per_node = std::max<int64_t>(1, switched.devices_per_node);
+  std::map<int64_t, std::vector<int64_t>> by_node;
+  for (int64_t device : group) by_node[device / per_node].push_back(device);
+  size_t local = 0;
+  for (const auto& [node, members] : by_node) local = std::max(local, members.size());
+  const auto nodes = static_cast<int64_t>(by_node.size());
+  const double shard = bytes / static_cast<double>(nodes * static_cast<int64_t>(local));
+  // Across nodes first (shards, one NIC per device), then inside each node
+  // (blocks grown to B/local).
+  if (nodes >= 2) {
+    CollectivePhase phase;
+    phase.routed = true;
+    phase.bytes = shard;
+    for (size_t rank = 0; rank < local; ++rank) {
+      std::vector<int64_t> members;
+      for (const auto& [node, node_members] : by_node) {
+        if (rank < node_members.size()) members.push_back(node_members[rank]);
+      }
+      phase.lines.push_back(std::move(members));
+    }
+    phase.steps = nodes - 1;
+    phase.link = switched.inter_node;
+    phase.name = fmt::format("ring of {} across nodes", nodes);
+    phases.push_back(std::move(phase));
+  }
+  if (local >= 2) {
+    CollectivePhase phase;
+    phase.routed = true;
+    phase.bytes = shard * static_cast<double>(nodes);
+    for (const auto& [node, members] : by_node) phase.lines.push_back(members);
+    phase.steps = static_cast<int64_t>(local) - 1;
+    phase.link = switched.intra_node;
+    phase.name = fmt::format("ring of {} in each node", local);
+    phases.push_back(std::move(phase));
+  }
+  return phases;
+}
+
+}  // namespace
+
+double CollectivePhase::Seconds() const {
+  return static_cast<double>(steps) * (static_cast<double>(hops) * link.latency_seconds +
+                                       sharing * bytes / link.bytes_per_second);
+}
+
+int64_t TorusHops(const Target& target, int64_t a, int64_t b) {
+  const auto& torus = std::get<TorusTopology>(target.topology());
+  const auto ca = target.Coordinates(a);
+  const auto cb = target.Coordinates(b);
+  int64_t hops = 0;
+  for (size_t d = 0; d < ca.size(); ++d) {
+    const int64_t straight = std::abs(ca[d] - cb[d]);
+    hops += torus.wraparound[d] ? std::min(straight, torus.dims[d] - straight) : straight;
+  }
+  return hops;
+}
+
+std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
+                                             const Target& target) {
+  if (group.size() < 2) return {};
+  if (const auto* torus = std::get_if<TorusTopology>(&target.topology())) {
+    return TorusPhases(*torus, group, bytes, target);
+  }
+  if (const auto* switched = std::get_if<SwitchedTopology>(&target.topology())) {
+    return SwitchedPhases(*switched, group, bytes);
+  }
+  const auto n = static_cast<double>(group.size());
+  CollectivePhase phase;
+  phase.routed = true;
+  phase.bytes = bytes / n;
+  phase.lines = {group};
+  phase.steps = static_cast<int64_t>(group.size()) - 1;
+  phase.sharing = n;  // every message of a step is on the one medium
+  phase.link = std::get<BusTopology>(target.topology()).bus;
+  phase.name = fmt::format("ring of {} on the bus", group.size());
+  return {phase};
+}
+
+}  // namespace loom::cost

@@ -1,0 +1,80 @@
+// How each native collective runs on each kind of topology: the one
+// description the cost model sums (target_cost_model.h) and the simulator
+// writes out as messages (sim/plan.h), so that the two cannot drift. For an
+// all-gather of B bytes (the gathered result) over a group of N devices:
+//
+//   torus, group a sub-box of the torus: one phase per dimension the group
+//     spans (sizes n_1..n_k), in dimension order; phase i moves shards of
+//     s_i = B n_1...n_{i-1} / N along lines of that dimension:
+//       a wrapping dimension spanned whole: a bidirectional ring, half of
+//         each shard each way, n_i - 1 steps of s_i / 2;
+//       otherwise (a line): a bidirectional chain, each device forwarding
+//         to the right what came from the left and to the left what came
+//         from the right, n_i - 1 steps of whole shards;
+//   torus, any other group: a unidirectional ring in group order over
+//     dimension-ordered routes, N - 1 steps of B/N, each as slow as the
+//     longest route (h hops);
+//   switched: across nodes first, a ring among the devices with the same
+//     rank in their node, each through its own NIC, steps of B/(nodes x L)
+//     (L: the most devices of the group in one node); then a ring in each
+//     node over NVSwitch, steps of B/L;
+//   bus: a ring in group order whose N messages of every step share the
+//     one medium: N - 1 steps of B/N, each taking N (B/N) / bw.
+//
+// With no contention a phase takes steps x (hops x latency + sharing x
+// bytes / bandwidth): the cost model's closed forms
+//   torus box:   sum_i (n_i-1) a + (n_i-1)/n_i * B_i / (w_i bw), w_i = 2 with
+//                wraparound, 1 without, B_i = B n_1...n_i / N;
+//   torus other: (N-1) (h a + B/N / bw);
+//   switched:    (nodes-1) a_ib + (nodes-1)/nodes * (B/L) / bw_ib
+//                + (L-1) a_nv + (L-1)/L * B / bw_nv;
+//   bus:         (N-1) a + (N-1) B / bw.
+// A reduce-scatter runs the same phases in reverse order (the same time),
+// an all-reduce a reduce-scatter then an all-gather; an all-to-all is costed
+// as an all-gather of its buffer (the same bytes leave each device).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost/target.h"
+
+namespace loom::cost {
+
+struct CollectivePhase {
+  enum class Kind {
+    kRing,               // one way round each line, `bytes` per step
+    kBidirectionalRing,  // both ways round each line, `bytes` each way per step
+    kLine,               // a bidirectional chain along each line
+  };
+  Kind kind = Kind::kRing;
+  // Each a ring or a chain of target device ids, in order.
+  std::vector<std::vector<int64_t>> lines;
+  double bytes = 0;  // per message
+  // Torus phases along one dimension: that dimension, and a message is one
+  // hop; routed phases (`routed`) send along dimension-ordered (or switch
+  // port) routes.
+  size_t dim = 0;
+  bool routed = false;
+  // The timing, with no contention: steps x (hops x link.latency + sharing x
+  // bytes / link.bandwidth).
+  int64_t steps = 0;
+  int64_t hops = 1;
+  double sharing = 1;  // messages of one step on the same medium
+  Link link;
+  std::string name;  // "bidirectional ring 4 over x"
+
+  double Seconds() const;
+};
+
+// The phases of an all-gather of `bytes` (the gathered result) over `group`
+// (target device ids in ring order) on `target`.
+std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
+                                             const Target& target);
+
+// Hops between two devices of a torus by dimension-ordered routing (the
+// shorter way round a wrapping dimension).
+int64_t TorusHops(const Target& target, int64_t a, int64_t b);
+
+}  // namespace loom::cost
