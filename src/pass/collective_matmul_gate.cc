@@ -3,146 +3,329 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 
-#include "analysis/flops.h"
-#include "pass/ring/dot_geometry.h"
+#include "cost/step_time.h"
+#include "ir/clone.h"
+#include "ir/verifier.h"
+#include "pass/async_collectives.h"
 #include "support/units.h"
 
 namespace loom::pass {
 
 namespace {
 
-double Bytes(const ir::Instruction& instruction) {
-  return static_cast<double>(instruction.shape().ByteSize());
+// One candidate in one ring form.
+struct Choice {
+  std::string computation, collective, dot;
+  int64_t group_size = 0;
+  RingDirection direction = RingDirection::kUnidirectional;
+  RingForm form = RingForm::kLoop;
+
+  std::string Key() const { return computation + "/" + collective + "/" + dot; }
+  std::string Ring() const {
+    return fmt::format("{} {} ring",
+                       direction == RingDirection::kBidirectional ? "bidirectional"
+                                                                  : "unidirectional",
+                       form == RingForm::kLoop ? "loop" : "unrolled");
+  }
+};
+
+// A choice's estimate, made on the program as it was after `round`
+// acceptances.
+struct Trial {
+  Choice choice;
+  double step = 0;
+  int64_t round = 0;
+};
+
+bool Matches(const Candidate& c, const Choice& choice) {
+  return c.computation == choice.computation && c.collective == choice.collective &&
+         c.dot == choice.dot;
 }
 
-// t_c: one partial product and the ops that feed and merge it, each costed
-// as the cost model costs the op the ring emits (so that the gate agrees
-// with the step estimate of the rewritten program): a dynamic-slice of an
-// operand, a dynamic-update-slice of the result's block, an add of partial
-// results.
-double StepCompute(const cost::TargetCostModel& model, const Candidate& c) {
-  const ir::Instruction& dot = *c.dot_instruction;
-  const auto n = static_cast<double>(c.group_size);
-  const double launch = model.target().compute().launch_seconds;
-  const auto memory = [&](double bytes) { return model.MemorySeconds(bytes) + launch; };
-  const double out = Bytes(dot);
-  const double lhs = Bytes(*dot.operand(0));
-  const double rhs = Bytes(*dot.operand(1));
-  const double flops = static_cast<double>(analysis::DotFlops(dot)) / n;
-  const ir::PrimitiveType type = dot.operand(0)->shape().type();
-  if (c.kind != CandidateKind::kAllGather) {
-    // Slice the operand(s) that supply output block q, multiply, add the
-    // partial sum received.
-    double sliced = lhs + rhs;  // batch: both
-    if (c.dimension_class == "lhs free") sliced = lhs;
-    if (c.dimension_class == "rhs free") sliced = rhs;
-    const double slices = c.dimension_class == "batch" ? 2 : 1;
-    return model.DotSeconds(flops, lhs + rhs - sliced + sliced / n + out / n, type) +
-           slices * launch + model.MemorySeconds(2 * sliced / n) + memory(3 * out / n);
+// The candidates of `module`, each with the ring forms to try, and the
+// matcher's word on every pair that is no candidate at all.
+struct Enumeration {
+  std::vector<Choice> choices;
+  std::vector<Decision> not_candidates;
+  std::map<std::string, std::string> description;  // by Choice::Key: "all-gather -> dot (...)"
+};
+
+Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matching,
+                                const StepGateOptions& options) {
+  Enumeration found;
+  matching.gate = [&](const Candidate& c) {
+    std::vector<RingDirection> directions = {RingDirection::kUnidirectional};
+    if (c.group_size >= 3) directions.push_back(RingDirection::kBidirectional);
+    if (options.direction) directions = {*options.direction};
+    std::vector<RingForm> forms = {RingForm::kLoop};
+    if (c.group_size <= options.max_unrolled_steps) forms.push_back(RingForm::kUnrolled);
+    if (options.form) forms = {*options.form};
+    for (RingDirection direction : directions) {
+      for (RingForm form : forms) {
+        found.choices.push_back(
+            {c.computation, c.collective, c.dot, c.group_size, direction, form});
+      }
+    }
+    GateVerdict verdict;
+    verdict.reason = "a candidate";
+    return verdict;
+  };
+  CollectiveMatmul pass(matching);
+  LOOM_RETURN_IF_ERROR(pass.Run(module).status());
+  for (const Decision& decision : pass.decisions()) {
+    if (decision.reason != "a candidate") {
+      found.not_candidates.push_back(decision);
+    } else {
+      found.description[Choice{decision.computation, decision.collective, decision.dot}.Key()] =
+          decision.form;
+    }
   }
-  const double window = static_cast<double>(c.shard_bytes);
-  const double other = std::max(0.0, lhs + rhs - static_cast<double>(c.collective_bytes));
-  if (c.dimension_class == "free") {
-    return model.DotSeconds(flops, window + other + out / n, type) + memory(2 * out / n);
-  }
-  if (c.dimension_class == "batch") {
-    return model.DotSeconds(flops, window + other / n + out / n, type) + memory(2 * other / n) +
-           memory(2 * out / n);
-  }
-  // Contracting: slice the other operand, accumulate the whole result.
-  return model.DotSeconds(flops, window + other / n + out, type) + memory(2 * other / n) +
-         memory(3 * out);
+  return found;
 }
 
-std::vector<std::pair<int64_t, int64_t>> BothWays(
-    const std::vector<std::pair<int64_t, int64_t>>& pairs) {
-  auto both = pairs;
-  for (const auto& [from, to] : pairs) both.emplace_back(to, from);
-  return both;
+// `base` with one choice applied; null when the choice is no candidate there
+// any more. `decision` receives the pass's record of the rewrite.
+Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice& choice,
+                                            CollectiveMatmulOptions matching,
+                                            Decision* decision) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, ir::CloneModule(base));
+  matching.gate = [&](const Candidate& c) {
+    GateVerdict verdict;
+    verdict.rewrite = Matches(c, choice);
+    verdict.direction = choice.direction;
+    verdict.form = choice.form;
+    verdict.reason = verdict.rewrite ? "chosen" : "not this trial's";
+    return verdict;
+  };
+  CollectiveMatmul pass(matching);
+  LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(*module));
+  if (!changed) return std::unique_ptr<ir::Module>();
+  for (const Decision& d : pass.decisions()) {
+    if (d.rewritten && decision != nullptr) *decision = d;
+  }
+  return module;
 }
 
-// Loop iterations of a ring form (the steps that go into the while body).
-int64_t LoopIterations(const Candidate& c, RingDirection direction) {
-  const int64_t n = c.group_size;
-  if (direction == RingDirection::kBidirectional && n >= 3)
-    return std::max<int64_t>((n - 1) / 2 - 1, 0);
-  return c.kind == CandidateKind::kAllGather ? n - 1 : n - 2;
+std::string Change(double before, double after) {
+  return fmt::format("{:+.1f}%", 100 * (after / before - 1));
 }
 
 }  // namespace
 
-RingEstimate EstimateRing(const cost::TargetCostModel& model, const Candidate& c,
-                          int64_t permutes_in_flight) {
-  RingEstimate e;
-  const auto n = static_cast<double>(c.group_size);
-  e.collective = model.TransferSeconds(*c.collective_instruction, c.grid);
-  e.dot = model.ComputeSeconds(*c.dot_instruction);
-  e.original = e.collective + e.dot;
-  e.step_compute = StepCompute(model, c);
-  // Each collective-permute is an op of its own and pays a launch.
-  const double launch = model.target().compute().launch_seconds;
-  const auto shard = static_cast<double>(c.shard_bytes);
-  e.step_transfer = model.PermuteSeconds(c.ring_pairs, shard) + launch;
-  const double both = permutes_in_flight >= 2
-                          ? model.PermuteSeconds(BothWays(c.ring_pairs), shard) + 2 * launch
-                          : 2 * e.step_transfer;
-  const double tc = e.step_compute;
-  const double tp = e.step_transfer;
-  e.unidirectional = (n - 1) * std::max(tc, tp) + tc;
-  e.bidirectional = e.unidirectional;
-  if (c.group_size >= 3) {
-    const auto a = static_cast<double>(c.group_size / 2);        // ceil((N-1)/2)
-    const auto b = static_cast<double>((c.group_size - 1) / 2);  // floor((N-1)/2)
-    if (c.kind == CandidateKind::kAllGather) {
-      e.bidirectional =
-          std::max(tc, both) + (a - 1) * std::max(2 * tc, both) + (a == b ? 2 : 1) * tc;
-    } else {
-      e.bidirectional = b * std::max(2 * tc, both) + (a - b) * std::max(tc, tp) + tc;
-    }
-  }
-  if (c.kind == CandidateKind::kAllReduce) {
-    // The all-gather half stays a native collective (a later candidate may
-    // decompose it against the dot that consumes it).
-    e.unidirectional += e.collective / 2;
-    e.bidirectional += e.collective / 2;
-  }
-  e.loop_overhead = 2 * model.target().compute().launch_seconds;
-  return e;
+Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
+                                      const ScheduleOptions& schedule) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(module));
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(*copy));
+  AsyncCollectives async;
+  LOOM_RETURN_IF_ERROR(async.Run(*copy).status());
+  ScheduleOptions options = schedule;
+  options.grid = grid;
+  Schedule scheduler(model, options);
+  LOOM_RETURN_IF_ERROR(scheduler.Run(*copy).status());
+  return cost::EstimateStep(*copy, model, grid).total_seconds;
 }
 
-Gate MakeCostGate(std::shared_ptr<const cost::TargetCostModel> model, GateOptions options) {
-  return [model = std::move(model), options](const Candidate& c) {
-    const RingEstimate e = EstimateRing(*model, c, options.permutes_in_flight);
-    GateVerdict verdict;
-    verdict.form = options.form.value_or(
-        c.group_size <= options.max_unrolled_steps ? RingForm::kUnrolled : RingForm::kLoop);
-    const auto total = [&](RingDirection direction) {
-      const double ring =
-          direction == RingDirection::kBidirectional ? e.bidirectional : e.unidirectional;
-      return ring + (verdict.form == RingForm::kLoop
-                         ? e.loop_overhead * static_cast<double>(LoopIterations(c, direction))
-                         : 0.0);
-    };
-    const double uni = total(RingDirection::kUnidirectional);
-    const double bi = total(RingDirection::kBidirectional);
-    verdict.direction = options.direction.value_or(bi < uni ? RingDirection::kBidirectional
-                                                            : RingDirection::kUnidirectional);
-    const double ring = verdict.direction == RingDirection::kBidirectional ? bi : uni;
-    verdict.benefit = e.original - ring;
-    verdict.rewrite = ring < e.original * (1 - options.min_gain);
-    verdict.reason = fmt::format(
-        "on {}: original {} ({} {} + dot {}); ring {} (unidirectional {}, bidirectional {}; "
-        "per step: product {}, transfer {}){}",
-        model->target().name(), FormatSeconds(e.original), CandidateKindName(c.kind),
-        FormatSeconds(e.collective), FormatSeconds(e.dot), FormatSeconds(ring), FormatSeconds(uni),
-        FormatSeconds(bi), FormatSeconds(e.step_compute), FormatSeconds(e.step_transfer),
-        verdict.rewrite     ? fmt::format("; saves {:.0f}%", 100 * (1 - ring / e.original))
-        : ring < e.original ? fmt::format("; the ring saves only {:.1f}% (< {:.0f}% required)",
-                                          100 * (1 - ring / e.original), 100 * options.min_gain)
-                            : std::string("; the ring does not pay"));
-    return verdict;
+Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
+  decisions_.clear();
+  explanation_.clear();
+  const cost::TargetCostModel& model = *model_;
+  const std::string on = model.target().name();
+  auto step = [&](const ir::Module& m) {
+    return ScheduledStepSeconds(m, model, options_.schedule);
   };
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> current, ir::CloneModule(module));
+  LOOM_ASSIGN_OR_RETURN(Enumeration enumeration, Enumerate(*current, matching_, options_));
+  LOOM_ASSIGN_OR_RETURN(const double baseline, step(*current));
+  double current_step = baseline;
+
+  // Every choice estimated once on the program as given; each acceptance
+  // makes the others stale, and a stale estimate is redone before it wins.
+  std::vector<Trial> trials;
+  std::set<std::string> seen;
+  auto estimate_new = [&](const std::vector<Choice>& choices, int64_t round) -> Status {
+    for (const Choice& choice : choices) {
+      if (seen.count(choice.Key() + choice.Ring())) continue;
+      seen.insert(choice.Key() + choice.Ring());
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
+                            Apply(*current, choice, matching_, nullptr));
+      if (!trial) continue;
+      LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
+      trials.push_back({choice, seconds, round});
+    }
+    return OkStatus();
+  };
+  LOOM_RETURN_IF_ERROR(estimate_new(enumeration.choices, 0));
+  // Per candidate, the best estimate of any of its forms against the
+  // baseline (for the declines).
+  std::map<std::string, Trial> best_of;
+  for (const Trial& t : trials) {
+    auto [it, fresh] = best_of.try_emplace(t.choice.Key(), t);
+    if (!fresh && t.step < it->second.step) it->second = t;
+  }
+
+  struct Accepted {
+    Choice choice;
+    Decision decision;
+    double before = 0, after = 0;
+  };
+  std::vector<Accepted> accepted;
+  std::set<std::string> done;  // candidates rewritten
+  int64_t round = 0;
+  while (true) {
+    std::erase_if(trials, [&](const Trial& t) { return done.count(t.choice.Key()) > 0; });
+    if (trials.empty()) break;
+    std::stable_sort(trials.begin(), trials.end(),
+                     [](const Trial& a, const Trial& b) { return a.step < b.step; });
+    Trial& best = trials.front();
+    if (best.round != round) {  // estimated before the last acceptance: redo it
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> again,
+                            Apply(*current, best.choice, matching_, nullptr));
+      if (!again) {
+        trials.erase(trials.begin());
+        continue;
+      }
+      LOOM_ASSIGN_OR_RETURN(best.step, step(*again));
+      best.round = round;
+      continue;  // re-sorted on the next pass
+    }
+    if (!(best.step < current_step * (1 - options_.min_gain))) break;
+    Decision decision;
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> next,
+                          Apply(*current, best.choice, matching_, &decision));
+    if (!next) {
+      trials.erase(trials.begin());
+      continue;
+    }
+    accepted.push_back({best.choice, decision, current_step, best.step});
+    done.insert(best.choice.Key());
+    current_step = best.step;
+    current = std::move(next);
+    ++round;
+    // Rewrites make new candidates (the all-gather of a split all-reduce).
+    LOOM_ASSIGN_OR_RETURN(Enumeration more, Enumerate(*current, matching_, options_));
+    LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
+  }
+
+  // Every candidate rewritten in one form, as collective-matmul does
+  // without a target: kept instead when it beats the greedy choice.
+  std::optional<std::pair<std::string, double>> forced_best;
+  std::unique_ptr<ir::Module> forced_module;
+  std::vector<Decision> forced_decisions;
+  if (!enumeration.choices.empty()) {
+    for (RingDirection direction : {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
+      for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
+        if (options_.direction && *options_.direction != direction) continue;
+        if (options_.form && *options_.form != form) continue;
+        LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> all, ir::CloneModule(module));
+        CollectiveMatmulOptions everything = matching_;
+        everything.gate = nullptr;
+        everything.min_bytes = 0;
+        everything.direction = direction;
+        everything.form = form;
+        CollectiveMatmul pass(everything);
+        LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(*all));
+        if (!changed) continue;
+        LOOM_ASSIGN_OR_RETURN(const double seconds, step(*all));
+        const std::string ring = Choice{{}, {}, {}, 0, direction, form}.Ring();
+        if (seconds < current_step * (1 - options_.min_gain) &&
+            (!forced_best || seconds < forced_best->second)) {
+          forced_best = {ring, seconds};
+          forced_module = std::move(all);
+          forced_decisions = pass.decisions();
+        }
+      }
+    }
+  }
+
+  for (const Decision& d : enumeration.not_candidates) decisions_.push_back(d);
+  if (forced_best) {
+    // Replace the module's computations by the forced rewrite's.
+    for (Decision d : forced_decisions) {
+      if (!d.rewritten) continue;
+      d.reason = fmt::format("{}, as every candidate: step {} -> {} ({}) on {} (the best of the "
+                             "rewrites one at a time: {})",
+                             forced_best->first, FormatSeconds(baseline),
+                             FormatSeconds(forced_best->second),
+                             Change(baseline, forced_best->second), on,
+                             FormatSeconds(current_step));
+      decisions_.push_back(d);
+    }
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(*forced_module));
+    current = std::move(copy);
+    current_step = forced_best->second;
+  } else {
+    for (const Accepted& a : accepted) {
+      Decision d = a.decision;
+      d.reason = fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(),
+                             FormatSeconds(a.before), FormatSeconds(a.after),
+                             Change(a.before, a.after), on);
+      decisions_.push_back(d);
+    }
+  }
+  // The declined: every candidate of the original program not rewritten.
+  std::set<std::string> declined;
+  for (const Choice& choice : enumeration.choices) {
+    if (done.count(choice.Key()) || declined.count(choice.Key())) continue;
+    if (forced_best) {
+      bool rewritten = false;
+      for (const Decision& d : decisions_) {
+        rewritten |= d.rewritten && d.collective == choice.collective && d.dot == choice.dot;
+      }
+      if (rewritten) continue;
+    }
+    declined.insert(choice.Key());
+    Decision d{choice.computation, choice.collective, choice.dot,
+               enumeration.description[choice.Key()], false, ""};
+    auto it = best_of.find(choice.Key());
+    d.reason = it == best_of.end()
+                   ? "no ring form applies"
+                   : fmt::format("its best ring ({}) makes the step {} against {} without it "
+                                 "({}; needs better than -{:.1f}%) on {}",
+                                 it->second.choice.Ring(), FormatSeconds(it->second.step),
+                                 FormatSeconds(baseline), Change(baseline, it->second.step),
+                                 100 * options_.min_gain, on);
+    decisions_.push_back(std::move(d));
+  }
+  for (const Decision& d : decisions_) explanation_.push_back(FormatDecision(d));
+  explanation_.push_back(fmt::format(
+      "step on {}: {} with async-collectives and schedule alone, {} with the rewrites ({})", on,
+      FormatSeconds(baseline), FormatSeconds(current_step), Change(baseline, current_step)));
+
+  if (current_step >= baseline) return false;
+  // The program as rewritten replaces the module's contents: replay the
+  // accepted choices on the module itself, so that it keeps its locations.
+  if (forced_best) {
+    CollectiveMatmulOptions everything = matching_;
+    everything.gate = nullptr;
+    everything.min_bytes = 0;
+    const bool bidirectional = forced_best->first.starts_with("bidirectional");
+    everything.direction =
+        bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
+    everything.form =
+        forced_best->first.find("unrolled") != std::string::npos ? RingForm::kUnrolled : RingForm::kLoop;
+    CollectiveMatmul pass(everything);
+    return pass.Run(module);
+  }
+  for (const Accepted& a : accepted) {
+    CollectiveMatmulOptions one = matching_;
+    one.gate = [&](const Candidate& c) {
+      GateVerdict verdict;
+      verdict.rewrite = Matches(c, a.choice);
+      verdict.direction = a.choice.direction;
+      verdict.form = a.choice.form;
+      return verdict;
+    };
+    CollectiveMatmul pass(one);
+    LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(module));
+    if (!changed) {
+      return Error{fmt::format("collective-matmul: internal error replaying %{} / %{}",
+                               a.choice.collective, a.choice.dot)};
+    }
+  }
+  return true;
 }
 
 }  // namespace loom::pass

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <string>
 #include <limits>
 #include <map>
 
@@ -93,7 +94,7 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
                                                        const PassContext& context) {
   constexpr std::string_view kName = "collective-matmul";
   CollectiveMatmulOptions config;
-  GateOptions gate;
+  StepGateOptions gate;
   for (const auto& [key, value] : options) {
     const auto bad = [&] {
       return Error{
@@ -103,6 +104,7 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       if (value != "unidirectional" && value != "bidirectional") return bad();
       config.direction =
           value == "bidirectional" ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
+      gate.direction = config.direction;
     } else if (key == "form") {
       if (value != "loop" && value != "unrolled") return bad();
       config.form = value == "loop" ? RingForm::kLoop : RingForm::kUnrolled;
@@ -129,16 +131,33 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
         start = end + 1;
       }
     } else if (key == "permutes-in-flight") {
-      LOOM_ASSIGN_OR_RETURN(gate.permutes_in_flight, ParseCount(kName, key, value));
+      LOOM_ASSIGN_OR_RETURN(gate.schedule.MaxInFlight(cost::TransferKind::kCollectivePermute),
+                            ParseCount(kName, key, value));
+    } else if (key == "min-gain") {
+      double gain = -1;
+      try {
+        size_t used = 0;
+        gain = std::stod(value, &used);
+        if (used != value.size()) gain = -1;
+      } catch (const std::exception&) {
+        gain = -1;
+      }
+      if (!(gain >= 0 && gain < 1)) {
+        return Error{fmt::format("pass {}: min-gain={} is not a fraction in [0, 1)", kName, value)};
+      }
+      gate.min_gain = gain;
     } else if (key == "max-unrolled-steps") {
       LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseCount(kName, key, value));
     } else {
       return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }
   }
-  // With a target, the cost model decides; direction and form given as
-  // options are then fixed, the rest chosen per candidate.
-  if (context.cost_model) config.gate = MakeCostGate(context.cost_model, gate);
+  // With a target, the whole scheduled step decides; direction and form given
+  // as options are then fixed, the rest chosen per candidate.
+  if (context.cost_model) {
+    return std::unique_ptr<Pass>(
+        std::make_unique<GatedCollectiveMatmul>(std::move(config), context.cost_model, gate));
+  }
   return std::unique_ptr<Pass>(std::make_unique<CollectiveMatmul>(std::move(config)));
 }
 
@@ -215,8 +234,9 @@ Expected<Pipeline> ParsePipeline(std::string_view spec, const PassContext& conte
 std::vector<std::string> DescribePasses() {
   return {
       "collective-matmul{direction=unidirectional|bidirectional, form=loop|unrolled, "
-      "min-bytes=N[K|M] (default 1M; without --target), max-unrolled-steps=N (default 16; with "
-      "--target), permutes-in-flight=N (default 1, as schedule's max-in-flight; with --target), "
+      "min-bytes=N[K|M] (default 1M; without --target); with --target: max-unrolled-steps=N "
+      "(default 16), permutes-in-flight=N (default 1, as schedule's max-in-flight), "
+      "min-gain=F (default 0.005: the step must get faster by more than this fraction); "
       "other-users=decline|keep, "
       "forms=all-gather+reduce-scatter+all-reduce}: decompose collectives next to dots into "
       "rings of collective-permutes overlapped with partial products",

@@ -1,14 +1,19 @@
-// The cost-model gate of collective-matmul on real targets: a large product
-// behind a small gather is rewritten, a thin product behind a large gather
-// on a fast native collective is declined, and of two candidates of one dot
-// the one that saves more is taken.
+// The whole-step gate of collective-matmul on real targets: a product that
+// nothing else can hide its gather behind gets a ring; a thin product behind
+// a large gather on a fast native collective does not; a collective the
+// schedule already hides behind independent work is left alone (the
+// baseline is async-collectives + schedule, not the synchronous program);
+// of two candidates of one dot the one whose scheduled step is shorter is
+// taken; and the program is never estimated slower than scheduling alone.
 #include "pass/collective_matmul_gate.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
+#include "ir/clone.h"
 #include "ir/parser.h"
 
 namespace loom::pass {
@@ -17,24 +22,43 @@ namespace {
 struct GateRun {
   bool changed = false;
   std::vector<Decision> decisions;
+  std::vector<std::string> explanation;
   std::string Explain() const {
     std::string lines;
-    for (const Decision& d : decisions) lines += FormatDecision(d) + "\n";
+    for (const std::string& line : explanation) lines += line + "\n";
     return lines;
+  }
+  const Decision* Of(const std::string& collective) const {
+    for (const Decision& d : decisions) {
+      if (d.collective == collective) return &d;
+    }
+    return nullptr;
   }
 };
 
-GateRun RunGate(const std::string& hlo, const std::string& target_name) {
+std::shared_ptr<const cost::TargetCostModel> ModelOf(const std::string& name) {
+  auto target = cost::FindTarget(name);
+  EXPECT_TRUE(target.ok()) << name;
+  return std::make_shared<cost::TargetCostModel>(*target);
+}
+
+GateRun RunGate(ir::Module& module, const std::string& target) {
+  GatedCollectiveMatmul pass(CollectiveMatmulOptions{}, ModelOf(target));
+  Expected<bool> changed = pass.Run(module);
+  EXPECT_TRUE(changed.ok()) << changed.error().ToString();
+  return {changed.ok() && *changed, pass.decisions(), pass.Explain()};
+}
+
+GateRun RunGate(const std::string& hlo, const std::string& target) {
   auto module = ir::ParseModule(hlo);
   EXPECT_TRUE(module.ok()) << module.error().ToString();
-  auto target = cost::FindTarget(target_name);
-  EXPECT_TRUE(target.ok());
-  CollectiveMatmulOptions options;
-  options.gate = MakeCostGate(std::make_shared<cost::TargetCostModel>(*target));
-  CollectiveMatmul pass(options);
-  Expected<bool> changed = pass.Run(**module);
-  EXPECT_TRUE(changed.ok());
-  return {changed.ok() && *changed, pass.decisions()};
+  return RunGate(**module, target);
+}
+
+double Scheduled(const ir::Module& module, const std::string& target) {
+  Expected<double> seconds = ScheduledStepSeconds(module, *ModelOf(target), ScheduleOptions{});
+  EXPECT_TRUE(seconds.ok()) << seconds.error().ToString();
+  return seconds.ok() ? *seconds : 0;
 }
 
 // x: bf16[512, K] gathered on N devices to [512 N, K], times w: bf16[K, F].
@@ -51,39 +75,69 @@ ENTRY %main {{
                      k, f, n, 512 * n);
 }
 
-TEST(CollectiveMatmulGate, LargeProductBehindASmallGatherIsRewritten) {
-  // "Large" and "small" relative to each target: the gather takes well
-  // under the product's time there, but not a negligible share of it.
+TEST(CollectiveMatmulStepGate, AProductNothingElseCanHideItsGatherBehindGetsARing) {
   for (const auto& [target, k, f] :
        {std::tuple{"tpu-v4-4x4x4", 8192, 4096}, std::tuple{"dgx-h100", 8192, 4096},
         std::tuple{"loopback-2gbit", 4096, 512}}) {
-    GateRun run = RunGate(GatherDot(k, f), target);
-    ASSERT_EQ(run.decisions.size(), 1u);
-    EXPECT_TRUE(run.decisions[0].rewritten) << target << ": " << run.Explain();
-    EXPECT_NE(run.decisions[0].reason.find(fmt::format("on {}: original", target)),
-              std::string::npos)
-        << run.Explain();
+    auto module = ir::ParseModule(GatherDot(k, f));
+    ASSERT_TRUE(module.ok());
+    const double before = Scheduled(**module, target);
+    GateRun run = RunGate(**module, target);
+    const Decision* d = run.Of("x.full");
+    ASSERT_NE(d, nullptr) << run.Explain();
+    EXPECT_TRUE(d->rewritten) << target << ": " << run.Explain();
+    EXPECT_NE(d->reason.find(fmt::format("on {}", target)), std::string::npos) << run.Explain();
+    EXPECT_NE(d->reason.find("step"), std::string::npos) << run.Explain();
+    // The rewritten module's scheduled step is what the gate said, and shorter.
+    EXPECT_LT(Scheduled(**module, target), before * (1 - 0.005)) << run.Explain();
   }
 }
 
-TEST(CollectiveMatmulGate, ThinProductBehindALargeGatherOnAFastCollectiveIsDeclined) {
-  // A 4-chip x ring with wraparound (the native gather uses both
-  // directions), an 8-chip one, and 16 GPUs on two DGX nodes (the native
-  // gather crosses nodes through all eight NICs, the ring through one).
+TEST(CollectiveMatmulStepGate, AThinProductBehindALargeGatherOnAFastCollectiveIsDeclined) {
   for (const auto& [target, n] :
        {std::pair{"tpu-v4-4x4x4", 4}, std::pair{"tpu-v4-8x8x8", 8}, std::pair{"dgx-h100-x4", 16}}) {
     GateRun run = RunGate(GatherDot(8192, 1, n), target);
-    ASSERT_EQ(run.decisions.size(), 1u);
-    EXPECT_FALSE(run.decisions[0].rewritten) << target << ": " << run.Explain();
-    EXPECT_NE(run.decisions[0].reason.find("the ring does not pay"), std::string::npos)
-        << run.Explain();
+    const Decision* d = run.Of("x.full");
+    ASSERT_NE(d, nullptr) << run.Explain();
+    EXPECT_FALSE(d->rewritten) << target << ": " << run.Explain();
+    EXPECT_NE(d->reason.find("its best ring"), std::string::npos) << run.Explain();
     EXPECT_FALSE(run.changed);
   }
 }
 
-TEST(CollectiveMatmulGate, OfTwoCandidatesOfOneDotTheBetterIsTaken) {
-  // Both collectives sit on one dot; which ring saves more depends on the
-  // target, and the gate must take that one.
+TEST(CollectiveMatmulStepGate, ACollectiveTheScheduleAlreadyHidesIsLeftAlone) {
+  // The gather feeds one dot, but an independent product as long as the
+  // gather runs beside it: async-collectives + schedule hide the gather
+  // without any ring, and a ring would only add its per-step costs. The
+  // local formula of the old gate (collective + dot against the ring)
+  // rewrote this pair.
+  const std::string hlo = R"(
+HloModule hidden, num_partitions=4
+ENTRY %main {
+  %x = bf16[512,8192] parameter(0)
+  %w = bf16[8192,4096] parameter(1)
+  %a = bf16[8192,8192] parameter(2)
+  %b = bf16[8192,8192] parameter(3)
+  %x.full = bf16[2048,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
+  %y = bf16[2048,4096] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %z = bf16[8192,8192] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = (bf16[2048,4096], bf16[8192,8192]) tuple(%y, %z)
+}
+)";
+  for (const char* target : {"tpu-v4-4x4x4", "dgx-h100"}) {
+    auto module = ir::ParseModule(hlo);
+    ASSERT_TRUE(module.ok());
+    const double before = Scheduled(**module, target);
+    GateRun run = RunGate(**module, target);
+    const Decision* d = run.Of("x.full");
+    ASSERT_NE(d, nullptr) << run.Explain();
+    EXPECT_FALSE(d->rewritten) << target << ": " << run.Explain();
+    EXPECT_FALSE(run.changed);
+    EXPECT_DOUBLE_EQ(Scheduled(**module, target), before);
+  }
+}
+
+TEST(CollectiveMatmulStepGate, OfTwoCandidatesOfOneDotTheShorterStepIsTaken) {
   const std::string hlo = R"(
 HloModule two, num_partitions=4
 %add (p: bf16[], q: bf16[]) -> bf16[] {
@@ -99,61 +153,47 @@ ENTRY %main {
   ROOT %out = bf16[1024,2048] reduce-scatter(%p), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
 }
 )";
-  // On tpu-v4-8x8x8 the 4 devices are half of an x ring: no wraparound, so
-  // the native collectives run one way like the ring.
-  for (const char* target_name : {"tpu-v4-8x8x8", "dgx-h100", "loopback-2gbit"}) {
-    GateRun run = RunGate(hlo, target_name);
-    ASSERT_EQ(run.decisions.size(), 2u) << run.Explain();
-    // One is rewritten, the other declined (because the first is better,
-    // or because its own ring does not pay).
-    const bool first = run.decisions[0].rewritten;
-    const Decision& taken = run.decisions[first ? 0 : 1];
-    const Decision& declined = run.decisions[first ? 1 : 0];
-    EXPECT_TRUE(taken.rewritten) << run.Explain();
-    EXPECT_FALSE(declined.rewritten) << run.Explain();
-    // The gate's own estimates agree with the choice.
-    auto module = ir::ParseModule(hlo);
-    ASSERT_TRUE(module.ok());
-    auto target = cost::FindTarget(target_name);
-    const cost::TargetCostModel model(*target);
-    std::map<std::string, double> saving;
-    CollectiveMatmulOptions options;
-    options.gate = [&](const Candidate& c) {
-      const RingEstimate e = EstimateRing(model, c);
-      saving[c.collective] = e.original - std::min(e.unidirectional, e.bidirectional);
-      return GateVerdict{true, RingDirection::kUnidirectional, RingForm::kUnrolled,
-                         saving[c.collective], ""};
-    };
-    CollectiveMatmul probe(options);
-    ASSERT_TRUE(probe.Run(**module).ok());
-    const std::string better = saving["x.full"] > saving["out"] ? "x.full" : "out";
-    EXPECT_EQ(taken.collective, better) << target_name << ": " << run.Explain();
+  for (const char* target : {"tpu-v4-8x8x8", "dgx-h100", "loopback-2gbit"}) {
+    GateRun run = RunGate(hlo, target);
+    // Each candidate alone, in its best form, by the same estimate.
+    std::map<std::string, double> alone;
+    for (const char* collective : {"x.full", "out"}) {
+      for (RingDirection direction : {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
+        for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
+          auto module = ir::ParseModule(hlo);
+          ASSERT_TRUE(module.ok());
+          CollectiveMatmulOptions options;
+          options.gate = [&](const Candidate& c) {
+            return GateVerdict{c.collective == collective, direction, form, 0, ""};
+          };
+          CollectiveMatmul pass(options);
+          ASSERT_TRUE(pass.Run(**module).ok());
+          const double seconds = Scheduled(**module, target);
+          if (!alone.count(collective) || seconds < alone[collective]) alone[collective] = seconds;
+        }
+      }
+    }
+    const std::string better = alone["x.full"] < alone["out"] ? "x.full" : "out";
+    const Decision* d = run.Of(better);
+    ASSERT_NE(d, nullptr) << run.Explain();
+    EXPECT_TRUE(d->rewritten) << target << ": " << run.Explain();
   }
 }
 
-TEST(CollectiveMatmulGate, EstimatesFollowTheRingFormulas) {
-  auto module = ir::ParseModule(GatherDot(1024, 4096));
-  ASSERT_TRUE(module.ok());
-  auto target = cost::FindTarget("tpu-v4-4x4x4");
-  const cost::TargetCostModel model(*target);
-  std::optional<RingEstimate> estimate;
-  CollectiveMatmulOptions options;
-  options.gate = [&](const Candidate& c) {
-    estimate = EstimateRing(model, c);
-    EXPECT_EQ(c.shard_bytes, 512 * 1024 * 2);
-    EXPECT_EQ(c.ring_pairs.size(), 4u);
-    return GateVerdict{};
-  };
-  CollectiveMatmul pass(options);
-  ASSERT_TRUE(pass.Run(**module).ok());
-  ASSERT_TRUE(estimate);
-  const double tc = estimate->step_compute;
-  const double tp = estimate->step_transfer;
-  EXPECT_DOUBLE_EQ(estimate->unidirectional, 3 * std::max(tc, tp) + tc);
-  // One shard between neighbours of the x ring (wraparound): a hop and
-  // 1 MiB at 45 GB/s, plus the permute's launch.
-  EXPECT_DOUBLE_EQ(tp, 1e-6 + 1048576 / 45e9 + 1e-6);
-  EXPECT_DOUBLE_EQ(estimate->original, estimate->collective + estimate->dot);
+TEST(CollectiveMatmulStepGate, NeverSlowerThanSchedulingAlone) {
+  // The gate's result, through the same pipeline, against the baseline.
+  for (const std::string& hlo : {GatherDot(8192, 4096), GatherDot(8192, 1), GatherDot(1024, 64, 8)}) {
+    for (const char* target : {"tpu-v4-8x8x8", "dgx-h100", "loopback-2gbit"}) {
+      auto module = ir::ParseModule(hlo);
+      ASSERT_TRUE(module.ok());
+      const double before = Scheduled(**module, target);
+      GateRun run = RunGate(**module, target);
+      EXPECT_LE(Scheduled(**module, target), before) << target << ": " << run.Explain();
+      ASSERT_FALSE(run.explanation.empty());
+      EXPECT_NE(run.explanation.back().find("with async-collectives and schedule alone"),
+                std::string::npos);
+    }
+  }
 }
 
 }  // namespace

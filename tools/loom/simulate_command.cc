@@ -1,8 +1,14 @@
-// `loom simulate MODULE --target T [--trace FILE] [--json FILE]` and
-// `loom simulate --compare A B --target T`: the discrete-event simulator.
+// `loom simulate MODULE --target T [--trace FILE] [--json FILE]`,
+// `loom simulate --compare A B --target T` and `loom simulate --baseline
+// MODULE --target T` (as written, async+schedule, full pipeline): the
+// discrete-event simulator.
 #include <fmt/format.h>
 
+#include "cost/step_time.h"
 #include "cost/target.h"
+#include "cost/target_cost_model.h"
+#include "ir/clone.h"
+#include "pass/registry.h"
 #include "loom/command.h"
 #include "sim/simulator.h"
 #include "support/units.h"
@@ -17,17 +23,55 @@ struct SimulateFlags {
   std::string trace;
   std::string json;
   bool compare = false;
+  bool baseline = false;
   std::vector<std::string> compute_scale;
   std::vector<std::string> link_scale;
 };
 
-sim::SimReport SimulateOne(const std::string& path, const cost::Target& target,
-                           const sim::SimOptions& options) {
-  std::unique_ptr<ir::Module> module = LoadVerifiedModule(path, nullptr);
-  Expected<sim::SimReport> report = sim::Simulate(*module, target, options);
-  if (!report.ok()) throw CommandError(fmt::format("{}: error: {}", path, report.error().message));
-  report->module = path;
+sim::SimReport SimulateOne(const ir::Module& module, const std::string& label,
+                           const cost::Target& target, const sim::SimOptions& options) {
+  Expected<sim::SimReport> report = sim::Simulate(module, target, options);
+  if (!report.ok()) throw CommandError(fmt::format("{}: error: {}", label, report.error().message));
+  report->module = label;
   return std::move(*report);
+}
+
+// What a program is, in a few words: whether it was scheduled, and how many
+// of its collectives are asynchronous pairs.
+std::string Describe(const ir::Module& module) {
+  int64_t synchronous = 0, asynchronous = 0;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      switch (cost::TransferRoleOf(*instruction)) {
+        case cost::TransferRole::kSynchronous:
+          ++synchronous;
+          break;
+        case cost::TransferRole::kStart:
+          ++asynchronous;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return fmt::format("{}, {} synchronous collective(s), {} asynchronous pair(s)",
+                     module.is_scheduled() ? "scheduled" : "as written (not scheduled)",
+                     synchronous, asynchronous);
+}
+
+// `module` after `passes`, run for `target`.
+std::unique_ptr<ir::Module> AfterPasses(const ir::Module& module, const std::string& passes,
+                                        const cost::Target& target) {
+  Expected<std::unique_ptr<ir::Module>> copy = ir::CloneModule(module);
+  if (!copy.ok()) throw CommandError(copy.error().ToString());
+  pass::PassContext context;
+  context.cost_model = std::make_shared<cost::TargetCostModel>(target);
+  Expected<pass::Pipeline> pipeline = pass::ParsePipeline(passes, context);
+  if (!pipeline.ok()) throw CommandError(pipeline.error().message);
+  if (Expected<bool> ran = pipeline->Run(**copy); !ran.ok()) {
+    throw CommandError(ran.error().ToString());
+  }
+  return std::move(copy).value();
 }
 
 double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
@@ -36,8 +80,31 @@ double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
   return report.devices.empty() ? 0 : sum / static_cast<double>(report.devices.size());
 }
 
-void PrintComparison(const sim::SimReport& a, const sim::SimReport& b) {
-  fmt::print("simulated on {}: {} vs {}\n", a.target, a.module, b.module);
+void PrintBaseline(const std::vector<sim::SimReport>& reports) {
+  fmt::print("simulated on {}: {}\n", reports[0].target, reports[0].module);
+  fmt::print("{:<30} {:>16} {:>20} {:>16}\n", "", "as written",
+             "async+schedule", "full pipeline");
+  const auto row = [&](std::string_view name, auto value) {
+    fmt::print("{:<30} {:>16} {:>20} {:>16}\n", name, value(reports[0]), value(reports[1]),
+               value(reports[2]));
+  };
+  row("step time", [](const sim::SimReport& r) { return FormatSeconds(r.step_seconds); });
+  row("cost model's estimate",
+      [](const sim::SimReport& r) { return FormatSeconds(r.cost_model_step_seconds); });
+  row("exposed communication (mean)", [](const sim::SimReport& r) {
+    return FormatSeconds(Mean(r, &sim::DeviceReport::exposed_communication));
+  });
+  row("MFU", [](const sim::SimReport& r) { return fmt::format("{:.1f}%", 100 * r.mfu); });
+  fmt::print("full pipeline over async+schedule: {:.3f}x; over as written: {:.3f}x\n",
+             reports[1].step_seconds / reports[2].step_seconds,
+             reports[0].step_seconds / reports[2].step_seconds);
+}
+
+
+void PrintComparison(const sim::SimReport& a, const sim::SimReport& b,
+                     const std::string& a_is, const std::string& b_is) {
+  fmt::print("simulated on {}:\n  A = {} ({})\n  B = {} ({})\n", a.target, a.module, a_is,
+             b.module, b_is);
   fmt::print("{:<34} {:>14} {:>14}\n", "", "A", "B");
   const auto row = [](std::string_view name, const std::string& x, const std::string& y) {
     fmt::print("{:<34} {:>14} {:>14}\n", name, x, y);
@@ -69,7 +136,12 @@ void AddSimulateCommand(CLI::App& app) {
   command->add_option("--target", flags->target, "A name from `loom targets`, or a .json file")
       ->required();
   command->add_flag("--compare", flags->compare,
-                    "Simulate two modules and print them side by side");
+                    "Simulate two modules and print them side by side, each as given (say which "
+                    "is scheduled and asynchronous: the honest baseline of a rewrite is the "
+                    "program with async-collectives and schedule, see --baseline)");
+  command->add_flag("--baseline", flags->baseline,
+                    "Simulate the module three ways: as written, with async-collectives,schedule, "
+                    "and with collective-matmul,async-collectives,schedule, all for --target");
   command->add_option("--trace", flags->trace,
                       "Write a Chrome trace-event JSON (open in Perfetto); with --compare, of B");
   command->add_option("--json", flags->json, "Write the report as JSON");
@@ -79,12 +151,18 @@ void AddSimulateCommand(CLI::App& app) {
                       "A-B=FACTOR (both ways) or A>B=FACTOR: the link between devices A and B "
                       "carries FACTOR of its bandwidth");
   command->callback([flags] {
+    if (flags->compare && flags->baseline) {
+      throw CommandError("simulate: --compare and --baseline do not go together");
+    }
     if (flags->modules.size() != (flags->compare ? 2u : 1u)) {
       throw CommandError(flags->compare ? "simulate --compare needs two modules"
                                         : "simulate takes one module (two with --compare)");
     }
-    Expected<cost::Target> target = cost::FindTarget(flags->target);
-    if (!target.ok()) throw CommandError("--target: " + target.error().message);
+    std::vector<std::unique_ptr<ir::Module>> modules;
+    for (const std::string& path : flags->modules) {
+      modules.push_back(LoadVerifiedModule(path, nullptr));
+    }
+    const cost::Target target = ResolveTarget(flags->target, *modules.front());
     sim::SimOptions options;
     options.trace = !flags->trace.empty();
     for (const std::string& spec : flags->compute_scale) {
@@ -98,13 +176,25 @@ void AddSimulateCommand(CLI::App& app) {
       }
     }
     std::vector<sim::SimReport> reports;
-    for (const std::string& path : flags->modules) {
-      reports.push_back(SimulateOne(path, *target, options));
-    }
-    if (flags->compare) {
-      PrintComparison(reports[0], reports[1]);
+    if (flags->baseline) {
+      const ir::Module& module = *modules.front();
+      const std::string& path = flags->modules.front();
+      reports.push_back(SimulateOne(module, path, target, options));
+      reports.push_back(SimulateOne(*AfterPasses(module, "async-collectives,schedule", target),
+                                    path, target, options));
+      reports.push_back(SimulateOne(
+          *AfterPasses(module, "collective-matmul,async-collectives,schedule", target), path,
+          target, options));
+      PrintBaseline(reports);
     } else {
-      fmt::print("{}", sim::ReportTable(reports[0]));
+      for (size_t i = 0; i < modules.size(); ++i) {
+        reports.push_back(SimulateOne(*modules[i], flags->modules[i], target, options));
+      }
+      if (flags->compare) {
+        PrintComparison(reports[0], reports[1], Describe(*modules[0]), Describe(*modules[1]));
+      } else {
+        fmt::print("{}", sim::ReportTable(reports[0]));
+      }
     }
     if (!flags->trace.empty()) WriteOutput(flags->trace, reports.back().trace_json);
     if (!flags->json.empty()) {
