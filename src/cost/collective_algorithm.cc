@@ -148,6 +148,51 @@ int64_t TorusHops(const Target& target, int64_t a, int64_t b) {
   return hops;
 }
 
+int64_t TorusLinkId(const Target& target, int64_t position, size_t dim, int direction) {
+  const auto rank = static_cast<int64_t>(std::get<TorusTopology>(target.topology()).dims.size());
+  return (position * rank + static_cast<int64_t>(dim)) * 2 + (direction > 0 ? 0 : 1);
+}
+
+std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to) {
+  if (from == to) return {};
+  if (const auto* switched = std::get_if<SwitchedTopology>(&target.topology())) {
+    const int64_t per_node = std::max<int64_t>(1, switched->devices_per_node);
+    const bool inter = from / per_node != to / per_node;
+    return {from * 4 + (inter ? 2 : 0), to * 4 + (inter ? 3 : 1)};
+  }
+  const auto* torus = std::get_if<TorusTopology>(&target.topology());
+  if (torus == nullptr) return {0};
+  std::vector<int64_t> coords = target.Coordinates(from);
+  const std::vector<int64_t> goal = target.Coordinates(to);
+  std::vector<int64_t> strides(coords.size(), 1);
+  for (size_t d = 1; d < coords.size(); ++d) strides[d] = strides[d - 1] * torus->dims[d - 1];
+  int64_t position = 0;
+  for (size_t d = 0; d < coords.size(); ++d) position += coords[d] * strides[d];
+  std::vector<int64_t> links;
+  for (size_t d = 0; d < coords.size(); ++d) {
+    const int64_t n = torus->dims[d];
+    const int64_t a = coords[d];
+    const int64_t b = goal[d];
+    if (a == b) continue;
+    int direction = b > a ? +1 : -1;
+    int64_t hops = std::abs(b - a);
+    if (d < torus->wraparound.size() && torus->wraparound[d]) {
+      const int64_t forward = ((b - a) % n + n) % n;
+      const int64_t backward = n - forward;
+      direction = forward <= backward ? +1 : -1;
+      hops = std::min(forward, backward);
+    }
+    int64_t coord = a;
+    for (int64_t h = 0; h < hops; ++h) {
+      links.push_back(TorusLinkId(target, position, d, direction));
+      const int64_t next = ((coord + direction) % n + n) % n;
+      position += (next - coord) * strides[d];
+      coord = next;
+    }
+  }
+  return links;
+}
+
 std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
                                              const Target& target) {
   if (group.size() < 2) return {};

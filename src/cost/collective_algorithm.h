@@ -77,4 +77,19 @@ std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, 
 // shorter way round a wrapping dimension).
 int64_t TorusHops(const Target& target, int64_t a, int64_t b);
 
+// The links of `target`, each a number, and the route a message takes
+// over them: the network facts the simulator's links are made of
+// (sim/network.h) and the cost model's concurrency rule uses
+// (CostModel::TransferLinks).
+//   torus     (position x rank + dim) x 2 + (0 going +, 1 going -), the
+//             position a chip's place with x varying fastest; a route is
+//             dimension-ordered (x, then y, ...), each dimension the
+//             shorter way round where it wraps, a tie the positive way;
+//   switched  device x 4 + 0 NVLink egress, 1 NVLink ingress, 2 NIC egress,
+//             3 NIC ingress; a route is the sender's egress and the
+//             receiver's ingress port (NVLink inside a node, NIC across);
+//   bus       0, the one medium.
+int64_t TorusLinkId(const Target& target, int64_t position, size_t dim, int direction);
+std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to);
+
 }  // namespace loom::cost

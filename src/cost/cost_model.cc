@@ -34,4 +34,13 @@ const ir::Instruction* TransferOp(const ir::Instruction& instruction) {
   return nullptr;
 }
 
+bool LinksDisjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  if (a.empty() || b.empty()) return false;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (a[i] == b[j]) return false;
+    a[i] < b[j] ? ++i : ++j;
+  }
+  return true;
+}
+
 }  // namespace loom::cost

@@ -55,6 +55,23 @@ class CostModel {
     return std::vector<double>(static_cast<size_t>(grid.size()),
                                TransferSeconds(instruction, grid));
   }
+
+  // The links the transfer occupies (sorted, on the numbering of
+  // cost::RouteLinks), or nothing when they are not known. A device runs
+  // its transfers of one kind one at a time, in program order, except that
+  // two whose links are both known and disjoint (a bidirectional ring's
+  // two directions on a torus) run at once: the rule the step estimate and
+  // the simulator share. By default nothing is known.
+  virtual std::vector<int64_t> TransferLinks(const ir::Instruction& instruction,
+                                             const ir::DeviceGrid& grid) const {
+    (void)instruction;
+    (void)grid;
+    return {};
+  }
 };
+
+// Whether transfers with these links (CostModel::TransferLinks) may run at
+// once: both known and disjoint.
+bool LinksDisjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 
 }  // namespace loom::cost

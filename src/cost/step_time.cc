@@ -131,6 +131,51 @@ const std::vector<double>& TransferTimes::Of(const Instruction& instruction) {
   return it->second;
 }
 
+const std::vector<int64_t>& TransferTimes::LinksOf(const Instruction& instruction) {
+  auto it = links_.find(&instruction);
+  if (it == links_.end()) {
+    it = links_.emplace(&instruction, model_->TransferLinks(instruction, grid_)).first;
+  }
+  return it->second;
+}
+
+std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) const {
+  if (times_ == nullptr) return model_->TransferLinks(instruction, grid_);
+  return times_->LinksOf(instruction);
+}
+
+double Timeline::TransferBegin(int kind, const std::vector<int64_t>& links) {
+  auto& flights = flights_[static_cast<size_t>(kind)];
+  std::erase_if(flights, [&](const Flight& flight) { return flight.end <= now_; });
+  double begin = std::max(now_, last_begin_[static_cast<size_t>(kind)]);
+  for (const Flight& flight : flights) {
+    if (!LinksDisjoint(flight.links, links)) begin = std::max(begin, flight.end);
+  }
+  return begin;
+}
+
+std::array<double, kTransferKindCount> Timeline::Backlog() const {
+  std::array<double, kTransferKindCount> backlog{};
+  for (size_t k = 0; k < flights_.size(); ++k) {
+    for (const Flight& flight : flights_[k]) {
+      backlog[k] = std::max(backlog[k], flight.end - now_);
+    }
+  }
+  return backlog;
+}
+
+void Timeline::DelayTransfers(double seconds) {
+  for (size_t k = 0; k < flights_.size(); ++k) {
+    for (Flight& flight : flights_[k]) {
+      if (flight.end > now_) flight.end += seconds;
+    }
+    if (last_begin_[k] > now_) last_begin_[k] += seconds;
+  }
+  for (auto& [start, end] : in_flight_) {
+    if (end > now_) end += seconds;
+  }
+}
+
 double Timeline::TransferSecondsOf(const Instruction& instruction) const {
   if (times_ == nullptr || device_ < 0) return model_->TransferSeconds(instruction, grid_);
   const std::vector<double>& times = times_->Of(instruction);
@@ -163,8 +208,11 @@ void Timeline::Run(const Instruction& instruction) {
       const auto kind = static_cast<int>(*TransferKindOf(instruction));
       const double transfer = TransferSecondsOf(instruction);
       totals_.transfer_seconds += transfer;
-      const double end = std::max(now_, stream_free_[kind]) + transfer;
-      stream_free_[kind] = end;
+      std::vector<int64_t> links = TransferLinksOf(instruction);
+      const double begin = TransferBegin(kind, links);
+      const double end = begin + transfer;
+      last_begin_[static_cast<size_t>(kind)] = begin;
+      flights_[static_cast<size_t>(kind)].push_back(Flight{end, std::move(links)});
       if (TransferRoleOf(instruction) == TransferRole::kStart) {
         in_flight_[&instruction] = end;
       } else {
@@ -229,14 +277,8 @@ void Timeline::RunWhile(const Instruction& instruction) {
     std::array<double, kTransferKindCount> backlog;
   };
   auto state = [&] {
-    State s{now_,
-            totals_.compute_seconds,
-            totals_.transfer_seconds,
-            totals_.exposed_transfer_seconds,
-            {}};
-    for (int k = 0; k < kTransferKindCount; ++k)
-      s.backlog[k] = std::max(0.0, stream_free_[k] - now_);
-    return s;
+    return State{now_, totals_.compute_seconds, totals_.transfer_seconds,
+                 totals_.exposed_transfer_seconds, Backlog()};
   };
   constexpr int64_t kMaxReplays = 64;
   State before = state();
@@ -251,13 +293,12 @@ void Timeline::RunWhile(const Instruction& instruction) {
     }
     if (left > 0 && (settled || i + 1 >= kMaxReplays)) {
       const double n = static_cast<double>(left);
-      now_ += n * (after.now - before.now);
+      const double skipped = n * (after.now - before.now);
+      DelayTransfers(skipped);
+      now_ += skipped;
       totals_.compute_seconds += n * (after.compute - before.compute);
       totals_.transfer_seconds += n * (after.transfer - before.transfer);
       totals_.exposed_transfer_seconds += n * (after.exposed - before.exposed);
-      for (int k = 0; k < kTransferKindCount; ++k) {
-        if (after.backlog[k] > 0) stream_free_[k] = now_ + after.backlog[k];
-      }
       break;
     }
     before = after;

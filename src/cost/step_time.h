@@ -4,11 +4,11 @@
 // of collective.
 //
 //   - a compute op occupies the compute stream for ComputeSeconds;
-//   - a synchronous collective waits until its kind's stream is free, then
-//     blocks the compute stream for its TransferSeconds;
+//   - a synchronous collective waits until its kind's stream lets it begin
+//     (below), then blocks the compute stream for its TransferSeconds;
 //   - a -start (all-gather-start, all-reduce-start, collective-permute-start,
 //     async-start wrapping a collective) launches its transfer, which begins
-//     when its kind's stream is free and takes TransferSeconds; the compute
+//     when its kind's stream lets it and takes TransferSeconds; the compute
 //     stream goes on at once;
 //   - the matching -done waits until that transfer has finished;
 //   - a while runs its condition and body KnownTripCount times, then the
@@ -26,9 +26,13 @@
 // takes 2 us, 1 of them exposed transfer; with the dot after the done it
 // takes 3 us, 2 exposed.
 //
-// Transfers of one kind share one stream, so two of them in flight run one
-// after the other here even when they use different links (a bidirectional
-// ring); contention between links is the simulator's business.
+// Transfers of one kind share one stream: each begins no earlier than the
+// one issued before it, and not before every earlier one of its kind has
+// finished, unless the two use disjoint links (CostModel::TransferLinks: a
+// bidirectional ring's two directions on a torus run at once). The
+// simulator follows the same rule and adds what this leaves out, the
+// contention of flows on shared links and the waits for peers, so its step
+// is never shorter than this one.
 #pragma once
 
 #include <array>
@@ -98,11 +102,14 @@ class TransferTimes {
  public:
   TransferTimes(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
   const std::vector<double>& Of(const ir::Instruction& instruction);
+  // Its CostModel::TransferLinks.
+  const std::vector<int64_t>& LinksOf(const ir::Instruction& instruction);
 
  private:
   const CostModel* model_;
   ir::DeviceGrid grid_;
   std::unordered_map<const ir::Instruction*, std::vector<double>> times_;
+  std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
 };
 
 // The replay itself, one instruction at a time; the scheduler drives it
@@ -126,8 +133,6 @@ class Timeline {
   // When the transfer `start` launched finishes; nullopt when it has not
   // been launched (or its done has run).
   std::optional<double> TransferFinish(const ir::Instruction& start) const;
-  // When the stream of `kind` is next free.
-  double StreamFree(TransferKind kind) const { return stream_free_[static_cast<int>(kind)]; }
   // The totals so far (total_seconds is now()).
   StepEstimate estimate() const;
 
@@ -137,13 +142,27 @@ class Timeline {
   void NoteUnknownTripCount(const std::string& name);
 
   double TransferSecondsOf(const ir::Instruction& instruction) const;
+  std::vector<int64_t> TransferLinksOf(const ir::Instruction& instruction) const;
+  // When a transfer of `kind` with `links` issued now may begin.
+  double TransferBegin(int kind, const std::vector<int64_t>& links);
+  // How long after now each kind's last transfer ends (0 when none).
+  std::array<double, kTransferKindCount> Backlog() const;
+  // Moves every transfer still in flight `seconds` later.
+  void DelayTransfers(double seconds);
 
   const CostModel* model_;
   ir::DeviceGrid grid_;
   TransferTimes* times_ = nullptr;
   int64_t device_ = -1;
   double now_ = 0;
-  std::array<double, kTransferKindCount> stream_free_{};
+  // Per kind, the transfers that may still be in flight and when the
+  // last one began (the next begins no earlier: program order).
+  struct Flight {
+    double end;
+    std::vector<int64_t> links;
+  };
+  std::array<std::vector<Flight>, kTransferKindCount> flights_;
+  std::array<double, kTransferKindCount> last_begin_{};
   std::unordered_map<const ir::Instruction*, double> in_flight_;
   StepEstimate totals_;
 };

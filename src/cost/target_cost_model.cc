@@ -121,6 +121,26 @@ std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instructi
   return seconds;
 }
 
+std::vector<int64_t> TargetCostModel::TransferLinks(const ir::Instruction& instruction,
+                                                    const ir::DeviceGrid& grid) const {
+  const ir::Instruction* op = TransferOp(instruction);
+  if (op == nullptr || SynchronousOpcode(op->opcode()) != Opcode::kCollectivePermute) return {};
+  auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+  if (!pairs.ok()) return {};
+  std::vector<int64_t> links;
+  for (const auto& [source, target] : *pairs) {
+    if (source < 0 || target < 0 || source >= target_.device_count() ||
+        target >= target_.device_count()) {
+      return {};
+    }
+    const std::vector<int64_t> route = RouteLinks(target_, source, target);
+    links.insert(links.end(), route.begin(), route.end());
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
 double TargetCostModel::AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const {
   return 2 * AllGatherSeconds(group, bytes);
 }

@@ -35,6 +35,10 @@ class TargetCostModel : public CostModel {
                          const ir::DeviceGrid& grid) const override;
   std::vector<double> TransferSecondsByDevice(const ir::Instruction& instruction,
                                               const ir::DeviceGrid& grid) const override;
+  // A collective-permute's: the routes of its pairs. Other collectives'
+  // links are left unknown (they run one at a time per kind).
+  std::vector<int64_t> TransferLinks(const ir::Instruction& instruction,
+                                     const ir::DeviceGrid& grid) const override;
 
   // The building blocks, for the gate and for tests. Groups are target
   // device ids in ring order.

@@ -7,6 +7,8 @@
 #include <queue>
 #include <variant>
 
+#include "cost/collective_algorithm.h"
+
 namespace loom::sim {
 
 namespace {
@@ -24,6 +26,7 @@ std::string AxisName(size_t dim) {
 Expected<Network> Network::Build(const cost::Target& target, int64_t devices,
                                  const LinkScales& scales) {
   Network network;
+  network.target_ = target;
   network.devices_ = devices;
   if (const auto* torus = std::get_if<cost::TorusTopology>(&target.topology())) {
     network.kind_ = Kind::kTorus;
@@ -102,9 +105,7 @@ Status Network::Scale(int64_t from, int64_t to, double scale) {
 }
 
 LinkId Network::TorusLink(int64_t position, size_t dim, int direction) const {
-  return static_cast<LinkId>(
-      (position * static_cast<int64_t>(dims_.size()) + static_cast<int64_t>(dim)) * 2 +
-      (direction > 0 ? 0 : 1));
+  return static_cast<LinkId>(cost::TorusLinkId(*target_, position, dim, direction));
 }
 
 std::string Network::LinkName(LinkId link) const {
@@ -154,48 +155,19 @@ Route Network::Hop(int64_t device, size_t dim, int direction) const {
 
 Route Network::RouteBetween(int64_t from, int64_t to) const {
   Route route;
+  for (int64_t link : cost::RouteLinks(*target_, from, to)) {
+    route.links.push_back(static_cast<LinkId>(link));
+  }
   switch (kind_) {
-    case Kind::kBus:
-      route.links = {0};
-      route.latency_seconds = hop_latency_;
-      return route;
-    case Kind::kSwitched: {
-      const bool inter = from / devices_per_node_ != to / devices_per_node_;
-      route.links = {static_cast<LinkId>(from * 4 + (inter ? 2 : 0)),
-                     static_cast<LinkId>(to * 4 + (inter ? 3 : 1))};
-      route.latency_seconds = inter ? inter_latency_ : intra_latency_;
-      return route;
-    }
+    case Kind::kSwitched:
+      route.latency_seconds =
+          from / devices_per_node_ != to / devices_per_node_ ? inter_latency_ : intra_latency_;
+      break;
     case Kind::kTorus:
+    case Kind::kBus:
+      route.latency_seconds = hop_latency_ * static_cast<double>(route.links.size());
       break;
   }
-  int64_t position = position_[static_cast<size_t>(from)];
-  const int64_t target = position_[static_cast<size_t>(to)];
-  int64_t stride = 1;
-  for (size_t dim = 0; dim < dims_.size(); ++dim) {
-    const int64_t n = dims_[dim];
-    const int64_t a = position / stride % n;
-    const int64_t b = target / stride % n;
-    if (a != b) {
-      int direction = b > a ? +1 : -1;
-      int64_t hops = std::abs(b - a);
-      if (wraparound_[dim]) {
-        const int64_t forward = ((b - a) % n + n) % n;
-        const int64_t backward = n - forward;
-        direction = forward <= backward ? +1 : -1;
-        hops = std::min(forward, backward);
-      }
-      int64_t coord = a;
-      for (int64_t h = 0; h < hops; ++h) {
-        route.links.push_back(TorusLink(position, dim, direction));
-        const int64_t next = ((coord + direction) % n + n) % n;
-        position += (next - coord) * stride;
-        coord = next;
-      }
-    }
-    stride *= n;
-  }
-  route.latency_seconds = hop_latency_ * static_cast<double>(route.links.size());
   return route;
 }
 

@@ -2,7 +2,8 @@
 // and the bandwidth each transfer in flight gets: the network half of the
 // simulator (simulator.h).
 //
-// Links, by topology (cost/target.h):
+// Links, by topology (cost/target.h; the numbering and the routes are
+// cost::RouteLinks', which the cost model's concurrency rule uses too):
 //   torus     one link per (chip, dimension, direction), carrying
 //             link.bytes_per_second with link.latency_seconds per hop. A
 //             route is dimension-ordered (x, then y, then z), each
@@ -31,6 +32,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +89,7 @@ class Network {
   Status Scale(int64_t from, int64_t to, double scale);
 
   Kind kind_ = Kind::kBus;
+  std::optional<cost::Target> target_;  // its routes: cost::RouteLinks
   std::vector<double> capacity_;
   // Torus.
   std::vector<int64_t> dims_;

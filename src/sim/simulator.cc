@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -60,6 +62,8 @@ struct Slot {
   const Instruction* instruction = nullptr;
   Plan plan;
   int32_t op_kind = -1;
+  int32_t stream = 0;  // the device's transfer stream: one per cost::TransferKind
+  std::vector<int64_t> links;  // CostModel::TransferLinks
 };
 
 // Flattens the entry computation into one tape of steps: calls and the
@@ -177,6 +181,8 @@ class Compiler {
     const auto kind = cost::TransferKindOf(instruction);
     slot.op_kind = OpKind(kind ? std::string(cost::TransferKindName(*kind))
                                : std::string(ir::OpcodeName(op->opcode())));
+    slot.stream = static_cast<int32_t>(kind.value_or(cost::TransferKind::kOther));
+    slot.links = model_.TransferLinks(instruction, grid_);
     report_->collective_plans.push_back(
         fmt::format("%{}: {}", instruction.name(), slot.plan.description));
     const auto id = static_cast<int32_t>(slots.size());
@@ -346,6 +352,10 @@ struct DeviceState {
   const Instruction* blocked_on = nullptr;
   std::vector<Open> open;
   std::vector<int32_t> occurrence;  // per slot: times joined
+  // Per transfer stream: the instances of this device's transfers on it,
+  // and those queued behind them in program order.
+  std::array<std::vector<int32_t>, cost::kTransferKindCount> stream_active;
+  std::array<std::deque<int32_t>, cost::kTransferKindCount> stream_queue;
   std::vector<bool> track_busy;
   double compute = 0;
   double exposed = 0;
@@ -655,7 +665,36 @@ class Engine {
     if (static_cast<size_t>(track) == device.track_busy.size()) device.track_busy.push_back(false);
     device.track_busy[static_cast<size_t>(track)] = true;
     device.open.push_back(Open{slot, id, now, 0, track, false});
+    // Transfers of one kind take the device's stream for that kind in
+    // program order, one at a time unless their links are disjoint: the
+    // step estimate's rule (cost/step_time.h).
+    const auto stream = static_cast<size_t>(slots_[static_cast<size_t>(slot)].stream);
+    device.stream_queue[stream].push_back(id);
+    EnterQueued(d, stream, now);
+    return id;
+  }
 
+  // Puts the device's queued transfers of `stream` on it while the first
+  // may run beside those already on it.
+  void EnterQueued(int32_t d, size_t stream, double now) {
+    DeviceState& device = devices_[static_cast<size_t>(d)];
+    auto& queue = device.stream_queue[stream];
+    while (!queue.empty()) {
+      const int32_t next = queue.front();
+      const auto& links = slots_[static_cast<size_t>(instances_[static_cast<size_t>(next)].slot)].links;
+      for (int32_t active : device.stream_active[stream]) {
+        const int32_t slot = instances_[static_cast<size_t>(active)].slot;
+        if (!cost::LinksDisjoint(slots_[static_cast<size_t>(slot)].links, links)) return;
+      }
+      queue.pop_front();
+      device.stream_active[stream].push_back(next);
+      Enter(d, next, now);
+    }
+  }
+
+  // Device `d` puts its part of instance `id` on the network.
+  void Enter(int32_t d, int32_t id, double now) {
+    const int32_t slot = instances_[static_cast<size_t>(id)].slot;
     const Plan& plan = slots_[static_cast<size_t>(slot)].plan;
     Instance& instance = instances_[static_cast<size_t>(id)];
     const int32_t begin = plan.device_begin[static_cast<size_t>(d)];
@@ -665,7 +704,6 @@ class Engine {
       if (--instance.pending[static_cast<size_t>(m)] == 0) StartMessage(id, m, now);
     }
     if (begin == end) PartDone(id, d, now);
-    return id;
   }
 
   void StartMessage(int32_t instance, int32_t m, double now) {
@@ -729,10 +767,13 @@ class Engine {
       device.clock = now;
       Push(now, EventKind::kResume, d, 0);
     }
+    const auto stream = static_cast<size_t>(slots_[static_cast<size_t>(instance.slot)].stream);
     if (++instance.devices_done == static_cast<int64_t>(devices_.size())) {
       instance_of_.erase(instance.key);
       free_instances_.push_back(id);
     }
+    std::erase(device.stream_active[stream], id);
+    EnterQueued(d, stream, now);
   }
 
   void Record(double start, double end, int32_t device, int32_t tid, TraceCategory category,

@@ -3,7 +3,10 @@
 // expected time is a closed form.
 #include "cost/step_time.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "ir/async.h"
 #include "ir/parser.h"
@@ -127,6 +130,58 @@ ENTRY %main {
   EXPECT_US(e.total_seconds, 4);
   EXPECT_US(e.transfer_seconds, 6);
   EXPECT_US(e.exposed_transfer_seconds, 3);
+}
+
+// The fake model, with each start's links given by name.
+class FakeLinkedModel : public FakeCostModel {
+ public:
+  FakeLinkedModel(double dot_us, double transfer_us,
+                  std::map<std::string, std::vector<int64_t>> links)
+      : FakeCostModel(dot_us, transfer_us), links_(std::move(links)) {}
+  std::vector<int64_t> TransferLinks(const ir::Instruction& instruction,
+                                     const ir::DeviceGrid&) const override {
+    auto it = links_.find(instruction.name());
+    return it == links_.end() ? std::vector<int64_t>{} : it->second;
+  }
+
+ private:
+  std::map<std::string, std::vector<int64_t>> links_;
+};
+
+TEST(StepTime, TransfersOfOneKindOnDisjointLinksRunAtOnce) {
+  // Three permutes issued together: a and b on links of their own, c on
+  // a's. In program order a, b, c: a and b 0..2, c after a 2..4. In order
+  // a, c, b: c waits for a (2..4) and b, issued after c, begins no earlier
+  // than c (2..4).
+  constexpr std::string_view kHlo = R"(
+HloModule links, num_partitions=2
+ENTRY %main {{
+  %x = f32[4,4] parameter(0)
+  %{0} = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=1, source_target_pairs={{{{0,1}}}}
+  %{1} = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=2, source_target_pairs={{{{0,1}}}}
+  %{2} = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=3, source_target_pairs={{{{0,1}}}}
+  %d = f32[4,4] dot(%x, %x), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %r0 = f32[4,4] collective-permute-done(%{0})
+  %r1 = f32[4,4] collective-permute-done(%{1})
+  %r2 = f32[4,4] collective-permute-done(%{2})
+  ROOT %t = (f32[4,4], f32[4,4], f32[4,4], f32[4,4]) tuple(%d, %r0, %r1, %r2)
+}}
+)";
+  const FakeLinkedModel model(1, 2, {{"a", {1, 2}}, {"b", {3}}, {"c", {2, 5}}});
+  const auto step = [&](const char* first, const char* second, const char* third) {
+    auto module = ir::ParseModule(fmt::format(kHlo, first, second, third));
+    EXPECT_TRUE(module.ok()) << module.error().ToString();
+    return module.ok() ? EstimateStep(**module, model)->total_seconds : 0.0;
+  };
+  EXPECT_US(step("a", "b", "c"), 4);
+  EXPECT_US(step("a", "c", "b"), 4);
+  EXPECT_US(step("a", "b", "u"), 4);  // u's links are unknown: it waits for both
+  // Unknown links (the plain fake model) run one after the other: 6.
+  auto module = ir::ParseModule(fmt::format(kHlo, "a", "b", "c"));
+  ASSERT_TRUE(module.ok());
+  EXPECT_US(EstimateStep(**module, FakeCostModel(1, 2))->total_seconds, 6);
+  const FakeLinkedModel disjoint(1, 2, {{"a", {1}}, {"b", {2}}, {"c", {3}}});
+  EXPECT_US(EstimateStep(**module, disjoint)->total_seconds, 2);
 }
 
 // A counted loop: i from 0 while i < 3; each iteration a dot then a

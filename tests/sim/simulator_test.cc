@@ -55,10 +55,10 @@ Target Torus(std::vector<int64_t> dims, std::vector<bool> wrap) {
 
 Target Ring4(bool wrap) { return Torus({4, 1, 1}, {wrap, false, false}); }
 
-Target Switched() {
+Target Switched(int64_t devices_per_node = 2) {
   cost::SwitchedTopology switched;
-  switched.devices_per_node = 2;
-  switched.nodes = 2;
+  switched.devices_per_node = devices_per_node;
+  switched.nodes = 4 / devices_per_node;
   switched.intra_node = {1e10, 1e-6};
   switched.inter_node = {1e9, 1e-5};
   return Target("switched", "", SimpleCompute(), switched);
@@ -201,9 +201,38 @@ ENTRY %main {
 }
 
 TEST(Simulator, TwoFlowsSharingALinkFinishAtTheirFairShareTimes) {
-  // Two permutes 0 -> 1 in flight at once, 1 MB and 2 MB: both at half
-  // rate until the first ends at a + 2 ms, then the second alone at full
-  // rate, ending at a + 3 ms.
+  // A 1 MB permute 0 -> 1 and an all-gather of 2 MB shards over {0,1}
+  // (a chain: 0 -> 1 and 1 -> 0 at once), in flight together on different
+  // streams: on link 0 -> 1 both at half rate until the permute ends at
+  // a + 2 ms, then the gather's flow alone at full rate, ending at a + 3 ms.
+  auto module = Parse(R"(
+HloModule shared, num_partitions=2
+ENTRY %main {
+  %a = f32[250000] parameter(0)
+  %b = f32[500000] parameter(1)
+  %s1 = (f32[250000], f32[250000]) collective-permute-start(%a), channel_id=1, source_target_pairs={{0,1}}
+  %g = (f32[500000], f32[1000000]) all-gather-start(%b), channel_id=2, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  %r1 = f32[250000] collective-permute-done(%s1)
+  %r2 = f32[1000000] all-gather-done(%g)
+  ROOT %t = (f32[250000], f32[1000000]) tuple(%r1, %r2)
+}
+)");
+  SimOptions options;
+  options.trace = true;
+  const Target line = Torus({2, 1, 1}, {false, false, false});
+  const SimReport report = SimulateOk(*module, line, options);
+  EXPECT_TIME(report.step_seconds, kAlpha + 3e-3);
+  const auto transfers = Transfers(report.trace_json, 0);
+  ASSERT_EQ(transfers.size(), 2u);
+  EXPECT_NEAR(transfers.at("s1").second, (kAlpha + 2e-3) * 1e6, 1e-6);
+  EXPECT_NEAR(transfers.at("g").second, (kAlpha + 3e-3) * 1e6, 1e-6);
+  // The cost model, blind to the shared link, has each at full rate.
+  EXPECT_TIME(ModelStep(*module, line), kAlpha + 2e-3);
+}
+
+TEST(Simulator, TransfersOfOneKindOnSharedLinksRunOneAfterTheOther) {
+  // Two permutes 0 -> 1 issued together, 1 MB then 2 MB: the second takes
+  // the stream when the first is done, as the step estimate has it.
   auto module = Parse(R"(
 HloModule shared, num_partitions=2
 ENTRY %main {
@@ -218,14 +247,14 @@ ENTRY %main {
 )");
   SimOptions options;
   options.trace = true;
-  const SimReport report = SimulateOk(*module, Torus({2, 1, 1}, {false, false, false}), options);
-  EXPECT_TIME(report.step_seconds, kAlpha + 3e-3);
-  const auto transfers = Transfers(report.trace_json, 1);
+  const Target line = Torus({2, 1, 1}, {false, false, false});
+  const SimReport report = SimulateOk(*module, line, options);
+  EXPECT_TIME(report.step_seconds, 2 * kAlpha + 3e-3);
+  EXPECT_TIME(report.step_seconds, ModelStep(*module, line));
+  const auto transfers = Transfers(report.trace_json, 0);
   ASSERT_EQ(transfers.size(), 2u);
-  EXPECT_NEAR(transfers.at("s1").second, (kAlpha + 2e-3) * 1e6, 1e-6);
-  EXPECT_NEAR(transfers.at("s2").second, (kAlpha + 3e-3) * 1e6, 1e-6);
-  // The cost model, blind to the shared link, runs them one after the other.
-  EXPECT_GT(ModelStep(*module, Torus({2, 1, 1}, {false, false, false})), report.step_seconds);
+  EXPECT_NEAR(transfers.at("s1").second, (kAlpha + 1e-3) * 1e6, 1e-6);
+  EXPECT_NEAR(transfers.at("s2").second, (2 * kAlpha + 3e-3) * 1e6, 1e-6);
 }
 
 TEST(Simulator, RingAllGatherMatchesTheCostModelOnEveryTopology) {
@@ -290,6 +319,13 @@ ENTRY %main {
 )");
   const SimReport ring = SimulateOk(*module, Ring4(true));
   EXPECT_TIME(ring.step_seconds, kAlpha + 1e6 / kBw);
+  // Disjoint links: the step estimate runs the two at once as well.
+  EXPECT_TIME(ModelStep(*module, Ring4(true)), ring.step_seconds);
+  // On one switch the two directions leave each device by the same port:
+  // one after the other, in the estimate and the simulation alike.
+  const Target node = Switched(4);
+  EXPECT_TIME(SimulateOk(*module, node).step_seconds, ModelStep(*module, node));
+  EXPECT_TIME(ModelStep(*module, node), 2 * (1e-6 + 1e6 / 1e10));
   // Without wraparound 3 -> 0 travels back over three -x links, each shared
   // with one of the other direction's flows: slower than the ring.
   const SimReport line = SimulateOk(*module, Ring4(false));
@@ -352,11 +388,11 @@ constexpr std::string_view kTwoAxes = R"(
 HloModule two_axes, num_partitions=4
 ENTRY %main {
   %x = f32[250000] parameter(0)
+  %y = f32[500000] parameter(1)
   %a = (f32[250000], f32[500000]) all-gather-start(%x), channel_id=1, replica_groups={{0,1},{2,3}}, dimensions={0}, use_global_device_ids=true
-  %b = (f32[250000], f32[500000]) all-gather-start(%x), channel_id=2, replica_groups={{0,3},{1,2}}, dimensions={0}, use_global_device_ids=true
+  %b = f32[500000] all-to-all(%y), channel_id=2, replica_groups={{0,3},{1,2}}, dimensions={0}
   %ad = f32[500000] all-gather-done(%a)
-  %bd = f32[500000] all-gather-done(%b)
-  ROOT %t = (f32[500000], f32[500000]) tuple(%ad, %bd)
+  ROOT %t = (f32[500000], f32[500000]) tuple(%ad, %b)
 }
 )";
 
