@@ -186,6 +186,17 @@ Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
       const auto kind = cost::ParseTransferKind(std::string_view(key).substr(14));
       if (!kind) return Error{fmt::format("pass schedule: unknown transfer kind in '{}'", key)};
       LOOM_ASSIGN_OR_RETURN(config.MaxInFlight(*kind), ParseCount(kName, key, value));
+    } else if (key == "order") {
+      if (value == "best") {
+        config.order = ScheduleOrder::kBest;
+      } else if (value == "top-down") {
+        config.order = ScheduleOrder::kTopDown;
+      } else if (value == "bottom-up") {
+        config.order = ScheduleOrder::kBottomUp;
+      } else {
+        return Error{fmt::format(
+            "pass schedule: order must be best, top-down or bottom-up, got '{}'", value)};
+      }
     } else {
       return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }
@@ -241,10 +252,12 @@ std::vector<std::string> DescribePasses() {
       "forms=all-gather+reduce-scatter+all-reduce}: decompose collectives next to dots into "
       "rings of collective-permutes overlapped with partial products",
       "async-collectives: turn collectives and collective-permutes into start/done pairs",
-      "schedule{max-in-flight=N (default 1), max-in-flight.KIND=N}: order every computation "
-      "by list scheduling on the --target's cost model, starts early and dones late, at most N "
+      "schedule{max-in-flight=N (default 1), max-in-flight.KIND=N, "
+      "order=best|top-down|bottom-up (default best)}: order every computation by list "
+      "scheduling on the --target's cost model, starts early and dones late, at most N "
       "transfers of a kind in flight (KIND: collective-permute, all-gather, all-reduce, "
-      "reduce-scatter, all-to-all)",
+      "reduce-scatter, all-to-all); best keeps whichever scheduler's order has the shorter "
+      "estimate",
   };
 }
 

@@ -30,19 +30,81 @@ struct Rank {
   }
 };
 
-class ComputationScheduler {
+// One computation's instructions and the edges that constrain their order
+// (operands and control predecessors), shared by both schedulers.
+struct Graph {
+  struct Node {
+    const Instruction* instruction = nullptr;
+    TransferRole role = TransferRole::kNone;
+    int kind = -1;  // of a transfer, start or done
+    std::vector<size_t> predecessors;
+    std::vector<size_t> successors;
+  };
+  std::vector<Node> nodes;
+  std::vector<size_t> topological;  // an order of the nodes that respects the edges
+  std::optional<size_t> root;       // held back to the end: nothing uses it
+};
+
+Expected<Graph> BuildGraph(const ir::Computation& computation) {
+  Graph graph;
+  const auto& instructions = computation.instructions();
+  graph.nodes.resize(instructions.size());
+  std::unordered_map<const Instruction*, size_t> index;
+  for (size_t i = 0; i < instructions.size(); ++i) index[instructions[i].get()] = i;
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    Graph::Node& node = graph.nodes[i];
+    node.instruction = instructions[i].get();
+    node.role = cost::TransferRoleOf(*node.instruction);
+    if (std::optional<cost::TransferKind> kind = cost::TransferKindOf(*node.instruction)) {
+      node.kind = static_cast<int>(*kind);
+    }
+    std::vector<size_t>& predecessors = node.predecessors;
+    for (const Instruction* operand : node.instruction->operands()) {
+      auto it = index.find(operand);
+      if (it == index.end()) {
+        return Error{fmt::format("schedule: %{} uses %{}, which is not in %{}",
+                                 node.instruction->name(), operand->name(), computation.name())};
+      }
+      predecessors.push_back(it->second);
+    }
+    for (const Instruction* predecessor : node.instruction->attrs().control_predecessors) {
+      auto it = index.find(predecessor);
+      if (it != index.end()) predecessors.push_back(it->second);
+    }
+    std::sort(predecessors.begin(), predecessors.end());
+    predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
+    for (size_t p : predecessors) graph.nodes[p].successors.push_back(i);
+  }
+  const Instruction* root = computation.root();
+  if (root && root->opcode() != ir::Opcode::kParameter && index.count(root) &&
+      graph.nodes[index[root]].successors.empty()) {
+    graph.root = index[root];
+  }
+  std::vector<size_t> waiting(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    waiting[i] = graph.nodes[i].predecessors.size();
+    if (waiting[i] == 0) graph.topological.push_back(i);
+  }
+  for (size_t at = 0; at < graph.topological.size(); ++at) {
+    for (size_t s : graph.nodes[graph.topological[at]].successors) {
+      if (--waiting[s] == 0) graph.topological.push_back(s);
+    }
+  }
+  if (graph.topological.size() != graph.nodes.size()) {
+    return Error{fmt::format("schedule: %{} has a dependency cycle", computation.name())};
+  }
+  return graph;
+}
+
+class TopDownScheduler {
  public:
-  ComputationScheduler(const ir::Computation& computation, const cost::CostModel& model,
-                       const ir::DeviceGrid& grid, const ScheduleOptions& options)
-      : computation_(computation),
-        model_(model),
-        grid_(grid),
-        options_(options),
-        timeline_(model, grid) {}
+  TopDownScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
+                   const ScheduleOptions& options)
+      : graph_(graph), model_(model), grid_(grid), options_(options), timeline_(model, grid) {}
 
   Expected<std::vector<const Instruction*>> Run() {
-    LOOM_RETURN_IF_ERROR(BuildGraph());
-    LOOM_RETURN_IF_ERROR(CriticalPaths());
+    InitNodes();
+    CriticalPaths();
     // Parameters first, in their order.
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i].instruction->opcode() == ir::Opcode::kParameter && nodes_[i].waiting == 0) {
@@ -58,7 +120,7 @@ class ComputationScheduler {
         if (root_ready_ && order_.size() + 1 == nodes_.size()) {
           next = *root_;
         } else {
-          return Error{fmt::format("schedule: %{} has a dependency cycle", computation_.name())};
+          return Error{"schedule: internal error: nothing ready to place"};
         }
       }
       Place(*next);
@@ -80,68 +142,29 @@ class ComputationScheduler {
     bool placed = false;
   };
 
-  Status BuildGraph() {
-    const auto& instructions = computation_.instructions();
-    nodes_.resize(instructions.size());
-    std::unordered_map<const Instruction*, size_t> index;
-    for (size_t i = 0; i < instructions.size(); ++i) index[instructions[i].get()] = i;
-    for (size_t i = 0; i < instructions.size(); ++i) {
+  void InitNodes() {
+    nodes_.resize(graph_.nodes.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Graph::Node& from = graph_.nodes[i];
       Node& node = nodes_[i];
-      node.instruction = instructions[i].get();
-      node.role = cost::TransferRoleOf(*node.instruction);
-      if (std::optional<cost::TransferKind> kind = cost::TransferKindOf(*node.instruction)) {
-        node.kind = static_cast<int>(*kind);
-      }
-      std::vector<size_t> predecessors;
-      for (const Instruction* operand : node.instruction->operands()) {
-        auto it = index.find(operand);
-        if (it == index.end()) {
-          return Error{fmt::format("schedule: %{} uses %{}, which is not in %{}",
-                                   node.instruction->name(), operand->name(), computation_.name())};
-        }
-        predecessors.push_back(it->second);
-      }
-      for (const Instruction* predecessor : node.instruction->attrs().control_predecessors) {
-        auto it = index.find(predecessor);
-        if (it != index.end()) predecessors.push_back(it->second);
-      }
-      std::sort(predecessors.begin(), predecessors.end());
-      predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
-      node.waiting = static_cast<int64_t>(predecessors.size());
-      for (size_t p : predecessors) nodes_[p].successors.push_back(i);
+      node.instruction = from.instruction;
+      node.role = from.role;
+      node.kind = from.kind;
+      node.waiting = static_cast<int64_t>(from.predecessors.size());
+      node.successors = from.successors;
     }
-    const Instruction* root = computation_.root();
-    if (root && root->opcode() != ir::Opcode::kParameter && index.count(root) &&
-        nodes_[index[root]].successors.empty()) {
-      root_ = index[root];
-    }
-    return OkStatus();
+    root_ = graph_.root;
   }
 
   // The longest path from each instruction to the end of the computation,
   // the instruction included.
-  Status CriticalPaths() {
-    std::vector<int64_t> waiting(nodes_.size());
-    std::vector<size_t> topological;
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      waiting[i] = nodes_[i].waiting;
-      if (waiting[i] == 0) topological.push_back(i);
-    }
-    for (size_t at = 0; at < topological.size(); ++at) {
-      for (size_t s : nodes_[topological[at]].successors) {
-        if (--waiting[s] == 0) topological.push_back(s);
-      }
-    }
-    if (topological.size() != nodes_.size()) {
-      return Error{fmt::format("schedule: %{} has a dependency cycle", computation_.name())};
-    }
-    for (auto it = topological.rbegin(); it != topological.rend(); ++it) {
+  void CriticalPaths() {
+    for (auto it = graph_.topological.rbegin(); it != graph_.topological.rend(); ++it) {
       Node& node = nodes_[*it];
       double longest = 0;
       for (size_t s : node.successors) longest = std::max(longest, nodes_[s].critical_path);
       node.critical_path = cost::IsolatedSeconds(*node.instruction, model_, grid_) + longest;
     }
-    return OkStatus();
   }
 
   Rank RankOf(size_t i) const { return Rank{nodes_[i].critical_path, i}; }
@@ -243,7 +266,7 @@ class ComputationScheduler {
     }
   }
 
-  const ir::Computation& computation_;
+  const Graph& graph_;
   const cost::CostModel& model_;
   const ir::DeviceGrid& grid_;
   const ScheduleOptions& options_;
@@ -262,6 +285,190 @@ class ComputationScheduler {
   std::array<int64_t, cost::kTransferKindCount> open_{};
   int64_t over_limit_ = 0;
 };
+
+// Placed from the end upwards, as XLA's latency hiding scheduler works: a
+// reverse clock counts the time from the end of the computation.
+class BottomUpScheduler {
+ public:
+  BottomUpScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
+                    const ScheduleOptions& options)
+      : graph_(graph),
+        model_(model),
+        grid_(grid),
+        options_(options),
+        waiting_(graph.nodes.size()),
+        depth_(graph.nodes.size()),
+        placed_(graph.nodes.size(), false) {}
+
+  Expected<std::vector<const Instruction*>> Run() {
+    Depths();
+    std::vector<size_t> parameters;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      waiting_[i] = static_cast<int64_t>(graph_.nodes[i].successors.size());
+      if (graph_.nodes[i].instruction->opcode() == ir::Opcode::kParameter) parameters.push_back(i);
+    }
+    if (graph_.root) Place(*graph_.root);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!placed_[i] && waiting_[i] == 0) MakeReady(i);
+    }
+    // Parameters stay first, in their order: placed last, in reverse.
+    const size_t others = graph_.nodes.size() - parameters.size();
+    while (reversed_.size() < others) {
+      std::optional<size_t> next = Pick();
+      if (!next) return Error{"schedule: internal error: nothing ready to place"};
+      Place(*next);
+    }
+    for (auto it = parameters.rbegin(); it != parameters.rend(); ++it) {
+      if (!placed_[*it]) Place(*it);
+    }
+    return std::vector<const Instruction*>(reversed_.rbegin(), reversed_.rend());
+  }
+
+  int64_t over_limit() const { return over_limit_; }
+
+ private:
+  // The deepest first (the longest path from the start of the computation),
+  // then the later instruction of the original order: what goes last.
+  struct Depth {
+    double depth;
+    size_t index;
+    bool operator<(const Depth& other) const {
+      if (depth != other.depth) return depth > other.depth;
+      return index > other.index;
+    }
+  };
+
+  void Depths() {
+    for (size_t i : graph_.topological) {
+      double longest = 0;
+      for (size_t p : graph_.nodes[i].predecessors) longest = std::max(longest, depth_[p]);
+      depth_[i] = cost::IsolatedSeconds(*graph_.nodes[i].instruction, model_, grid_) + longest;
+    }
+  }
+
+  Depth DepthOf(size_t i) const { return Depth{depth_[i], i}; }
+
+  void MakeReady(size_t i) {
+    const Graph::Node& node = graph_.nodes[i];
+    if (node.instruction->opcode() == ir::Opcode::kParameter) return;  // placed at the end
+    switch (node.role) {
+      case TransferRole::kDone:
+        dones_[node.kind].insert(DepthOf(i));
+        return;
+      case TransferRole::kStart: {
+        auto it = covered_at_.find(i);
+        starts_.insert({it == covered_at_.end() ? clock_ : it->second, i});
+        return;
+      }
+      default:
+        compute_.insert(DepthOf(i));
+        return;
+    }
+  }
+
+  bool HasRoom(int kind) const { return open_[kind] < options_.max_in_flight[kind]; }
+
+  std::optional<size_t> Pick() {
+    // 1. A done whose kind has room: dones go as late as their users allow.
+    std::optional<Depth> best;
+    for (int k = 0; k < cost::kTransferKindCount; ++k) {
+      if (!dones_[k].empty() && HasRoom(k) && (!best || *dones_[k].begin() < *best)) {
+        best = *dones_[k].begin();
+      }
+    }
+    if (best) return TakeDone(*best);
+    // 2. A start whose transfer the ops placed since its done cover.
+    if (!starts_.empty() && starts_.begin()->first <= clock_ * (1 + 1e-12)) return TakeStart();
+    // 3. Compute, the deepest first.
+    if (!compute_.empty()) {
+      const size_t i = compute_.begin()->index;
+      compute_.erase(compute_.begin());
+      return i;
+    }
+    // 4. The start closest to being covered (its transfer partly exposed).
+    if (!starts_.empty()) return TakeStart();
+    // 5. Only dones without room are ready: the deepest, past the limit.
+    for (int k = 0; k < cost::kTransferKindCount; ++k) {
+      if (!dones_[k].empty() && (!best || *dones_[k].begin() < *best)) best = *dones_[k].begin();
+    }
+    if (best) {
+      ++over_limit_;
+      return TakeDone(*best);
+    }
+    return std::nullopt;
+  }
+
+  size_t TakeDone(const Depth& depth) {
+    dones_[graph_.nodes[depth.index].kind].erase(depth);
+    return depth.index;
+  }
+
+  size_t TakeStart() {
+    const size_t i = starts_.begin()->second;
+    starts_.erase(starts_.begin());
+    return i;
+  }
+
+  void Place(size_t i) {
+    const Graph::Node& node = graph_.nodes[i];
+    placed_[i] = true;
+    reversed_.push_back(node.instruction);
+    clock_ += model_.ComputeSeconds(*node.instruction);
+    switch (node.role) {
+      case TransferRole::kSynchronous:
+        clock_ += model_.TransferSeconds(*node.instruction, grid_);
+        break;
+      case TransferRole::kDone:
+        ++open_[node.kind];
+        if (const Instruction* start = ir::StartOf(*node.instruction)) {
+          for (size_t p : node.predecessors) {
+            if (graph_.nodes[p].instruction == start) {
+              covered_at_[p] = clock_ + model_.TransferSeconds(*start, grid_);
+            }
+          }
+        }
+        break;
+      case TransferRole::kStart:
+        if (open_[node.kind] > 0) --open_[node.kind];
+        // What the ops since its done did not cover, the done waits.
+        if (auto it = covered_at_.find(i); it != covered_at_.end()) {
+          clock_ = std::max(clock_, it->second);
+        }
+        break;
+      case TransferRole::kNone:
+        break;
+    }
+    for (size_t p : node.predecessors) {
+      if (--waiting_[p] == 0) MakeReady(p);
+    }
+  }
+
+  const Graph& graph_;
+  const cost::CostModel& model_;
+  const ir::DeviceGrid& grid_;
+  const ScheduleOptions& options_;
+
+  std::vector<int64_t> waiting_;  // successors not yet placed
+  std::vector<double> depth_;
+  std::vector<bool> placed_;
+  std::vector<const Instruction*> reversed_;
+  double clock_ = 0;  // from the end of the computation
+  std::unordered_map<size_t, double> covered_at_;  // start -> clock by which it is covered
+
+  std::array<std::set<Depth>, cost::kTransferKindCount> dones_;
+  std::set<std::pair<double, size_t>> starts_;  // (covered at, index)
+  std::set<Depth> compute_;
+  std::array<int64_t, cost::kTransferKindCount> open_{};
+  int64_t over_limit_ = 0;
+};
+
+// The estimated time of `order` alone, from idle streams.
+double EstimateOrder(const std::vector<const Instruction*>& order, const cost::CostModel& model,
+                     const ir::DeviceGrid& grid) {
+  cost::Timeline timeline(model, grid);
+  for (const Instruction* instruction : order) timeline.Run(*instruction);
+  return timeline.now();
+}
 
 double EstimateAlone(const ir::Computation& computation, const cost::CostModel& model,
                      const ir::DeviceGrid& grid) {
@@ -298,8 +505,32 @@ Expected<bool> Schedule::Run(ir::Module& module) {
   for (ir::Computation* computation : module.PostOrder()) {
     if (skipped.count(computation)) continue;
     const double before = EstimateAlone(*computation, model_, grid);
-    ComputationScheduler scheduler(*computation, model_, grid, options_);
-    LOOM_ASSIGN_OR_RETURN(const std::vector<const Instruction*> order, scheduler.Run());
+    LOOM_ASSIGN_OR_RETURN(const Graph graph, BuildGraph(*computation));
+    struct Candidate {
+      std::string_view name;
+      std::vector<const Instruction*> order;
+      double estimate = 0;
+      int64_t over_limit = 0;
+    };
+    std::vector<Candidate> candidates;
+    if (options_.order != ScheduleOrder::kBottomUp) {
+      TopDownScheduler scheduler(graph, model_, grid, options_);
+      LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
+      candidates.push_back({"top-down", std::move(order), 0, scheduler.over_limit()});
+    }
+    if (options_.order != ScheduleOrder::kTopDown) {
+      BottomUpScheduler scheduler(graph, model_, grid, options_);
+      LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
+      candidates.push_back({"bottom-up", std::move(order), 0, scheduler.over_limit()});
+    }
+    for (Candidate& candidate : candidates) {
+      candidate.estimate = EstimateOrder(candidate.order, model_, grid);
+    }
+    // The faster; a tie keeps top-down.
+    const Candidate& chosen = *std::min_element(
+        candidates.begin(), candidates.end(),
+        [](const Candidate& a, const Candidate& b) { return a.estimate < b.estimate; });
+    const std::vector<const Instruction*>& order = chosen.order;
     bool same = true;
     for (size_t i = 0; i < order.size() && same; ++i) {
       same = order[i] == computation->instructions()[i].get();
@@ -319,9 +550,16 @@ Expected<bool> Schedule::Run(ir::Module& module) {
     std::string line = fmt::format(
         "%{}: {} instructions, {}; estimated {} -> {}", computation->name(), order.size(),
         same ? "order kept" : "reordered", FormatSeconds(before), FormatSeconds(after));
-    if (scheduler.over_limit() > 0) {
-      line += fmt::format(" ({} start(s) placed past the in-flight limit: nothing else was ready)",
-                          scheduler.over_limit());
+    if (candidates.size() > 1) {
+      line += fmt::format(" ({}; top-down {}, bottom-up {})", chosen.name,
+                          FormatSeconds(candidates[0].estimate),
+                          FormatSeconds(candidates[1].estimate));
+    } else {
+      line += fmt::format(" ({})", chosen.name);
+    }
+    if (chosen.over_limit > 0) {
+      line += fmt::format(" ({} transfer(s) opened past the in-flight limit: nothing else was ready)",
+                          chosen.over_limit);
     }
     explanation_.push_back(std::move(line));
   }

@@ -351,5 +351,97 @@ ENTRY %main {
   EXPECT_EQ(order, (std::vector<std::string>{"x", "d", "s", "r", "z"}));
 }
 
+// The scheduled module and its explanation with `order`.
+struct Ordered {
+  std::string text;
+  std::vector<std::string> explanation;
+};
+Ordered ScheduleWith(std::string_view hlo, ScheduleOrder order) {
+  auto module = Parse(hlo);
+  if (!module) return {};
+  FakeCostModel model;
+  ScheduleOptions options;
+  options.order = order;
+  Schedule schedule(model, options);
+  EXPECT_TRUE(schedule.Run(*module).ok());
+  ExpectValidOrder(*module->entry());
+  return {ir::PrintModule(*module), schedule.Explain()};
+}
+
+TEST(Schedule, BottomUpStartsATransferJustEarlyEnoughToBeCovered) {
+  // A's operand is ready at once but A is needed only at the end; B's
+  // operand needs a dot and three dots need B. One permute in flight at a
+  // time. Top-down starts A at once (0..2), so B waits for the slot
+  // (2..4) and the dots run 4..7: 7 us. Bottom-up, from the end, places
+  // A's start once the dots after it cover its 2 us: p 0..1, B 1..3, z1
+  // 3..4, A 4..6 beside z2 and z3: 6 us.
+  constexpr std::string_view kHlo = R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[4,4] parameter(0)
+  %sa = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  %ra = f32[4,4] collective-permute-done(%sa)
+  %p = f32[4,4] dot(%x, %x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %sb = (f32[4,4], f32[4,4]) collective-permute-start(%p), channel_id=2, source_target_pairs={{0,1},{1,0}}
+  %rb = f32[4,4] collective-permute-done(%sb)
+  %z1 = f32[4,4] dot(%rb, %rb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %z2 = f32[4,4] dot(%z1, %z1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %z3 = f32[4,4] dot(%z2, %z2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (f32[4,4], f32[4,4]) tuple(%ra, %z3)
+}
+)";
+  const Ordered top_down = ScheduleWith(kHlo, ScheduleOrder::kTopDown);
+  const Ordered bottom_up = ScheduleWith(kHlo, ScheduleOrder::kBottomUp);
+  const Ordered best = ScheduleWith(kHlo, ScheduleOrder::kBest);
+  EXPECT_NEAR(EstimateUs(top_down.text), 7, 1e-9);
+  EXPECT_NEAR(EstimateUs(bottom_up.text), 6, 1e-9);
+  EXPECT_EQ(best.text, bottom_up.text);
+  ASSERT_EQ(best.explanation.size(), 1u);
+  EXPECT_NE(best.explanation[0].find("(bottom-up; top-down 7.000 us, bottom-up 6.000 us)"),
+            std::string::npos)
+      << best.explanation[0];
+  ExpectSameResults(kHlo, bottom_up.text, 2);
+  // The order itself: A's start after z1, its done last.
+  auto module = Parse(bottom_up.text);
+  ASSERT_TRUE(module);
+  std::vector<std::string> order;
+  for (const auto& instruction : module->entry()->instructions()) {
+    order.push_back(instruction->name());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"x", "p", "sb", "rb", "z1", "sa", "z2", "z3", "ra",
+                                             "t"}));
+}
+
+TEST(Schedule, BestKeepsTopDownWhereBottomUpPlacesAnIndependentDotLate) {
+  // Two permutes of x, one in flight at a time; d2 needs both, d3 only the
+  // first. Top-down runs d3 while the second transfer flies: 2 + 2 + 1 =
+  // 5 us. Bottom-up places d3 last (it is as deep as d2), so nothing
+  // overlaps the second transfer: 6 us. The best of the two is top-down's.
+  constexpr std::string_view kHlo = R"(
+HloModule m, num_partitions=2
+ENTRY %main {
+  %x = f32[4,4] parameter(0)
+  %s0 = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  %r0 = f32[4,4] collective-permute-done(%s0)
+  %s1 = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=2, source_target_pairs={{0,1},{1,0}}
+  %r1 = f32[4,4] collective-permute-done(%s1)
+  %d2 = f32[4,4] dot(%r1, %r0), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %d3 = f32[4,4] dot(%r0, %x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (f32[4,4], f32[4,4]) tuple(%d2, %d3)
+}
+)";
+  const Ordered top_down = ScheduleWith(kHlo, ScheduleOrder::kTopDown);
+  const Ordered bottom_up = ScheduleWith(kHlo, ScheduleOrder::kBottomUp);
+  const Ordered best = ScheduleWith(kHlo, ScheduleOrder::kBest);
+  EXPECT_NEAR(EstimateUs(top_down.text), 5, 1e-9);
+  EXPECT_NEAR(EstimateUs(bottom_up.text), 6, 1e-9);
+  EXPECT_EQ(best.text, top_down.text);
+  ASSERT_EQ(best.explanation.size(), 1u);
+  EXPECT_NE(best.explanation[0].find("(top-down; top-down 5.000 us, bottom-up 6.000 us)"),
+            std::string::npos)
+      << best.explanation[0];
+  ExpectSameResults(kHlo, top_down.text, 2);
+}
+
 }  // namespace
 }  // namespace loom::pass
