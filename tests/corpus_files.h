@@ -24,6 +24,25 @@ inline std::vector<std::string> CorpusFiles() {
   return files;
 }
 
+// Paths of every corpus module, then of every example (examples/ and
+// examples/ring/), each group sorted.
+inline std::vector<std::string> CorpusAndExamplePaths() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths;
+  for (const std::string& file : CorpusFiles()) {
+    paths.push_back((fs::path(LOOM_CORPUS_DIR) / file).string());
+  }
+  for (const char* dir : {"", "ring"}) {
+    std::vector<std::string> examples;
+    for (const auto& entry : fs::directory_iterator(fs::path(LOOM_EXAMPLES_DIR) / dir)) {
+      if (entry.path().extension() == ".hlo") examples.push_back(entry.path().string());
+    }
+    std::sort(examples.begin(), examples.end());
+    paths.insert(paths.end(), examples.begin(), examples.end());
+  }
+  return paths;
+}
+
 // A test name from a corpus file name: its stem, non-alphanumerics as '_'.
 inline std::string CorpusTestName(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param.substr(0, info.param.rfind('.'));

@@ -119,8 +119,7 @@ class Timeline {
   // Transfers take CostModel::TransferSeconds: the slowest group's time.
   Timeline(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
   // Transfers take `device`'s own time (its group, its pairs).
-  Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times,
-           int64_t device)
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device)
       : model_(&model), grid_(grid), times_(&times), device_(device) {}
 
   // Runs `instruction` after everything run so far (its callees too).

@@ -208,7 +208,8 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
     if (source == target) continue;
     const bool inter = source / switched.devices_per_node != target / switched.devices_per_node;
     const Link& link = inter ? switched.inter_node : switched.intra_node;
-    const double busiest = std::max(port_bytes[{source, true, inter}], port_bytes[{target, false, inter}]);
+    const double busiest =
+        std::max(port_bytes[{source, true, inter}], port_bytes[{target, false, inter}]);
     const double time = link.latency_seconds + busiest / link.bytes_per_second;
     note(source, time);
     note(target, time);

@@ -25,10 +25,10 @@ struct Choice {
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
   std::string Ring() const {
-    return fmt::format("{} {} ring",
-                       direction == RingDirection::kBidirectional ? "bidirectional"
-                                                                  : "unidirectional",
-                       form == RingForm::kLoop ? "loop" : "unrolled");
+    return fmt::format(
+        "{} {} ring",
+        direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional",
+        form == RingForm::kLoop ? "loop" : "unrolled");
   }
 };
 
@@ -89,8 +89,7 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
 // `base` with one choice applied; null when the choice is no candidate there
 // any more. `decision` receives the pass's record of the rewrite.
 Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice& choice,
-                                            CollectiveMatmulOptions matching,
-                                            Decision* decision) {
+                                            CollectiveMatmulOptions matching, Decision* decision) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, ir::CloneModule(base));
   matching.gate = [&](const Candidate& c) {
     GateVerdict verdict;
@@ -215,7 +214,8 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   std::unique_ptr<ir::Module> forced_module;
   std::vector<Decision> forced_decisions;
   if (!enumeration.choices.empty()) {
-    for (RingDirection direction : {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
+    for (RingDirection direction :
+         {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
       for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
         if (options_.direction && *options_.direction != direction) continue;
         if (options_.form && *options_.form != form) continue;
@@ -245,12 +245,11 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     // Replace the module's computations by the forced rewrite's.
     for (Decision d : forced_decisions) {
       if (!d.rewritten) continue;
-      d.reason = fmt::format("{}, as every candidate: step {} -> {} ({}) on {} (the best of the "
-                             "rewrites one at a time: {})",
-                             forced_best->first, FormatSeconds(baseline),
-                             FormatSeconds(forced_best->second),
-                             Change(baseline, forced_best->second), on,
-                             FormatSeconds(current_step));
+      d.reason = fmt::format(
+          "{}, as every candidate: step {} -> {} ({}) on {} (the best of the "
+          "rewrites one at a time: {})",
+          forced_best->first, FormatSeconds(baseline), FormatSeconds(forced_best->second),
+          Change(baseline, forced_best->second), on, FormatSeconds(current_step));
       decisions_.push_back(d);
     }
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(*forced_module));
@@ -259,9 +258,9 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   } else {
     for (const Accepted& a : accepted) {
       Decision d = a.decision;
-      d.reason = fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(),
-                             FormatSeconds(a.before), FormatSeconds(a.after),
-                             Change(a.before, a.after), on);
+      d.reason =
+          fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(), FormatSeconds(a.before),
+                      FormatSeconds(a.after), Change(a.before, a.after), on);
       decisions_.push_back(d);
     }
   }
@@ -277,16 +276,21 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       if (rewritten) continue;
     }
     declined.insert(choice.Key());
-    Decision d{choice.computation, choice.collective, choice.dot,
-               enumeration.description[choice.Key()], false, ""};
+    Decision d{choice.computation,
+               choice.collective,
+               choice.dot,
+               enumeration.description[choice.Key()],
+               false,
+               ""};
     auto it = best_of.find(choice.Key());
-    d.reason = it == best_of.end()
-                   ? "no ring form applies"
-                   : fmt::format("its best ring ({}) makes the step {} against {} without it "
-                                 "({}; needs better than -{:.1f}%) on {}",
-                                 it->second.choice.Ring(), FormatSeconds(it->second.step),
-                                 FormatSeconds(baseline), Change(baseline, it->second.step),
-                                 100 * options_.min_gain, on);
+    d.reason =
+        it == best_of.end()
+            ? "no ring form applies"
+            : fmt::format(
+                  "its best ring ({}) makes the step {} against {} without it "
+                  "({}; needs better than -{:.1f}%) on {}",
+                  it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
+                  Change(baseline, it->second.step), 100 * options_.min_gain, on);
     decisions_.push_back(std::move(d));
   }
   for (const Decision& d : decisions_) explanation_.push_back(FormatDecision(d));
@@ -304,8 +308,8 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     const bool bidirectional = forced_best->first.starts_with("bidirectional");
     everything.direction =
         bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
-    everything.form =
-        forced_best->first.find("unrolled") != std::string::npos ? RingForm::kUnrolled : RingForm::kLoop;
+    everything.form = forced_best->first.find("unrolled") != std::string::npos ? RingForm::kUnrolled
+                                                                               : RingForm::kLoop;
     CollectiveMatmul pass(everything);
     return pass.Run(module);
   }

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <string>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "pass/async_collectives.h"
 #include "pass/collective_matmul.h"

@@ -452,7 +452,7 @@ class BottomUpScheduler {
   std::vector<double> depth_;
   std::vector<bool> placed_;
   std::vector<const Instruction*> reversed_;
-  double clock_ = 0;  // from the end of the computation
+  double clock_ = 0;                               // from the end of the computation
   std::unordered_map<size_t, double> covered_at_;  // start -> clock by which it is covered
 
   std::array<std::set<Depth>, cost::kTransferKindCount> dones_;
@@ -551,15 +551,16 @@ Expected<bool> Schedule::Run(ir::Module& module) {
         "%{}: {} instructions, {}; estimated {} -> {}", computation->name(), order.size(),
         same ? "order kept" : "reordered", FormatSeconds(before), FormatSeconds(after));
     if (candidates.size() > 1) {
-      line += fmt::format(" ({}; top-down {}, bottom-up {})", chosen.name,
-                          FormatSeconds(candidates[0].estimate),
-                          FormatSeconds(candidates[1].estimate));
+      line +=
+          fmt::format(" ({}; top-down {}, bottom-up {})", chosen.name,
+                      FormatSeconds(candidates[0].estimate), FormatSeconds(candidates[1].estimate));
     } else {
       line += fmt::format(" ({})", chosen.name);
     }
     if (chosen.over_limit > 0) {
-      line += fmt::format(" ({} transfer(s) opened past the in-flight limit: nothing else was ready)",
-                          chosen.over_limit);
+      line +=
+          fmt::format(" ({} transfer(s) opened past the in-flight limit: nothing else was ready)",
+                      chosen.over_limit);
     }
     explanation_.push_back(std::move(line));
   }

@@ -85,7 +85,7 @@ namespace loom::pass {
 
 // Which list scheduler orders each computation (see above).
 enum class ScheduleOrder {
-  kBest,      // both; the one with the shorter estimate (a tie: top-down)
+  kBest,  // both; the one with the shorter estimate (a tie: top-down)
   kTopDown,
   kBottomUp,
 };

@@ -299,10 +299,15 @@ Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
   }
   LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
   // An all-gather's B is the gathered result: group size x the operand.
-  return BuildPlanForGroups(
+  Plan plan = BuildPlanForGroups(
       algorithm, groups,
       [&](size_t size) { return per_member ? bytes * static_cast<double>(size) : bytes; }, devices,
       target, network);
+  if (opcode == Opcode::kAllToAll) {
+    plan.description = "all-to-all (as an all-gather of its buffer)" +
+                       plan.description.substr(std::string_view("all-gather").size());
+  }
+  return plan;
 }
 
 }  // namespace loom::sim

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
-#include <array>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -62,7 +62,7 @@ struct Slot {
   const Instruction* instruction = nullptr;
   Plan plan;
   int32_t op_kind = -1;
-  int32_t stream = 0;  // the device's transfer stream: one per cost::TransferKind
+  int32_t stream = 0;          // the device's transfer stream: one per cost::TransferKind
   std::vector<int64_t> links;  // CostModel::TransferLinks
 };
 
@@ -681,7 +681,8 @@ class Engine {
     auto& queue = device.stream_queue[stream];
     while (!queue.empty()) {
       const int32_t next = queue.front();
-      const auto& links = slots_[static_cast<size_t>(instances_[static_cast<size_t>(next)].slot)].links;
+      const auto& links =
+          slots_[static_cast<size_t>(instances_[static_cast<size_t>(next)].slot)].links;
       for (int32_t active : device.stream_active[stream]) {
         const int32_t slot = instances_[static_cast<size_t>(active)].slot;
         if (!cost::LinksDisjoint(slots_[static_cast<size_t>(slot)].links, links)) return;

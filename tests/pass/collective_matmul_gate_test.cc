@@ -158,7 +158,8 @@ ENTRY %main {
     // Each candidate alone, in its best form, by the same estimate.
     std::map<std::string, double> alone;
     for (const char* collective : {"x.full", "out"}) {
-      for (RingDirection direction : {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
+      for (RingDirection direction :
+           {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
         for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
           auto module = ir::ParseModule(hlo);
           ASSERT_TRUE(module.ok());
@@ -182,7 +183,8 @@ ENTRY %main {
 
 TEST(CollectiveMatmulStepGate, NeverSlowerThanSchedulingAlone) {
   // The gate's result, through the same pipeline, against the baseline.
-  for (const std::string& hlo : {GatherDot(8192, 4096), GatherDot(8192, 1), GatherDot(1024, 64, 8)}) {
+  for (const std::string& hlo :
+       {GatherDot(8192, 4096), GatherDot(8192, 1), GatherDot(1024, 64, 8)}) {
     for (const char* target : {"tpu-v4-8x8x8", "dgx-h100", "loopback-2gbit"}) {
       auto module = ir::ParseModule(hlo);
       ASSERT_TRUE(module.ok());

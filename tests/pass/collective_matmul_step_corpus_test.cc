@@ -28,23 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> Modules() {
-  std::vector<std::string> paths;
-  for (const std::string& file : test::CorpusFiles()) {
-    paths.push_back((fs::path(LOOM_CORPUS_DIR) / file).string());
-  }
-  for (const char* dir : {"", "ring"}) {
-    const fs::path folder = fs::path(LOOM_EXAMPLES_DIR) / dir;
-    std::vector<std::string> examples;
-    for (const auto& entry : fs::directory_iterator(folder)) {
-      if (entry.path().extension() == ".hlo") examples.push_back(entry.path().string());
-    }
-    std::sort(examples.begin(), examples.end());
-    paths.insert(paths.end(), examples.begin(), examples.end());
-  }
-  return paths;
-}
-
 int64_t CandidateCount(const ir::Module& module) {
   auto copy = ir::CloneModule(module);
   if (!copy.ok()) return 0;
@@ -64,7 +47,7 @@ TEST(CollectiveMatmulStepGateCorpus, NeverSlowerThanScheduleAloneAndAsGoodAsTheB
       "module | target | V0 | V1 | V2 | best forced | V2/V1 | decisions\n"
       "---|---|---|---|---|---|---|---\n";
   int rows = 0;
-  for (const std::string& path : Modules()) {
+  for (const std::string& path : test::CorpusAndExamplePaths()) {
     auto parsed = ir::ParseModuleFile(path);
     ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.error().ToString();
     if (!ir::VerifyModule(**parsed).ok() || CandidateCount(**parsed) == 0) continue;
@@ -86,7 +69,8 @@ TEST(CollectiveMatmulStepGateCorpus, NeverSlowerThanScheduleAloneAndAsGoodAsTheB
       auto v2 = ScheduledStepSeconds(**gated, *model, ScheduleOptions{});
       ASSERT_TRUE(v2.ok()) << v2.error().ToString();
       double forced = *v1;  // rewriting nothing is one of the choices
-      for (RingDirection direction : {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
+      for (RingDirection direction :
+           {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
         for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
           auto all = ir::CloneModule(**parsed);
           ASSERT_TRUE(all.ok());
@@ -107,10 +91,10 @@ TEST(CollectiveMatmulStepGateCorpus, NeverSlowerThanScheduleAloneAndAsGoodAsTheB
       for (const std::string& line : gate.Explain()) why += "\n  " + line;
       EXPECT_LE(*v2, *v1 * 1.005) << why;
       EXPECT_LE(*v2, forced * 1.01) << why;
-      table += fmt::format("{} | {} | {} | {} | {} | {} | {:.3f}x | {} rewritten, {} declined\n",
-                           name, target->name(), FormatSeconds(v0), FormatSeconds(*v1),
-                           FormatSeconds(*v2), FormatSeconds(forced), *v1 / *v2, rewritten,
-                           declined);
+      table +=
+          fmt::format("{} | {} | {} | {} | {} | {} | {:.3f}x | {} rewritten, {} declined\n", name,
+                      target->name(), FormatSeconds(v0), FormatSeconds(*v1), FormatSeconds(*v2),
+                      FormatSeconds(forced), *v1 / *v2, rewritten, declined);
       ++rows;
     }
   }

@@ -6,6 +6,7 @@
 // module.
 #include "pass/schedule.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -368,6 +369,27 @@ Ordered ScheduleWith(std::string_view hlo, ScheduleOrder order) {
   return {ir::PrintModule(*module), schedule.Explain()};
 }
 
+// Schedules `hlo` each way: top-down takes `top_down_us`, bottom-up
+// `bottom_up_us`, and the default keeps the faster (`chosen`) and says so.
+// Returns the chosen order's text.
+std::string ExpectBothOrders(std::string_view hlo, double top_down_us, double bottom_up_us,
+                             std::string_view chosen) {
+  const Ordered top_down = ScheduleWith(hlo, ScheduleOrder::kTopDown);
+  const Ordered bottom_up = ScheduleWith(hlo, ScheduleOrder::kBottomUp);
+  const Ordered best = ScheduleWith(hlo, ScheduleOrder::kBest);
+  EXPECT_NEAR(EstimateUs(top_down.text), top_down_us, 1e-9);
+  EXPECT_NEAR(EstimateUs(bottom_up.text), bottom_up_us, 1e-9);
+  EXPECT_EQ(best.text, chosen == "top-down" ? top_down.text : bottom_up.text);
+  EXPECT_EQ(best.explanation.size(), 1u);
+  const std::string said = fmt::format("({}; top-down {:.3f} us, bottom-up {:.3f} us)", chosen,
+                                       top_down_us, bottom_up_us);
+  for (const std::string& line : best.explanation) {
+    EXPECT_NE(line.find(said), std::string::npos) << line;
+  }
+  ExpectSameResults(hlo, best.text, 2);
+  return best.text;
+}
+
 TEST(Schedule, BottomUpStartsATransferJustEarlyEnoughToBeCovered) {
   // A's operand is ready at once but A is needed only at the end; B's
   // operand needs a dot and three dots need B. One permute in flight at a
@@ -390,26 +412,16 @@ ENTRY %main {
   ROOT %t = (f32[4,4], f32[4,4]) tuple(%ra, %z3)
 }
 )";
-  const Ordered top_down = ScheduleWith(kHlo, ScheduleOrder::kTopDown);
-  const Ordered bottom_up = ScheduleWith(kHlo, ScheduleOrder::kBottomUp);
-  const Ordered best = ScheduleWith(kHlo, ScheduleOrder::kBest);
-  EXPECT_NEAR(EstimateUs(top_down.text), 7, 1e-9);
-  EXPECT_NEAR(EstimateUs(bottom_up.text), 6, 1e-9);
-  EXPECT_EQ(best.text, bottom_up.text);
-  ASSERT_EQ(best.explanation.size(), 1u);
-  EXPECT_NE(best.explanation[0].find("(bottom-up; top-down 7.000 us, bottom-up 6.000 us)"),
-            std::string::npos)
-      << best.explanation[0];
-  ExpectSameResults(kHlo, bottom_up.text, 2);
+  const std::string bottom_up = ExpectBothOrders(kHlo, 7, 6, "bottom-up");
   // The order itself: A's start after z1, its done last.
-  auto module = Parse(bottom_up.text);
+  auto module = Parse(bottom_up);
   ASSERT_TRUE(module);
   std::vector<std::string> order;
   for (const auto& instruction : module->entry()->instructions()) {
     order.push_back(instruction->name());
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"x", "p", "sb", "rb", "z1", "sa", "z2", "z3", "ra",
-                                             "t"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"x", "p", "sb", "rb", "z1", "sa", "z2", "z3", "ra", "t"}));
 }
 
 TEST(Schedule, BestKeepsTopDownWhereBottomUpPlacesAnIndependentDotLate) {
@@ -430,17 +442,7 @@ ENTRY %main {
   ROOT %t = (f32[4,4], f32[4,4]) tuple(%d2, %d3)
 }
 )";
-  const Ordered top_down = ScheduleWith(kHlo, ScheduleOrder::kTopDown);
-  const Ordered bottom_up = ScheduleWith(kHlo, ScheduleOrder::kBottomUp);
-  const Ordered best = ScheduleWith(kHlo, ScheduleOrder::kBest);
-  EXPECT_NEAR(EstimateUs(top_down.text), 5, 1e-9);
-  EXPECT_NEAR(EstimateUs(bottom_up.text), 6, 1e-9);
-  EXPECT_EQ(best.text, top_down.text);
-  ASSERT_EQ(best.explanation.size(), 1u);
-  EXPECT_NE(best.explanation[0].find("(top-down; top-down 5.000 us, bottom-up 6.000 us)"),
-            std::string::npos)
-      << best.explanation[0];
-  ExpectSameResults(kHlo, top_down.text, 2);
+  ExpectBothOrders(kHlo, 5, 6, "top-down");
 }
 
 }  // namespace

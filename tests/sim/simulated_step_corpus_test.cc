@@ -22,22 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> ModulesAndExamples() {
-  std::vector<std::string> paths;
-  for (const std::string& file : test::CorpusFiles()) {
-    paths.push_back((fs::path(LOOM_CORPUS_DIR) / file).string());
-  }
-  std::vector<std::string> examples;
-  for (const char* dir : {"", "ring"}) {
-    for (const auto& entry : fs::directory_iterator(fs::path(LOOM_EXAMPLES_DIR) / dir)) {
-      if (entry.path().extension() == ".hlo") examples.push_back(entry.path().string());
-    }
-  }
-  std::sort(examples.begin(), examples.end());
-  paths.insert(paths.end(), examples.begin(), examples.end());
-  return paths;
-}
-
 std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
   const fs::path path(info.param);
   ::testing::TestParamInfo<std::string> file(
@@ -80,8 +64,8 @@ TEST_P(SimulatedStepCorpus, NeverBelowTheContentionFreeEstimate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, SimulatedStepCorpus, ::testing::ValuesIn(ModulesAndExamples()),
-                         TestName);
+INSTANTIATE_TEST_SUITE_P(Corpus, SimulatedStepCorpus,
+                         ::testing::ValuesIn(test::CorpusAndExamplePaths()), TestName);
 
 }  // namespace
 }  // namespace loom::sim

@@ -29,6 +29,10 @@ std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::Veri
 // spec is a family alone; throws CommandError "--target: ..." on failure,
 // or when the module has more devices than the target.
 cost::Target ResolveTarget(const std::string& spec, const ir::Module& module);
+// How --target may be spelled, for help texts.
+inline constexpr const char* kTargetSpellings =
+    "a name from `loom targets`, a family at any size (tpu-v4:4x4x8, dgx-h100:16), a family "
+    "sized to the module (tpu-v4, tpu-v4:auto, dgx-h100:auto), or a .json file";
 
 // Writes `text` to `path`, or to stdout when `path` is empty or "-". The
 // file appears only when complete (written to a temporary, then renamed).

@@ -39,10 +39,9 @@ void AddOptCommand(CLI::App& app) {
                     "Say what each pass decided and why (on stdout with -o, else on stderr)");
   command->add_option(
       "--target", options->target,
-      "Decide and schedule for this target: a name from `loom targets`, a family at "
-      "any size (tpu-v4:4x4x8, dgx-h100:16), a family sized to the module "
-      "(tpu-v4, tpu-v4:auto, dgx-h100:auto), or a .json file; without one, collective-matmul "
-      "uses its size threshold");
+      fmt::format("Decide and schedule for this target: {}; without one, collective-matmul "
+                  "uses its size threshold",
+                  kTargetSpellings));
   command->add_flag("--estimate", options->estimate,
                     "With --target: print the estimated step time of one device before and after "
                     "the passes (on stdout with -o, else on stderr)");

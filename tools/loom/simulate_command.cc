@@ -8,8 +8,8 @@
 #include "cost/target.h"
 #include "cost/target_cost_model.h"
 #include "ir/clone.h"
-#include "pass/registry.h"
 #include "loom/command.h"
+#include "pass/registry.h"
 #include "sim/simulator.h"
 #include "support/units.h"
 
@@ -82,8 +82,7 @@ double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
 
 void PrintBaseline(const std::vector<sim::SimReport>& reports) {
   fmt::print("simulated on {}: {}\n", reports[0].target, reports[0].module);
-  fmt::print("{:<30} {:>16} {:>20} {:>16}\n", "", "as written",
-             "async+schedule", "full pipeline");
+  fmt::print("{:<30} {:>16} {:>20} {:>16}\n", "", "as written", "async+schedule", "full pipeline");
   const auto row = [&](std::string_view name, auto value) {
     fmt::print("{:<30} {:>16} {:>20} {:>16}\n", name, value(reports[0]), value(reports[1]),
                value(reports[2]));
@@ -100,11 +99,10 @@ void PrintBaseline(const std::vector<sim::SimReport>& reports) {
              reports[0].step_seconds / reports[2].step_seconds);
 }
 
-
-void PrintComparison(const sim::SimReport& a, const sim::SimReport& b,
-                     const std::string& a_is, const std::string& b_is) {
-  fmt::print("simulated on {}:\n  A = {} ({})\n  B = {} ({})\n", a.target, a.module, a_is,
-             b.module, b_is);
+void PrintComparison(const sim::SimReport& a, const sim::SimReport& b, const std::string& a_is,
+                     const std::string& b_is) {
+  fmt::print("simulated on {}:\n  A = {} ({})\n  B = {} ({})\n", a.target, a.module, a_is, b.module,
+             b_is);
   fmt::print("{:<34} {:>14} {:>14}\n", "", "A", "B");
   const auto row = [](std::string_view name, const std::string& x, const std::string& y) {
     fmt::print("{:<34} {:>14} {:>14}\n", name, x, y);
@@ -133,7 +131,9 @@ void AddSimulateCommand(CLI::App& app) {
       "Replay every device's program on a target as discrete events: compute per device, "
       "transfers as flows sharing links max-min fairly");
   command->add_option("MODULE", flags->modules, "HLO module (two with --compare)")->required();
-  command->add_option("--target", flags->target, "A name from `loom targets`, or a .json file")
+  command
+      ->add_option("--target", flags->target,
+                   fmt::format("Simulate on this target: {}", kTargetSpellings))
       ->required();
   command->add_flag("--compare", flags->compare,
                     "Simulate two modules and print them side by side, each as given (say which "
@@ -182,9 +182,9 @@ void AddSimulateCommand(CLI::App& app) {
       reports.push_back(SimulateOne(module, path, target, options));
       reports.push_back(SimulateOne(*AfterPasses(module, "async-collectives,schedule", target),
                                     path, target, options));
-      reports.push_back(SimulateOne(
-          *AfterPasses(module, "collective-matmul,async-collectives,schedule", target), path,
-          target, options));
+      reports.push_back(
+          SimulateOne(*AfterPasses(module, "collective-matmul,async-collectives,schedule", target),
+                      path, target, options));
       PrintBaseline(reports);
     } else {
       for (size_t i = 0; i < modules.size(); ++i) {
