@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "support/output_file.h"
 
 namespace loom::exec {
 
@@ -60,16 +59,8 @@ Status WriteChromeTrace(const std::string& path, const std::vector<TraceEvent>& 
                               {"args", {{"name", name}}}});
     }
   }
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << nlohmann::json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump();
-    if (!out.good()) return Error{fmt::format("cannot write {}", path)};
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) return Error{fmt::format("cannot write {}: {}", path, error.message())};
-  return OkStatus();
+  return WriteOutputFile(
+      path, nlohmann::json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump());
 }
 
 }  // namespace loom::exec

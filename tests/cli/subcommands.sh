@@ -2,8 +2,9 @@
 # Usage: subcommands.sh LOOM_BINARY REPO_ROOT
 #
 # End-to-end checks of the `loom` CLI: --help of every subcommand, `fmt` is a
-# fixed point, `verify` and `stats` accept the bundled example, a missing
-# file and an unknown subcommand are errors.
+# fixed point, `verify` and `stats` accept the bundled example, outputs that
+# are not regular files are written in place, a missing file and an unknown
+# subcommand are errors.
 set -uo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -205,6 +206,42 @@ for sub in fmt verify stats; do
     ok "loom $sub MISSING"
   fi
 done
+
+# Outputs that are not regular files are written in place, never replaced:
+# /dev/null stays a device, a pipe stays a pipe (and gets the module), a
+# symbolic link stays a link to the file it names.
+run "$loom" opt "$example" --passes=async-collectives -o /dev/null
+if [[ $? -eq 0 && -c /dev/null ]]; then ok "loom opt -o /dev/null"; else
+  fail "loom opt -o /dev/null" "exit status or /dev/null is no longer a device"
+fi
+run "$loom" simulate "$example" --target tpu-v4 --json /dev/null --trace /dev/null
+if [[ $? -eq 0 && -c /dev/null ]]; then ok "loom simulate --json/--trace /dev/null"; else
+  fail "loom simulate --json/--trace /dev/null" "exit status or /dev/null is no longer a device"
+fi
+mkfifo "$tmp/pipe"
+(cat "$tmp/pipe" >"$tmp/from_pipe") &
+reader=$!
+run "$loom" fmt "$example" -o "$tmp/pipe"
+status=$?
+wait "$reader"
+if [[ $status -eq 0 && -p $tmp/pipe ]] && grep -q "^HloModule mlp_block_tp4" "$tmp/from_pipe"; then
+  ok "loom fmt -o PIPE"
+else
+  fail "loom fmt -o PIPE" "exit status $status, or the pipe was replaced or got nothing"
+fi
+echo old >"$tmp/target.hlo"
+ln -s "$tmp/target.hlo" "$tmp/link.hlo"
+run "$loom" fmt "$example" -o "$tmp/link.hlo"
+if [[ $? -eq 0 && -L $tmp/link.hlo ]] && grep -q "^HloModule" "$tmp/target.hlo"; then
+  ok "loom fmt -o SYMLINK"
+else
+  fail "loom fmt -o SYMLINK" "the link was replaced or its target not written"
+fi
+if compgen -G "$tmp/*.tmp.*" >/dev/null; then
+  fail "loom -o temporaries" "left behind: $(ls "$tmp" | grep '\.tmp\.')"
+else
+  ok "loom -o leaves no temporary"
+fi
 
 # An unknown subcommand: a non-zero exit (and no crash).
 run "$loom" frobnicate "$example"

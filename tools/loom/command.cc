@@ -4,11 +4,8 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include "ir/parser.h"
+#include "support/output_file.h"
 
 namespace loom::cli {
 
@@ -42,19 +39,10 @@ cost::Target ResolveTarget(const std::string& spec, const ir::Module& module) {
 }
 
 void WriteOutput(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
+  // -o given empty means stdout, as no -o does.
+  if (Status written = WriteOutputFile(path.empty() ? "-" : path, text); !written.ok()) {
+    throw CommandError(written.error().message);
   }
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.good()) throw CommandError("cannot write " + path);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) throw CommandError("cannot write " + path + ": " + error.message());
 }
 
 void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
