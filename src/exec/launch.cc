@@ -33,8 +33,8 @@ class ThreadsLaunch : public Launch {
   Status AwaitRoot() override { return OkStatus(); }
 };
 
-// Tags for the report exchange, above any collective's sequence number.
-constexpr uint64_t kReportTag = uint64_t{1} << 40;
+// Tags for the report exchange: control messages, apart from collectives'.
+constexpr uint64_t kReportTag = kControlTagBase;
 
 class MpiLaunch : public Launch {
  public:

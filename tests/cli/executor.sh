@@ -8,7 +8,8 @@
 #  - `loom run` writes outputs and a trace; both backends give the same checksums;
 #  - a failing device stops every device, the command exits non-zero within
 #    the timeout naming the device and the error, and leaves no outputs;
-#  - a device that never arrives fails the run after --timeout.
+#  - a device that never arrives fails the run after --timeout, and so does
+#    a device that is alone in a collective the others skipped.
 # Usage: executor.sh LOOM_BINARY REPO_ROOT
 set -uo pipefail
 loom=$1
@@ -97,6 +98,20 @@ for backend in threads mpi; do
   [[ $code -ne 0 && $code -ne 124 ]] && pass || fail "device hang ($backend): exit $code"
   grep -q "timed out after 1000 ms waiting for data from device 2" "$work/err" && pass ||
     { fail "device hang ($backend): message"; cat "$work/err"; }
+
+  # One lone waiter, each device in turn: a clean timeout naming it, no
+  # crash, no MPI error from a message taken for another.
+  for lone in 0 1 2 3; do
+    sed "s/%lone = u32\[\] constant(3)/%lone = u32[] constant($lone)/" \
+      "$modules/lone_waiter.hlo" >"$work/lone.hlo"
+    timeout 60 "${launcher[@]}" "$loom" run "$work/lone.hlo" --devices 4 \
+      --backend "$backend" --timeout 1 >"$work/out" 2>"$work/err"
+    code=$?
+    [[ $code -eq 1 ]] && pass || fail "lone waiter $lone ($backend): exit $code"
+    grep -q "device $lone: timed out after 1000 ms" "$work/err" && pass ||
+      { fail "lone waiter $lone ($backend): message"; cat "$work/err"; }
+    grep -qiE "segmentation|signal|MPI_ERR" "$work/err" && fail "lone waiter $lone ($backend): crashed" || pass
+  done
 done
 
 echo "$passed passed, $failed failed"

@@ -46,6 +46,13 @@ class NativeCollectives {
                                   std::span<std::byte> output) = 0;
 };
 
+// Tags from kControlTagBase on carry control messages (a run's reports,
+// its closing barrier), those below it a collective's data. Backends keep
+// the two apart (MPI on separate communicators, whatever tag bits it
+// keeps), so a collective's message sent by a device that is still in it
+// can never be taken for a control message by a device that moved on.
+inline constexpr uint64_t kControlTagBase = uint64_t{1} << 40;
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

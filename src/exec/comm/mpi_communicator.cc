@@ -19,7 +19,9 @@ namespace {
 
 // MPI guarantees tags up to 32767; sequence tags wrap, which is safe because
 // messages with equal (source, tag) never overtake each other and no two
-// transfers 32768 collectives apart are in flight at once.
+// transfers 32768 collectives apart are in flight at once. Control messages
+// (tags from kControlTagBase) travel on a communicator of their own, so
+// that wrapping never mixes them with a collective's.
 constexpr uint64_t kTagModulus = 32768;
 
 // One MPI operation the communication thread posts and polls: a send, a
@@ -54,8 +56,14 @@ struct Transfer {
 
 class MpiCommunicator : public Communicator, public NativeCollectives {
  public:
-  MpiCommunicator(const MpiOptions& options, int rank, int size)
-      : options_(options), rank_(rank), size_(size), thread_([this] { Progress(); }) {}
+  // `data` and `control`: MPI_COMM_WORLD's duplicates this object frees.
+  MpiCommunicator(const MpiOptions& options, int rank, int size, MPI_Comm data, MPI_Comm control)
+      : options_(options),
+        rank_(rank),
+        size_(size),
+        data_comm_(data),
+        control_comm_(control),
+        thread_([this] { Progress(); }) {}
 
   ~MpiCommunicator() override {
     {
@@ -65,6 +73,8 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
     work_.notify_all();
     thread_.join();
     for (auto& [partition, comm] : communicators_) MPI_Comm_free(&comm);
+    MPI_Comm_free(&data_comm_);
+    MPI_Comm_free(&control_comm_);
     MPI_Finalize();
   }
 
@@ -166,6 +176,7 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
     transfer->is_send = is_send;
     transfer->peer = static_cast<int>(peer);
     transfer->tag = static_cast<int>(tag % kTagModulus);
+    transfer->comm = tag >= kControlTagBase ? control_comm_ : data_comm_;
     transfer->data = std::move(data);
     transfer->external = external;
     transfer->external_bytes = external_bytes;
@@ -307,9 +318,9 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
     if (bytes > static_cast<size_t>(std::numeric_limits<int>::max())) return MPI_ERR_COUNT;
     const int count = static_cast<int>(bytes);
     return transfer.is_send ? MPI_Isend(buffer, count, MPI_BYTE, transfer.peer, transfer.tag,
-                                        MPI_COMM_WORLD, &transfer.request)
+                                        transfer.comm, &transfer.request)
                             : MPI_Irecv(buffer, count, MPI_BYTE, transfer.peer, transfer.tag,
-                                        MPI_COMM_WORLD, &transfer.request);
+                                        transfer.comm, &transfer.request);
   }
 
   void Complete(Transfer& transfer, std::string error) {
@@ -324,6 +335,8 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
   const MpiOptions options_;
   const int rank_;
   const int size_;
+  MPI_Comm data_comm_;
+  MPI_Comm control_comm_;
   std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable completed_;
@@ -357,7 +370,15 @@ Expected<std::unique_ptr<Communicator>> CreateMpiCommunicator(const MpiOptions& 
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(options, rank, size));
+  MPI_Comm data = MPI_COMM_NULL;
+  MPI_Comm control = MPI_COMM_NULL;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &data) != MPI_SUCCESS ||
+      MPI_Comm_dup(MPI_COMM_WORLD, &control) != MPI_SUCCESS) {
+    MPI_Finalize();
+    return Error{"MPI_Comm_dup failed"};
+  }
+  return std::unique_ptr<Communicator>(
+      std::make_unique<MpiCommunicator>(options, rank, size, data, control));
 }
 
 int64_t MpiWorldRankFromEnvironment() {
