@@ -332,13 +332,15 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
       const TransferRole role = TransferRoleOf(*instruction);
       if (role != TransferRole::kSynchronous && role != TransferRole::kStart) continue;
       const std::vector<double>& by_device = times.Of(*instruction);
-      for (size_t d = 0; d < devices; ++d)
+      for (size_t d = 0; d < devices; ++d) {
         rows[d].push_back(d < by_device.size() ? by_device[d] : 0);
+      }
     }
   }
   std::map<std::vector<double>, int64_t> representatives;
-  for (size_t d = 0; d < devices; ++d)
+  for (size_t d = 0; d < devices; ++d) {
     representatives.try_emplace(rows[d], static_cast<int64_t>(d));
+  }
   std::optional<StepEstimate> slowest;
   for (const auto& [row, device] : representatives) {
     Timeline timeline(model, grid, times, device);

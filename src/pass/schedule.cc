@@ -45,6 +45,22 @@ struct Graph {
   std::optional<size_t> root;       // held back to the end: nothing uses it
 };
 
+// Kahn's algorithm; shorter than `nodes` when the edges have a cycle.
+std::vector<size_t> TopologicalOrder(const std::vector<Graph::Node>& nodes) {
+  std::vector<size_t> order;
+  std::vector<size_t> waiting(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    waiting[i] = nodes[i].predecessors.size();
+    if (waiting[i] == 0) order.push_back(i);
+  }
+  for (size_t at = 0; at < order.size(); ++at) {
+    for (size_t s : nodes[order[at]].successors) {
+      if (--waiting[s] == 0) order.push_back(s);
+    }
+  }
+  return order;
+}
+
 Expected<Graph> BuildGraph(const ir::Computation& computation) {
   Graph graph;
   const auto& instructions = computation.instructions();
@@ -80,16 +96,7 @@ Expected<Graph> BuildGraph(const ir::Computation& computation) {
       graph.nodes[index[root]].successors.empty()) {
     graph.root = index[root];
   }
-  std::vector<size_t> waiting(graph.nodes.size());
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    waiting[i] = graph.nodes[i].predecessors.size();
-    if (waiting[i] == 0) graph.topological.push_back(i);
-  }
-  for (size_t at = 0; at < graph.topological.size(); ++at) {
-    for (size_t s : graph.nodes[graph.topological[at]].successors) {
-      if (--waiting[s] == 0) graph.topological.push_back(s);
-    }
-  }
+  graph.topological = TopologicalOrder(graph.nodes);
   if (graph.topological.size() != graph.nodes.size()) {
     return Error{fmt::format("schedule: %{} has a dependency cycle", computation.name())};
   }
