@@ -10,11 +10,11 @@
 
 namespace loom::exec {
 
-// Parses `literal` — a scalar (`0`, `-inf`, `nan`, `true`, `1e-05`) or nested
-// braces with one level per dimension (`{ {1, 2}, {3, 4} }`) — into a tensor
-// of `shape`. Integers are read exactly; floats are read as double and
-// rounded to the element type. `{...}` (a literal elided by the printer) and
-// tuple literals are errors.
+// Builds a tensor of `shape` from `literal`, read by ir::ReadLiteral (its
+// syntax and the range of each element type are there): integers exactly,
+// floats as double rounded to the element type, one scalar for a whole
+// array broadcast. `{...}` (a literal elided by the printer), tuple and
+// complex literals are errors.
 Expected<Tensor> ParseLiteral(std::string_view literal, const ir::Shape& shape);
 
 // ParseLiteral for a constant instruction; errors name the op and its line.

@@ -171,8 +171,21 @@ Expected<std::unique_ptr<Module>> Parser::Run() {
     return ErrorHere("expected a computation: the module has none");
   }
   LOOM_RETURN_IF_ERROR(ResolveCalls());
-  // Without an ENTRY keyword, XLA takes the last computation as the entry.
-  if (!module_->entry()) module_->set_entry(module_->computations().back().get());
+  // Without an ENTRY keyword XLA takes the last computation as the entry;
+  // Loom does so only for a module of one computation. With several, the
+  // likeliest cause is a file cut short before its ENTRY, and taking a
+  // callee for the program would run the wrong thing without a word.
+  if (!module_->entry()) {
+    if (module_->computations().size() > 1) {
+      return Error{
+          fmt::format("no computation is marked ENTRY among the module's {}, and the "
+                      "last one, %{}, is not taken for it (is the file cut short?); "
+                      "mark the entry computation with ENTRY",
+                      module_->computations().size(), module_->computations().back()->name()),
+          module_->computations().back()->loc()};
+    }
+    module_->set_entry(module_->computations().back().get());
+  }
   return std::move(module_);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/collective_groups.h"
+#include "ir/literal.h"
 #include "ir/shape_inference.h"
 
 namespace loom::ir {
@@ -196,6 +197,7 @@ class ModuleVerifier {
   // Structure.
   Status VerifyHeader();
   Status VerifyComputationStructure(const Computation& computation);
+  Status VerifyOneCompletionPerStart(const Computation& computation);
   Status VerifyParameterNumbers(const Computation& computation);
   Status VerifyReferences(const Computation& computation, const Instruction& instruction);
   Status VerifyCallGraphIsAcyclic();
@@ -467,6 +469,25 @@ Status ModuleVerifier::VerifyComputationStructure(const Computation& computation
       return At(*instruction, valid.error().message);
     }
     LOOM_RETURN_IF_ERROR(VerifyReferences(computation, *instruction));
+  }
+  return VerifyOneCompletionPerStart(computation);
+}
+
+// A start (or an async-update) goes on to exactly one update or done: a
+// second would wait for a transfer that is already over, or complete it
+// twice.
+Status ModuleVerifier::VerifyOneCompletionPerStart(const Computation& computation) {
+  std::unordered_map<const Instruction*, const Instruction*> completed_by;
+  for (const auto& instruction : computation.instructions()) {
+    const Opcode opcode = instruction->opcode();
+    if (!IsAsyncDone(opcode) && opcode != Opcode::kAsyncUpdate) continue;
+    if (instruction->operand_count() != 1) continue;  // the arity check reports it
+    const Instruction* start = instruction->operand(0);
+    auto [it, first] = completed_by.emplace(start, instruction.get());
+    if (!first) {
+      return At(*instruction,
+                fmt::format("{} is already completed by {}", Ref(*start), Ref(*it->second)));
+    }
   }
   return OkStatus();
 }
@@ -978,8 +999,12 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
   }
   switch (opcode) {
     case Opcode::kParameter:  // the parser checks declared signatures
-    case Opcode::kConstant:   // the literal is kept as text; its shape is the declared one
       return OkStatus();
+    case Opcode::kConstant: {  // its shape is the declared one; the literal must fill it
+      Expected<LiteralForm> literal = ReadLiteral(instruction.literal(), declared);
+      if (!literal.ok()) return At(instruction, literal.error().message);
+      return OkStatus();
+    }
     case Opcode::kCompare:
       return VerifyCompare(instruction);
     case Opcode::kSelect:
