@@ -988,6 +988,12 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
     if (!(options.compute_scale[d] > 0)) {
       return Error{fmt::format("compute scale of device {} must be positive", d)};
     }
+    // Parsing fills the devices not named with 1: a scale other than 1 past
+    // the module's devices names one it does not have.
+    if (static_cast<int64_t>(d) >= devices && options.compute_scale[d] != 1) {
+      return Error{fmt::format("a compute scale for device {}, but module {} runs on {} devices", d,
+                               module.name(), devices)};
+    }
   }
   LOOM_ASSIGN_OR_RETURN(const Network network, Network::Build(target, devices, options.link_scale));
 

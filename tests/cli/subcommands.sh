@@ -243,6 +243,35 @@ else
   ok "loom -o leaves no temporary"
 fi
 
+# Bad option values: exit 2 and one line naming the option, before anything
+# runs (CLI11's own codes and two-line messages are not the contract).
+while IFS='|' read -r option args; do
+  # shellcheck disable=SC2086
+  run "$loom" run "$example" --devices 4 $args
+  status=$?
+  if [[ $status -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "^loom: $option" "$tmp/err"; then
+    ok "loom run $args"
+  else
+    fail "loom run $args" "exit status $status, $(wc -l <"$tmp/err") line(s), wanted 2 and one naming $option"
+  fi
+done <<'EOF_CASES'
+--timeout|--timeout nan
+--timeout|--timeout inf
+--timeout|--timeout 1e400
+--timeout|--timeout -1
+--timeout|--timeout 0
+--seed|--seed -1
+--seed|--seed 18446744073709551616
+--devices|--devices 0
+--devices|--devices 99999999999999999999
+EOF_CASES
+run "$loom" simulate "$example" --target tpu-v4 --compute-scale 9=1.5
+if [[ $? -eq 1 ]] && grep -q "device 9, but module mlp_block_tp4 runs on 4 devices" "$tmp/err"; then
+  ok "loom simulate --compute-scale past the module's devices"
+else
+  fail "loom simulate --compute-scale 9=1.5" "not refused"
+fi
+
 # An unknown subcommand: a non-zero exit (and no crash).
 run "$loom" frobnicate "$example"
 status=$?

@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
 #include "ir/parser.h"
 #include "support/output_file.h"
 
@@ -45,13 +49,40 @@ void WriteOutput(const std::string& path, const std::string& text) {
   }
 }
 
+CLI::Validator DecimalDigits() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, error] = std::from_chars(text.data(), end, value);
+        const bool ok =
+            !text.empty() && text[0] != '-' && text[0] != '+' && error == std::errc() && ptr == end;
+        return ok ? std::string() : "'" + text + "' is not a whole number from 0 to 2^64-1";
+      },
+      "UINT");
+}
+
+CLI::Validator FiniteInRange(double low, double high) {
+  return CLI::Validator(
+      [low, high](const std::string& text) {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        const bool ok = !text.empty() && end == text.c_str() + text.size() &&
+                        std::isfinite(value) && value >= low && value <= high;
+        return ok ? std::string()
+                  : fmt::format("'{}' is not a number from {} to {}", text, low, high);
+      },
+      fmt::format("FLOAT in [{}, {}]", low, high));
+}
+
 void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
   command.add_option("--devices", flags.devices, "Number of devices (replicas x partitions)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   command.add_option("--backend", flags.backend, "threads (one process) or mpi (under mpirun)")
       ->check(CLI::IsMember({"threads", "mpi"}));
-  command.add_option("--seed", flags.seed, "Seed of the random inputs");
+  command.add_option("--seed", flags.seed, "Seed of the random inputs (0 to 2^64-1)")
+      ->check(DecimalDigits());
   command.add_option("--inputs", flags.inputs,
                      "Read inputs from DIR/device<D>/param<I>.npy or DIR/param<I>.npy");
   command.add_flag(
@@ -74,8 +105,11 @@ void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags) {
                   "OpenBLAS threads per device (default: 1 when several devices share the "
                   "machine); for machines with more cores than devices")
       ->check(CLI::Range(1, 1024));
-  command.add_option("--timeout", flags.timeout_seconds,
-                     "Seconds a device may wait for a peer before the run fails");
+  command
+      .add_option("--timeout", flags.timeout_seconds,
+                  "Seconds a device may wait for a peer before the run fails (more than 0, at "
+                  "most 1e6)")
+      ->check(FiniteInRange(1e-3, 1e6));
 }
 
 exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags) {

@@ -1,8 +1,16 @@
 // `loom`: the command-line front of Loom. It only wires the libraries
 // together: text -> IR -> passes -> (run | simulate) -> report.
 #include <cstdio>
+#include <filesystem>
+#include <new>
 
 #include "loom/command.h"
+
+// Exit codes: 0 success; 1 the input is bad or the run failed; 2 the
+// command line is bad; 3 an internal error (a bug in Loom).
+constexpr int kFailed = 1;
+constexpr int kUsageError = 2;
+constexpr int kInternalError = 3;
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -20,14 +28,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    // --help and --help-all end here too, with exit code 0.
+    if (error.get_exit_code() == 0) return app.exit(error);
+    std::fprintf(stderr, "loom: %s (--help lists the options)\n", error.what());
+    return kUsageError;
   } catch (const loom::cli::CommandError& error) {
     // An empty message: the command already said why it fails.
     if (error.what()[0] != '\0') std::fprintf(stderr, "%s\n", error.what());
-    return 1;
+    return kFailed;
+  } catch (const std::filesystem::filesystem_error& error) {
+    std::fprintf(stderr, "loom: %s\n", error.what());
+    return kFailed;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "loom: out of memory\n");
+    return kFailed;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "loom: internal error: %s\n", error.what());
-    return 2;
+    return kInternalError;
   }
   return 0;
 }
