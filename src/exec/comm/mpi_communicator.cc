@@ -162,6 +162,17 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
   void Abort(const Error& error) override {
     std::fprintf(stderr, "%s\n", error.ToString().c_str());
     std::fflush(stderr);
+    // MPI runs SERIALIZED: the communication thread must be out of MPI
+    // before this thread calls it, or MPI_Abort may hang inside MPI's
+    // progress engine and leave the peers to their timeouts. The thread
+    // leaves within one poll; a second is the bound in case it is inside a
+    // blocking call (MPI_Comm_split waiting for peers).
+    {
+      std::unique_lock lock(mutex_);
+      abort_ = true;
+      work_.notify_all();
+      completed_.wait_for(lock, std::chrono::seconds(1), [&] { return progress_stopped_; });
+    }
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
@@ -239,7 +250,12 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
       {
         std::unique_lock lock(mutex_);
         if (active.empty()) {
-          work_.wait(lock, [&] { return stop_ || !queued_.empty(); });
+          work_.wait(lock, [&] { return stop_ || abort_ || !queued_.empty(); });
+        }
+        if (abort_) {
+          progress_stopped_ = true;
+          completed_.notify_all();
+          return;
         }
         if (stop_ && queued_.empty() && active.empty()) return;
         if (!queued_.empty()) pause = kFirstPause;
@@ -347,7 +363,9 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
   std::unordered_map<std::string, MPI_Comm> communicators_;
   RequestId next_id_ = 0;
   bool stop_ = false;
-  std::thread thread_;  // last: starts after every other member is ready
+  bool abort_ = false;             // Abort asks the thread to leave MPI
+  bool progress_stopped_ = false;  // and it has
+  std::thread thread_;             // last: starts after every other member is ready
 };
 
 }  // namespace
