@@ -94,6 +94,7 @@ class LiteralReader {
     const auto out_of_range = [&] {
       return FailureAt(at, fmt::format("{} does not fit {}", token, PrimitiveTypeName(type)));
     };
+    if (begin == end) return NotAnInteger(token, at);
     if (IsUnsignedInteger(type)) {
       if (*begin == '-') return out_of_range();
       uint64_t value = 0;
