@@ -26,43 +26,6 @@ Error OpError(const Instruction& instruction, const std::string& what) {
                instruction.loc()};
 }
 
-// The fewest operands each op reads, so that a module that skipped the
-// verifier gets an error instead of an out-of-range access.
-int64_t MinimumOperands(Opcode op) {
-  if (ir::IsElementwiseBinary(op)) return 2;
-  if (ir::IsElementwiseUnary(op)) return 1;
-  switch (op) {
-    case Opcode::kSelect:
-    case Opcode::kClamp:
-      return 3;
-    case Opcode::kPad:
-    case Opcode::kDot:
-    case Opcode::kReduce:
-    case Opcode::kDynamicUpdateSlice:
-      return 2;
-    case Opcode::kCopy:
-    case Opcode::kConvert:
-    case Opcode::kBitcastConvert:
-    case Opcode::kReshape:
-    case Opcode::kBitcast:
-    case Opcode::kBroadcast:
-    case Opcode::kTranspose:
-    case Opcode::kReverse:
-    case Opcode::kSlice:
-    case Opcode::kDynamicSlice:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kOptimizationBarrier:
-    case Opcode::kAddDependency:
-    case Opcode::kAsyncUpdate:
-    case Opcode::kAsyncDone:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 bool HasDefaultLayout(const ir::Shape& shape) {
   if (!shape.layout()) return true;
   const auto& order = shape.layout()->minor_to_major;
@@ -272,10 +235,10 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     step.called.push_back(program);
     return OkStatus();
   };
-  if (instruction.operand_count() < MinimumOperands(op)) {
+  if (instruction.operand_count() < ir::MinimumOperandCount(op)) {
     return unsupported(OpError(
         instruction, fmt::format("{} needs at least {} operands, has {}", ir::OpcodeName(op),
-                                 MinimumOperands(op), instruction.operand_count())));
+                                 ir::MinimumOperandCount(op), instruction.operand_count())));
   }
   switch (op) {
     case Opcode::kParameter:

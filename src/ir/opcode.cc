@@ -110,4 +110,39 @@ bool IsAsyncDone(Opcode opcode) {
   return OneOf(opcode, kDones);
 }
 
+int64_t MinimumOperandCount(Opcode op) {
+  if (IsElementwiseBinary(op)) return 2;
+  if (IsElementwiseUnary(op)) return 1;
+  switch (op) {
+    case Opcode::kSelect:
+    case Opcode::kClamp:
+      return 3;
+    case Opcode::kPad:
+    case Opcode::kDot:
+    case Opcode::kReduce:
+    case Opcode::kDynamicUpdateSlice:
+      return 2;
+    case Opcode::kCopy:
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert:
+    case Opcode::kReshape:
+    case Opcode::kBitcast:
+    case Opcode::kBroadcast:
+    case Opcode::kTranspose:
+    case Opcode::kReverse:
+    case Opcode::kSlice:
+    case Opcode::kDynamicSlice:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kOptimizationBarrier:
+    case Opcode::kAddDependency:
+    case Opcode::kAsyncUpdate:
+    case Opcode::kAsyncDone:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace loom::ir

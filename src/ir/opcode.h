@@ -2,6 +2,7 @@
 // interpret (convolution, sort, ...) from a word that is no opcode at all.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -148,5 +149,10 @@ bool IsElementwiseBinary(Opcode opcode);
 bool IsCollective(Opcode opcode);
 bool IsAsyncStart(Opcode opcode);
 bool IsAsyncDone(Opcode opcode);
+// The fewest operands an op of this opcode reads when it runs, so that an
+// interpreter given a module that skipped the verifier can refuse it
+// instead of reading past its operands (the verifier's arity checks are
+// stricter).
+int64_t MinimumOperandCount(Opcode opcode);
 
 }  // namespace loom::ir

@@ -90,14 +90,6 @@ std::string Difference(const Tensor& fast, const Tensor& reference) {
   return "";
 }
 
-const char* kReducers = R"(
-%add_f32 (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %r = f32[] add(%a, %b)
-}
-)";
-
 // Runs `body` (an ENTRY body whose parameters are p0, p1, ...) both ways.
 void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
                 const std::string& computations = "") {
@@ -258,7 +250,7 @@ TEST(ExecutorDifferential, ConvertBetweenEveryPair) {
 
 TEST(ExecutorDifferential, MovingElements) {
   uint32_t seed = 400;
-  for (const std::string& type : {"f32", "bf16", "s8", "s64", "pred"}) {
+  for (const std::string type : {"f32", "bf16", "s8", "s64", "pred"}) {
     auto same = [&](const std::string& what, const std::string& body) {
       ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type), seed++);
     };
@@ -304,7 +296,7 @@ TEST(ExecutorDifferential, MovingElements) {
 
 TEST(ExecutorDifferential, Reductions) {
   uint32_t seed = 500;
-  for (const std::string& type : {"f32", "f64", "bf16", "f16", "s32", "u8", "pred"}) {
+  for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "u8", "pred"}) {
     for (const char* op : {"add", "multiply", "maximum", "minimum", "and", "or"}) {
       const bool logical = std::string(op) == "and" || std::string(op) == "or";
       if (logical != (type == std::string("pred"))) continue;
@@ -345,7 +337,7 @@ TEST(ExecutorDifferential, Reductions) {
 
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
-  for (const std::string& type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {
+  for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {
     const std::string out = type == "s8" ? "s32" : type;
     auto same = [&](const std::string& what, const std::string& body) {
       ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type, out), seed++);

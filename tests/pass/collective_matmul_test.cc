@@ -45,7 +45,9 @@ Outcome Rewrite(std::string_view hlo, CollectiveMatmulOptions options = {}) {
   Expected<ir::VerifyReport> verified = ir::VerifyModule(*module);
   EXPECT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << outcome.text;
   auto reparsed = Parse(outcome.text);
-  if (reparsed) EXPECT_EQ(ir::PrintModule(*reparsed), outcome.text);
+  if (reparsed) {
+    EXPECT_EQ(ir::PrintModule(*reparsed), outcome.text);
+  }
   return outcome;
 }
 

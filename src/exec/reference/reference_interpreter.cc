@@ -208,49 +208,12 @@ bool IsCollectiveLike(const Instruction& instruction) {
   return false;
 }
 
-// The fewest operands each op reads, so that a module that skipped the
-// verifier gets an error instead of an out-of-range access.
-int64_t MinimumOperands(Opcode op) {
-  if (ir::IsElementwiseBinary(op)) return 2;
-  if (ir::IsElementwiseUnary(op)) return 1;
-  switch (op) {
-    case Opcode::kSelect:
-    case Opcode::kClamp:
-      return 3;
-    case Opcode::kPad:
-    case Opcode::kDot:
-    case Opcode::kReduce:
-    case Opcode::kDynamicUpdateSlice:
-      return 2;
-    case Opcode::kCopy:
-    case Opcode::kConvert:
-    case Opcode::kBitcastConvert:
-    case Opcode::kReshape:
-    case Opcode::kBitcast:
-    case Opcode::kBroadcast:
-    case Opcode::kTranspose:
-    case Opcode::kReverse:
-    case Opcode::kSlice:
-    case Opcode::kDynamicSlice:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kOptimizationBarrier:
-    case Opcode::kAddDependency:
-    case Opcode::kAsyncUpdate:
-    case Opcode::kAsyncDone:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
   const Opcode op = instruction.opcode();
-  if (instruction.operand_count() < MinimumOperands(op)) {
+  if (instruction.operand_count() < ir::MinimumOperandCount(op)) {
     return OpError(instruction,
                    fmt::format("{} needs at least {} operands, has {}", ir::OpcodeName(op),
-                               MinimumOperands(op), instruction.operand_count()));
+                               ir::MinimumOperandCount(op), instruction.operand_count()));
   }
   for (const Instruction* operand : instruction.operands()) {
     if (!values_.contains(operand)) {
