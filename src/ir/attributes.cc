@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <numeric>
 
@@ -58,6 +59,18 @@ std::vector<int64_t> TransposedIota(const std::vector<int64_t>& dims,
 }
 
 }  // namespace
+
+std::vector<int64_t> FreeDimensions(int64_t rank, const std::vector<int64_t>& batch,
+                                    const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
+      free.push_back(d);
+    }
+  }
+  return free;
+}
 
 std::string_view ComparisonDirectionName(ComparisonDirection direction) {
   return kDirectionNames[static_cast<size_t>(direction)];

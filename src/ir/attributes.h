@@ -23,6 +23,11 @@ struct DotDimensions {
   friend bool operator==(const DotDimensions&, const DotDimensions&) = default;
 };
 
+// The dimensions of a rank-`rank` dot operand that are neither batch nor
+// contracting, in increasing order: the order they take in the output.
+std::vector<int64_t> FreeDimensions(int64_t rank, const std::vector<int64_t>& batch,
+                                    const std::vector<int64_t>& contracting);
+
 // The iota form of replica groups: `[G,S]<=[d0,d1,...]T(p0,p1,...)` lists the
 // device ids 0..prod(d)-1 reshaped to d, transposed by p, flattened and cut
 // into G groups of S.

@@ -60,18 +60,6 @@ int64_t UniformStride(const std::vector<int64_t>& offsets) {
   return stride;
 }
 
-std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
-      free.push_back(d);
-    }
-  }
-  return free;
-}
-
 // One operand as batch x rows x cols (lhs: rows = free, cols = contracting;
 // rhs: rows = contracting, cols = free).
 struct OperandView {
@@ -429,9 +417,9 @@ Status Dot(const ir::Instruction& op, const HostArray& lhs, const HostArray& rhs
            const HostArray& out, bool deterministic) {
   const ir::DotDimensions dims = op.attrs().dot.value_or(ir::DotDimensions{});
   const std::vector<int64_t> lhs_free =
-      FreeDims(lhs.shape->rank(), dims.lhs_batch, dims.lhs_contracting);
+      ir::FreeDimensions(lhs.shape->rank(), dims.lhs_batch, dims.lhs_contracting);
   const std::vector<int64_t> rhs_free =
-      FreeDims(rhs.shape->rank(), dims.rhs_batch, dims.rhs_contracting);
+      ir::FreeDimensions(rhs.shape->rank(), dims.rhs_batch, dims.rhs_contracting);
   const OperandView a = ViewOf(lhs, dims.lhs_batch, lhs_free, dims.lhs_contracting);
   const OperandView b = ViewOf(rhs, dims.rhs_batch, dims.rhs_contracting, rhs_free);
   DotShape s;

@@ -17,20 +17,6 @@ int64_t Product(const std::vector<int64_t>& dims, const std::vector<int64_t>& wh
   return product;
 }
 
-// The dimensions of a rank-`rank` operand that are neither batch nor
-// contracting, in increasing order.
-std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
-      free.push_back(d);
-    }
-  }
-  return free;
-}
-
 // The row-major linear indices of `tensor` visited when walking its
 // dimensions in the order `order` (a permutation): packing by these indices
 // transposes the tensor so that `order` becomes its row-major layout.
@@ -91,9 +77,9 @@ DotGeometry Geometry(const Tensor& lhs, const Tensor& rhs, const ir::DotDimensio
   const auto& ld = lhs.shape().dims();
   const auto& rd = rhs.shape().dims();
   const std::vector<int64_t> lhs_free =
-      FreeDims(lhs.shape().rank(), dims.lhs_batch, dims.lhs_contracting);
+      ir::FreeDimensions(lhs.shape().rank(), dims.lhs_batch, dims.lhs_contracting);
   const std::vector<int64_t> rhs_free =
-      FreeDims(rhs.shape().rank(), dims.rhs_batch, dims.rhs_contracting);
+      ir::FreeDimensions(rhs.shape().rank(), dims.rhs_batch, dims.rhs_contracting);
   DotGeometry g;
   g.batch = Product(ld, dims.lhs_batch);
   g.m = Product(ld, lhs_free);

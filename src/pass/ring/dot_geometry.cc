@@ -12,17 +12,6 @@ int64_t IndexOf(const std::vector<int64_t>& dims, int64_t dim) {
   return it == dims.end() ? -1 : static_cast<int64_t>(it - dims.begin());
 }
 
-// The dimensions of an operand that are neither batch nor contracting, in
-// increasing order: the order they take in the output.
-std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (IndexOf(batch, d) < 0 && IndexOf(contracting, d) < 0) free.push_back(d);
-  }
-  return free;
-}
-
 }  // namespace
 
 std::string_view DimClassName(DimClass dim_class) {
@@ -53,9 +42,10 @@ OperandDim ClassifyOperandDim(const ir::Instruction& dot, int64_t operand, int64
   int64_t offset = batch_count;
   if (operand == 1) {
     offset += static_cast<int64_t>(
-        FreeDims(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting).size());
+        ir::FreeDimensions(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting)
+            .size());
   }
-  const auto free = FreeDims(dot.operand(operand)->shape().rank(), batch, contracting);
+  const auto free = ir::FreeDimensions(dot.operand(operand)->shape().rank(), batch, contracting);
   return {DimClass::kFree, std::nullopt, offset + IndexOf(free, dim)};
 }
 
@@ -67,13 +57,13 @@ OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim) {
     return {DimClass::kBatch, -1, dims.lhs_batch[k], dims.rhs_batch[k]};
   }
   const auto lhs_free =
-      FreeDims(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting);
+      ir::FreeDimensions(dot.operand(0)->shape().rank(), dims.lhs_batch, dims.lhs_contracting);
   const int64_t lhs_index = output_dim - batch_count;
   if (lhs_index < static_cast<int64_t>(lhs_free.size())) {
     return {DimClass::kFree, 0, lhs_free[static_cast<size_t>(lhs_index)], -1};
   }
   const auto rhs_free =
-      FreeDims(dot.operand(1)->shape().rank(), dims.rhs_batch, dims.rhs_contracting);
+      ir::FreeDimensions(dot.operand(1)->shape().rank(), dims.rhs_batch, dims.rhs_contracting);
   const auto rhs_index = static_cast<size_t>(lhs_index - static_cast<int64_t>(lhs_free.size()));
   return {DimClass::kFree, 1, -1, rhs_free[rhs_index]};
 }
