@@ -23,6 +23,7 @@
 #include "exec/program.h"
 #include "exec/tensor.h"
 #include "ir/computation.h"
+#include "ir/verifier.h"
 
 namespace loom::exec {
 
@@ -30,7 +31,7 @@ class Executor {
  public:
   // Calls nest no deeper than this (while, conditional, call, fusion, async),
   // so that a hostile module gets an error, not a stack overflow.
-  static constexpr int kMaxCallDepth = 256;
+  static constexpr int kMaxCallDepth = static_cast<int>(ir::kMaxCallDepth);
 
   Executor(Device& device, const DeviceContext& context) : device_(device), context_(context) {}
   Executor(const Executor&) = delete;

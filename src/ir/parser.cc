@@ -158,6 +158,9 @@ class Parser {
   std::vector<std::unique_ptr<Instruction>> inline_operands_;
   std::vector<Instruction*> shapes_to_infer_;
   int inline_count_ = 0;
+  // Module::FindComputation is a linear scan; a module of 10^4 computations
+  // must not parse in quadratic time.
+  std::unordered_map<std::string, Computation*> computation_by_name_;
 };
 
 Expected<std::unique_ptr<Module>> Parser::Run() {
@@ -244,7 +247,7 @@ Status Parser::ParseComputation() {
   const SourceLoc loc = lexer_.Loc();
   const std::string name(lexer_.ReadName());
   if (name.empty()) return ErrorExpected("a computation name");
-  if (module_->FindComputation(name)) {
+  if (computation_by_name_.count(name)) {
     return Error{fmt::format("duplicate computation name %{}", name), loc};
   }
   std::optional<DeclaredSignature> signature;
@@ -256,6 +259,7 @@ Status Parser::ParseComputation() {
   auto owned = std::make_unique<Computation>(name);
   owned->set_loc(loc);
   Computation& computation = *module_->AddComputation(std::move(owned));
+  computation_by_name_.emplace(name, &computation);
   if (is_entry) {
     if (module_->entry()) {
       return Error{fmt::format("second ENTRY computation %{}", name), loc};
@@ -599,8 +603,11 @@ Status Parser::InferMissingShapes() {
 
 Status Parser::ResolveCalls() {
   for (const PendingCall& call : pending_calls_) {
-    Computation* callee = module_->FindComputation(call.name);
-    if (!callee) return Error{fmt::format("use of undefined computation %{}", call.name), call.loc};
+    auto found = computation_by_name_.find(call.name);
+    if (found == computation_by_name_.end()) {
+      return Error{fmt::format("use of undefined computation %{}", call.name), call.loc};
+    }
+    Computation* callee = found->second;
     auto& computations = call.user->mutable_attrs().called[call.attribute].computations;
     *std::find(computations.begin(), computations.end(), nullptr) = callee;
   }

@@ -565,11 +565,16 @@ Status ModuleVerifier::VerifyReferences(const Computation& computation,
   return OkStatus();
 }
 
-// A computation may not call itself, directly or through others. Iterative
-// depth-first search: call chains in hostile input can be long.
+// A computation may not call itself, directly or through others, and calls
+// may nest at most kMaxCallDepth computations deep (every tool that walks
+// into callees can then rely on that bound). Iterative depth-first search:
+// call chains in hostile input can be long.
 Status ModuleVerifier::VerifyCallGraphIsAcyclic() {
   enum Color : uint8_t { kNew, kOnPath, kDone };
   std::unordered_map<const Computation*, Color> color;
+  // The most computations on a chain of calls starting at each one (itself
+  // included), known once it is done.
+  std::unordered_map<const Computation*, int64_t> height;
   struct Frame {
     const Computation* computation;
     std::vector<const Computation*> callees;
@@ -592,6 +597,14 @@ Status ModuleVerifier::VerifyCallGraphIsAcyclic() {
     while (!path.empty()) {
       Frame& frame = path.back();
       if (frame.next == frame.callees.size()) {
+        int64_t tallest = 0;
+        for (const Computation* callee : frame.callees) tallest = std::max(tallest, height[callee]);
+        if (tallest + 1 > kMaxCallDepth) {
+          return Error{fmt::format("calls nest more than {} computations deep below {}",
+                                   kMaxCallDepth, Ref(*frame.computation)),
+                       frame.computation->loc()};
+        }
+        height[frame.computation] = tallest + 1;
         color[frame.computation] = kDone;
         path.pop_back();
         continue;

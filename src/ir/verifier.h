@@ -15,6 +15,12 @@
 
 namespace loom::ir {
 
+// How many computations deep calls (call, while, conditional, fusion,
+// async ops, reducers) may nest in a verified module: the one bound every
+// tool that walks into callees relies on (the executor, the simulator, the
+// analyses).
+inline constexpr int64_t kMaxCallDepth = 256;
+
 struct VerifyReport {
   // How many devices the module runs on: num_partitions x replica_count.
   // Each count comes from the header when it gives one greater than 1 (XLA

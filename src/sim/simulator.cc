@@ -76,8 +76,10 @@ class Compiler {
       : model_(model), grid_(grid), target_(target), network_(network), report_(report) {}
 
   Status Compile(const ir::Computation& computation, int depth = 0) {
-    if (depth > 64) {
-      return Error{fmt::format("%{}: calls nest deeper than 64", computation.name())};
+    if (depth > ir::kMaxCallDepth) {
+      return Error{
+          fmt::format("%{}: calls nest deeper than {}", computation.name(), ir::kMaxCallDepth),
+          computation.loc()};
     }
     for (const auto& owned : computation.instructions()) {
       LOOM_RETURN_IF_ERROR(CompileInstruction(*owned, depth));

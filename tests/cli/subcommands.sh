@@ -272,6 +272,33 @@ else
   fail "loom simulate --compute-scale 9=1.5" "not refused"
 fi
 
+# A chain of 4,000 nested calls: every subcommand refuses it at the one
+# depth bound, with a location, instead of running out of stack.
+{
+  echo "HloModule chain"
+  for ((i = 3999; i >= 1; i--)); do
+    echo "%c$i (p: f32[2]) -> f32[2] {"
+    echo "  %p = f32[2] parameter(0)"
+    if ((i < 3999)); then echo "  ROOT %r = f32[2] call(%p), to_apply=%c$((i + 1))"; else
+      echo "  ROOT %r = f32[2] negate(%p)"; fi
+    echo "}"
+  done
+  echo "ENTRY %main {"
+  echo "  %x = f32[2] parameter(0)"
+  echo "  ROOT %r = f32[2] call(%x), to_apply=%c1"
+  echo "}"
+} >"$tmp/chain.hlo"
+for args in "verify" "stats" "simulate --target tpu-v4" "run --devices 1" "opt --passes=async-collectives"; do
+  # shellcheck disable=SC2086
+  run "$loom" $args "$tmp/chain.hlo"
+  status=$?
+  if [[ $status -eq 1 ]] && grep -qE "chain.hlo:[0-9]+:[0-9]+: error: calls nest more than 256" "$tmp/err"; then
+    ok "loom $args on 4,000 nested calls"
+  else
+    fail "loom $args on 4,000 nested calls" "exit status $status"
+  fi
+done
+
 # An unknown subcommand: a non-zero exit (and no crash).
 run "$loom" frobnicate "$example"
 status=$?

@@ -68,6 +68,42 @@ TEST(VerifierStructure, AcceptsASmallModule) {
   EXPECT_TRUE(report.trusted.empty());
 }
 
+// `computations` computations, each but the last calling the next.
+std::string CallChain(int computations) {
+  std::string text = "HloModule chain\n";
+  for (int i = computations - 1; i >= 1; --i) {
+    text += fmt::format("%c{} (p: f32[2]) -> f32[2] {{\n  %p = f32[2] parameter(0)\n", i);
+    text += i + 1 < computations
+                ? fmt::format("  ROOT %r = f32[2] call(%p), to_apply=%c{}\n}}\n", i + 1)
+                : "  ROOT %r = f32[2] negate(%p)\n}\n";
+  }
+  text += computations > 1 ? "ENTRY %main {\n  %x = f32[2] parameter(0)\n  ROOT %r = f32[2] "
+                             "call(%x), to_apply=%c1\n}\n"
+                           : "ENTRY %main {\n  %x = f32[2] parameter(0)\n  ROOT %r = f32[2] "
+                             "negate(%x)\n}\n";
+  return text;
+}
+
+TEST(VerifierStructure, CallsNestAtMostTheOneBound) {
+  // kMaxCallDepth computations on a chain are fine, one more is refused at
+  // the outermost computation too deep; 20,000 are refused without
+  // exhausting the stack.
+  auto deepest = ParseModule(CallChain(static_cast<int>(kMaxCallDepth)));
+  ASSERT_TRUE(deepest.ok()) << deepest.error().ToString();
+  EXPECT_TRUE(VerifyModule(**deepest).ok());
+  for (int computations : {static_cast<int>(kMaxCallDepth) + 1, 20000}) {
+    auto module = ParseModule(CallChain(computations));
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    auto verified = VerifyModule(**module);
+    ASSERT_FALSE(verified.ok()) << computations;
+    EXPECT_NE(verified.error().message.find(
+                  fmt::format("calls nest more than {} computations deep", kMaxCallDepth)),
+              std::string::npos)
+        << verified.error().message;
+    EXPECT_TRUE(verified.error().loc.known());
+  }
+}
+
 TEST(VerifierStructure, ReportsOperandCycle) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[2] parameter(0)
   %a = f32[2] add(%p, %b)
