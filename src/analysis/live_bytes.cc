@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "support/saturating.h"
+
 namespace loom::analysis {
 namespace {
 
@@ -105,7 +107,9 @@ class BufferAssigner {
       values_[&instruction] = std::move(value);
     }
     for (const auto& [buffer, last_read] : last_read_) {
-      if (last_read < end_) schedule_.freed[last_read] += bytes_.at(buffer);
+      if (last_read < end_)
+        schedule_.freed[last_read] =
+            SaturatingAdd(schedule_.freed[last_read], MustFind(bytes_, buffer));
     }
     return std::move(schedule_);
   }
@@ -155,7 +159,7 @@ class BufferAssigner {
       const int64_t bytes = own_bytes ? TopLevelElementBytes(shape, element) : 0;
       value[element] = {buffer};
       bytes_[buffer] = bytes;
-      schedule_.defined[position] += bytes;
+      schedule_.defined[position] = SaturatingAdd(schedule_.defined[position], bytes);
     }
     return value;
   }
@@ -165,7 +169,7 @@ class BufferAssigner {
   ValueBuffers DefineParameter(const Instruction& parameter, int64_t position) {
     ValueBuffers value = Define(parameter, position, 0, parameters_own_bytes_);
     if (parameters_own_bytes_) {
-      schedule_.start_bytes += schedule_.defined[position];
+      schedule_.start_bytes = SaturatingAdd(schedule_.start_bytes, schedule_.defined[position]);
       schedule_.defined[position] = 0;
       for (const Buffer& buffer : Flatten(value)) last_read_[buffer] = end_;
     }
@@ -215,7 +219,7 @@ class BufferAssigner {
   // Every buffer of `value` stays live until the last read of the element of
   // `instruction` that refers to it.
   void RecordReads(const Instruction& instruction, const ValueBuffers& value) {
-    const std::vector<int64_t>& reads = last_reads_.at(&instruction);
+    const std::vector<int64_t>& reads = MustFind(last_reads_, &instruction);
     if (reads.empty()) return;  // an empty tuple refers to no buffer
     const int64_t last_of_all = *std::max_element(reads.begin(), reads.end());
     for (int64_t element = 0; element < static_cast<int64_t>(value.size()); ++element) {
@@ -256,8 +260,10 @@ class PeakModel {
     for (size_t position = 0; position < instructions.size(); ++position) {
       const int64_t during =
           std::max(schedule.defined[position], CalledPeak(*instructions[position]));
-      peak = std::max(peak, live + during);
-      live += schedule.defined[position] - schedule.freed[position];
+      peak = std::max(peak, SaturatingAdd(live, during));
+      // Once saturated, the live bytes stay "at least the maximum".
+      const int64_t grown = SaturatingAdd(live, schedule.defined[position]);
+      live = grown == kSaturated ? kSaturated : grown - schedule.freed[position];
     }
     return peak;
   }

@@ -7,6 +7,7 @@
 #include "analysis/flops.h"
 #include "analysis/while_loop.h"
 #include "ir/collective_groups.h"
+#include "support/saturating.h"
 
 namespace loom::analysis {
 namespace {
@@ -84,11 +85,7 @@ CollectiveStats CollectiveStatsOf(const Instruction& instruction, const std::str
 // sum += value * times, saturating at the int64_t maximum: trip counts of
 // nested loops multiply, and a wrong huge number beats a negative one.
 void AddTimes(int64_t& sum, int64_t value, int64_t times) {
-  int64_t product = 0;
-  if (__builtin_mul_overflow(value, times, &product) ||
-      __builtin_add_overflow(sum, product, &sum)) {
-    sum = std::numeric_limits<int64_t>::max();
-  }
+  sum = SaturatingAdd(sum, SaturatingMul(value, times));
 }
 
 void AddTimes(CollectiveStats& sum, const CollectiveStats& value, int64_t times) {
@@ -234,6 +231,24 @@ DynamicStats ComputeDynamicStats(const ir::Module& module, const ir::DeviceGrid&
   return stats;
 }
 
+bool IsSaturated(int64_t value) { return value == kSaturated; }
+
+bool AnySaturated(const std::map<std::string, CollectiveStats>& collectives) {
+  return std::any_of(collectives.begin(), collectives.end(), [](const auto& entry) {
+    const CollectiveStats& c = entry.second;
+    return IsSaturated(c.count) || IsSaturated(c.result_bytes) ||
+           IsSaturated(c.ring_bytes_per_device);
+  });
+}
+
+bool AnySaturated(const ModuleStats& stats) {
+  const DynamicStats& dynamic = stats.dynamic;
+  return IsSaturated(stats.dot_flops) || IsSaturated(stats.entry_parameter_bytes) ||
+         AnySaturated(stats.collectives) || AnySaturated(dynamic.collectives) ||
+         IsSaturated(dynamic.bytes_sent_per_device) || IsSaturated(dynamic.dot_count) ||
+         IsSaturated(dynamic.dot_flops);
+}
+
 }  // namespace
 
 ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& report) {
@@ -247,7 +262,7 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
       ++stats.opcode_counts[std::string(ir::OpcodeName(instruction->opcode()))];
       if (instruction->opcode() == Opcode::kDot) {
         ++stats.dot_count;
-        stats.dot_flops += DotFlops(*instruction);
+        AddTimes(stats.dot_flops, DotFlops(*instruction), 1);
       }
       const std::string kind = CollectiveKind(instruction->opcode());
       if (kind.empty()) continue;
@@ -256,10 +271,11 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
   }
   if (module.entry()) {
     for (const Instruction* param : module.entry()->parameters()) {
-      if (param) stats.entry_parameter_bytes += param->shape().ByteSize();
+      if (param) AddTimes(stats.entry_parameter_bytes, param->shape().ByteSize(), 1);
     }
   }
   stats.dynamic = ComputeDynamicStats(module, grid);
+  stats.saturated = AnySaturated(stats);
   return stats;
 }
 

@@ -59,6 +59,10 @@ struct ModuleStats {
   int64_t entry_parameter_bytes = 0;
   int64_t devices = 1;
   DynamicStats dynamic;
+  // Sums stop at the int64_t maximum instead of wrapping (nested loops'
+  // trip counts multiply); true when any number above stopped there, so
+  // that it reads as "at least", not as a count.
+  bool saturated = false;
 };
 
 // The module must have passed the verifier (which gives the device counts).

@@ -350,7 +350,7 @@ void CollectiveWorker::Loop() {
       state = std::move(queue_.front().second);
       queue_.pop_front();
     }
-    Status status = job();
+    Status status = OutOfMemoryAsError(job);
     {
       std::lock_guard lock(state->mutex);
       state->status = std::move(status);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <unordered_set>
@@ -207,7 +208,7 @@ Expected<const Program*> Executor::Lower(const ir::Computation& computation, int
   if (computation.root() == nullptr) {
     return Error{"computation " + computation.name() + " has no root", SourceLoc{}};
   }
-  program->root = slot_of.at(computation.root());
+  program->root = MustFind(slot_of, computation.root());
   for (size_t slot = 0; slot < last_reader.size(); ++slot) {
     if (last_reader[slot] < 0 || static_cast<int32_t>(slot) == program->root) continue;
     std::vector<int32_t>& release = program->steps[last_reader[slot]].release;
@@ -484,6 +485,7 @@ Expected<Value> Executor::Execute(const Program& program, std::vector<Value> arg
 
 Expected<Value> Executor::Run(const ir::Computation& computation, std::vector<Value> arguments) {
   LOOM_ASSIGN_OR_RETURN(const Program* program, Lower(computation, 0));
+  steps_run_ = 0;
   return Execute(*program, std::move(arguments), 0);
 }
 
@@ -504,6 +506,10 @@ Expected<Value> Executor::Evaluation::Run(std::vector<Value> arguments) {
   }
   for (size_t position = 0; position < program_.steps.size(); ++position) {
     const Step& step = program_.steps[position];
+    if (context_.max_steps > 0 && ++executor_.steps_run_ > context_.max_steps) {
+      return OpError(*step.instruction, fmt::format("the run exceeds its budget of {} instructions",
+                                                    context_.max_steps));
+    }
     const double start_us = context_.trace ? context_.trace->NowUs() : 0;
     std::vector<Value> in;
     in.reserve(step.operands.size());
@@ -650,7 +656,15 @@ Expected<Value> Executor::Evaluation::While(const Step& step, Value state) {
   const Instruction& instruction = *step.instruction;
   const Program& condition = *step.called[0];
   const Program& body = *step.called[1];
-  while (true) {
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t trips = 0;; ++trips) {
+    if (context_.loop_timeout.count() > 0 &&
+        std::chrono::steady_clock::now() - started > context_.loop_timeout) {
+      return OpError(instruction,
+                     fmt::format("the while loop ran longer than the timeout of {} ms ({} "
+                                 "trips): a loop that never ends, or raise --timeout",
+                                 context_.loop_timeout.count(), trips));
+    }
     LOOM_ASSIGN_OR_RETURN(Value keep_going, executor_.Execute(condition, {state}, depth_ + 1));
     Expected<int64_t> flag = ReadScalar(keep_going, instruction);
     if (!flag.ok()) return OpError(instruction, "while condition did not return a scalar pred");
@@ -765,9 +779,15 @@ Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
   }
   // Scalar arguments for the reducer: n accumulators, then n inputs.
   std::vector<const ir::Shape*> scalar_shapes;
+  const Program& reducer = *step.called[0];
   for (int64_t k = 0; k < 2 * n; ++k) {
-    scalar_shapes.push_back(
-        &step.called[0]->steps[step.called[0]->parameter_slots.at(k)].instruction->shape());
+    const int32_t slot = k < static_cast<int64_t>(reducer.parameter_slots.size())
+                             ? reducer.parameter_slots[static_cast<size_t>(k)]
+                             : -1;
+    if (slot < 0) {
+      return OpError(instruction, fmt::format("to_apply must read {} scalar parameters", 2 * n));
+    }
+    scalar_shapes.push_back(&reducer.steps[static_cast<size_t>(slot)].instruction->shape());
   }
   std::vector<int64_t> index(static_cast<size_t>(in_shape.rank()), 0);
   for (int64_t linear = 0; linear < in_shape.ElementCount(); ++linear) {
@@ -838,7 +858,7 @@ Expected<ReduceBytes> Executor::Evaluation::ReducerOf(const Instruction& collect
   // it, on a program lowered here, with an executor of its own.
   LOOM_RETURN_IF_ERROR(executor_.Prepare(*reducer));
   Device* device = &device_;
-  const Program* program = executor_.programs_.at(reducer).get();
+  const Program* program = MustFind(executor_.programs_, reducer).get();
   return ReduceBytes([device, program, type, width, &collective](
                          std::span<std::byte> out, std::span<const std::byte> a,
                          std::span<const std::byte> b) -> Status {

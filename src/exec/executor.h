@@ -57,6 +57,7 @@ class Executor {
 
   Device& device_;
   DeviceContext context_;
+  int64_t steps_run_ = 0;  // instructions run, against context_.max_steps
   std::unordered_map<const ir::Computation*, std::unique_ptr<Program>> programs_;
 };
 

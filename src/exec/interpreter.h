@@ -6,6 +6,7 @@
 // worker thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -34,6 +35,11 @@ struct DeviceContext {
   // Not owned; when set, every instruction is recorded on the compute track
   // and every collective, from start to done, on the communication track.
   TraceRecorder* trace = nullptr;
+  // Bounds on one run, so that a program that never ends becomes an error:
+  // a while loop that runs longer than `loop_timeout` fails (0: no bound),
+  // and so does a run of more than `max_steps` instructions (0: no bound).
+  std::chrono::milliseconds loop_timeout{0};
+  int64_t max_steps = 0;
 };
 
 struct InterpreterOptions {

@@ -1,10 +1,13 @@
 #include "exec/runner.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -17,6 +20,8 @@
 #include "exec/interpreter.h"
 #include "exec/npy.h"
 #include "ir/verifier.h"
+#include "support/saturating.h"
+#include "support/units.h"
 
 namespace loom::exec {
 namespace {
@@ -113,25 +118,42 @@ int64_t DeviceMemoryBound(const ir::Module& module) {
   int64_t bytes = 0;
   for (const auto& computation : module.computations()) {
     for (const auto& instruction : computation->instructions()) {
-      bytes += instruction->shape().ByteSize();
+      bytes = SaturatingAdd(bytes, instruction->shape().ByteSize());
     }
   }
   return bytes;
 }
 
-Status CheckMemory(const ir::Module& module, int64_t devices, int64_t budget_bytes) {
-  if (budget_bytes <= 0) {
-    budget_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 2;
+MemoryBudget MemoryThisProcessMayUse() {
+  const int64_t page = sysconf(_SC_PAGE_SIZE);
+  MemoryBudget budget{static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * page / 2,
+                      "half of this machine's physical memory"};
+  // An address-space or data limit (ulimit -v / -d) leaves what the process
+  // has not mapped yet.
+  int64_t mapped = 0;
+  if (std::ifstream statm("/proc/self/statm"); statm >> mapped) mapped *= page;
+  for (const auto& [resource, name] : {std::pair{RLIMIT_AS, "the address-space limit (ulimit -v)"},
+                                       std::pair{RLIMIT_DATA, "the data-size limit (ulimit -d)"}}) {
+    rlimit limit{};
+    if (getrlimit(resource, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) continue;
+    const auto cap =
+        static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, std::numeric_limits<int64_t>::max()));
+    const int64_t left = std::max<int64_t>(0, cap - mapped);
+    if (left < budget.bytes) budget = MemoryBudget{left, name};
   }
+  return budget;
+}
+
+Status CheckMemory(const ir::Module& module, int64_t devices, MemoryBudget budget) {
+  if (budget.bytes <= 0 && budget.what.empty()) budget = MemoryThisProcessMayUse();
   const int64_t per_device = DeviceMemoryBound(module);
-  if (per_device > budget_bytes / std::max<int64_t>(devices, 1)) {
-    return Error{
-        fmt::format("module {} may hold up to {:.1f} GiB per device, {:.1f} GiB for {} "
-                    "device(s) in this process: more than the {:.1f} GiB this run may "
-                    "use",
-                    module.name(), per_device / 1073741824.0,
-                    per_device * static_cast<double>(devices) / 1073741824.0, devices,
-                    budget_bytes / 1073741824.0)};
+  devices = std::max<int64_t>(devices, 1);
+  if (per_device > budget.bytes / devices) {
+    return Error{fmt::format(
+        "module {} may hold up to {} per device, {} for {} device(s) on this machine: more "
+        "than the {} this run may use ({})",
+        module.name(), FormatBytes(per_device), FormatBytes(SaturatingMul(per_device, devices)),
+        devices, FormatBytes(budget.bytes), budget.what)};
   }
   return OkStatus();
 }
@@ -180,12 +202,14 @@ Expected<std::vector<Tensor>> DeviceInputs(const ir::Module& module, int64_t dev
   return inputs;
 }
 
-Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid& grid,
-                                 Communicator& comm, const RunOptions& options,
-                                 TraceRecorder::Clock::time_point origin) {
+namespace {
+
+Expected<DeviceResult> RunDeviceProgram(const ir::Module& module, const ir::DeviceGrid& grid,
+                                        Communicator& comm, const RunOptions& options,
+                                        TraceRecorder::Clock::time_point origin) {
   const int64_t device = comm.rank();
   Expected<std::vector<Tensor>> inputs = DeviceInputs(module, device, options);
-  if (!inputs.ok()) return OnDevice(device, inputs.error());
+  if (!inputs.ok()) return inputs.error();
   CollectiveRuntime collectives(comm, grid, options.native_collectives);
   TraceRecorder recorder(device, origin);
   DeviceContext context;
@@ -193,11 +217,13 @@ Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid&
   context.partition_id = device % grid.partition_count;
   context.collectives = &collectives;
   context.trace = options.trace ? &recorder : nullptr;
+  context.loop_timeout = options.timeout;
+  context.max_steps = options.max_steps;
   cpu::CpuDevice cpu_device(cpu::CpuDeviceOptions{options.deterministic});
   Executor executor(cpu_device, context);
   const ir::Computation& entry = *module.entry();
   if (Status prepared = executor.Prepare(entry); !prepared.ok()) {
-    return OnDevice(device, prepared.error());
+    return prepared.error();
   }
   // With repeats, one warm-up run first (lowering is already done), then the
   // timed ones. The inputs are uploaded once; every run reads them (shared,
@@ -206,7 +232,7 @@ Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid&
   for (const ir::Instruction* parameter : entry.parameters()) {
     const auto number = static_cast<size_t>(*parameter->parameter_number());
     if (number >= inputs->size()) {
-      return OnDevice(device, Error{fmt::format("parameter {} has no input", number)});
+      return Error{fmt::format("parameter {} has no input", number)};
     }
     Tensor& input = (*inputs)[number];
     if (uploaded.size() <= number) uploaded.resize(number + 1);
@@ -217,7 +243,7 @@ Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid&
       continue;
     }
     Expected<Value> value = executor.Upload(input, parameter->shape());
-    if (!value.ok()) return OnDevice(device, value.error());
+    if (!value.ok()) return value.error();
     uploaded[number] = std::move(value).value();
   }
   inputs->clear();
@@ -231,18 +257,30 @@ Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid&
     const auto start = std::chrono::steady_clock::now();
     Expected<Value> result = executor.Run(entry, std::move(arguments));
     const auto end = std::chrono::steady_clock::now();
-    if (!result.ok()) return OnDevice(device, result.error());
+    if (!result.ok()) return result.error();
     if (runs == 1 || run > 0) seconds.push_back(std::chrono::duration<double>(end - start).count());
     output = std::move(result).value();
   }
   Expected<Tensor> tensor = executor.Download(output);
-  if (!tensor.ok()) return OnDevice(device, tensor.error());
+  if (!tensor.ok()) return tensor.error();
   std::sort(seconds.begin(), seconds.end());
   DeviceResult result;
   result.device = device;
   result.output = std::move(tensor).value();
   result.seconds = seconds[seconds.size() / 2];
   result.trace = std::move(recorder.events());
+  return result;
+}
+
+}  // namespace
+
+Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid& grid,
+                                 Communicator& comm, const RunOptions& options,
+                                 TraceRecorder::Clock::time_point origin) {
+  // Memory that runs out past CheckMemory's estimate is this device's error.
+  Expected<DeviceResult> result =
+      OutOfMemoryAsError([&] { return RunDeviceProgram(module, grid, comm, options, origin); });
+  if (!result.ok()) return OnDevice(comm.rank(), result.error());
   return result;
 }
 

@@ -32,8 +32,11 @@ struct RunOptions {
   // Dots with the deterministic kernel: a fixed summation order per element,
   // so results are bitwise reproducible on any CPU.
   bool deterministic = false;
-  // The longest any device waits for a peer before the run is declared hung.
+  // The longest any device waits for a peer before the run is declared hung,
+  // and the longest any one while loop may run.
   std::chrono::milliseconds timeout{60000};
+  // At most this many instructions per device and run (0: no bound).
+  int64_t max_steps = 0;
   bool trace = false;
   // The MPI backend's own collectives (MPI_Iallgather, and MPI_Iallreduce /
   // MPI_Ireduce_scatter_block for f32/f64 sums) instead of Loom's rings.
@@ -66,13 +69,23 @@ Expected<std::vector<Tensor>> DeviceInputs(const ir::Module& module, int64_t dev
                                            const RunOptions& options);
 
 // An upper bound of the bytes one device holds while it runs `module`: the
-// interpreter keeps every value of a computation until the computation
-// returns, so the sum of every instruction's result size.
+// sum of every instruction's result size (the executor frees buffers after
+// their last use, so it usually holds much less). Saturates at INT64_MAX.
 int64_t DeviceMemoryBound(const ir::Module& module);
 
-// Fails with a clear message when `devices` devices of `module` would not
-// fit in `budget_bytes` (0: half of this machine's physical memory).
-Status CheckMemory(const ir::Module& module, int64_t devices, int64_t budget_bytes = 0);
+// How much memory a run may take, and which limit says so.
+struct MemoryBudget {
+  int64_t bytes = 0;
+  std::string what;
+};
+// The least of half the physical memory and what the address-space and
+// data-size limits leave this process.
+MemoryBudget MemoryThisProcessMayUse();
+
+// Fails with a clear message, before anything is allocated, when `devices`
+// devices of `module` could not fit in `budget` (none given: the
+// MemoryThisProcessMayUse() of this process).
+Status CheckMemory(const ir::Module& module, int64_t devices, MemoryBudget budget = {});
 
 // Runs the entry computation as device comm.rank() of `grid`.
 Expected<DeviceResult> RunDevice(const ir::Module& module, const ir::DeviceGrid& grid,

@@ -1,7 +1,6 @@
 #include "ir/computation.h"
 
 #include <algorithm>
-#include <cassert>
 #include <unordered_map>
 
 namespace loom::ir {
@@ -16,13 +15,14 @@ Instruction* Computation::InsertInstructionBefore(std::unique_ptr<Instruction> i
                                                   const Instruction* before) {
   auto it = std::find_if(instructions_.begin(), instructions_.end(),
                          [&](const auto& owned) { return owned.get() == before; });
-  assert(it != instructions_.end());
+  LOOM_CHECK(it != instructions_.end(), "no instruction to insert before in " + name_);
   instruction->set_parent(this);
   return instructions_.insert(it, std::move(instruction))->get();
 }
 
 void Computation::RemoveInstruction(const Instruction* instruction) {
-  assert(Users(instruction).empty() && root_ != instruction);
+  LOOM_CHECK(Users(instruction).empty() && root_ != instruction,
+             "removing " + instruction->name() + ", which is still used");
   std::erase_if(instructions_, [&](const auto& owned) { return owned.get() == instruction; });
 }
 
@@ -45,7 +45,8 @@ bool Computation::ReorderInstructions(const std::vector<const Instruction*>& ord
     auto it = position.find(order[i]);
     if (it == position.end() || !instructions_[it->second]) {
       // Not ours, or named twice: put back what was moved and give up.
-      for (size_t j = 0; j < i; ++j) instructions_[position.at(order[j])] = std::move(reordered[j]);
+      for (size_t j = 0; j < i; ++j)
+        instructions_[MustFind(position, order[j])] = std::move(reordered[j]);
       return false;
     }
     reordered[i] = std::move(instructions_[it->second]);

@@ -34,11 +34,15 @@ class Instruction {
   void set_loc(SourceLoc loc) { loc_ = loc; }
 
   const std::vector<Instruction*>& operands() const { return operands_; }
-  Instruction* operand(int64_t i) const { return operands_.at(static_cast<size_t>(i)); }
+  Instruction* operand(int64_t i) const {
+    LOOM_CHECK(i >= 0 && i < operand_count(), "operand " + std::to_string(i) + " of " + name_);
+    return operands_[static_cast<size_t>(i)];
+  }
   int64_t operand_count() const { return static_cast<int64_t>(operands_.size()); }
   void AppendOperand(Instruction* operand) { operands_.push_back(operand); }
   void ReplaceOperand(int64_t i, Instruction* operand) {
-    operands_.at(static_cast<size_t>(i)) = operand;
+    LOOM_CHECK(i >= 0 && i < operand_count(), "operand " + std::to_string(i) + " of " + name_);
+    operands_[static_cast<size_t>(i)] = operand;
   }
 
   const Attributes& attrs() const { return attrs_; }

@@ -5,6 +5,8 @@
 #include <array>
 #include <charconv>
 
+#include "support/saturating.h"
+
 namespace loom::ir {
 namespace {
 
@@ -126,7 +128,7 @@ int64_t Shape::ElementCount() const {
 int64_t Shape::ByteSize() const {
   if (IsTuple()) {
     int64_t total = 0;
-    for (const Shape& element : elements_) total += element.ByteSize();
+    for (const Shape& element : elements_) total = SaturatingAdd(total, element.ByteSize());
     return total;
   }
   if (!IsArray()) return 0;

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/check.h"
+
 namespace loom::ir {
 
 // Every element type XLA's text format names. Columns: enumerator, HLO
@@ -98,7 +100,10 @@ class Shape {
   bool IsArray() const { return IsArrayType(type_); }
 
   const std::vector<int64_t>& dims() const { return dims_; }
-  int64_t dim(int64_t i) const { return dims_.at(static_cast<size_t>(i)); }
+  int64_t dim(int64_t i) const {
+    LOOM_CHECK(i >= 0 && i < rank(), "dimension " + std::to_string(i) + " of " + ToString());
+    return dims_[static_cast<size_t>(i)];
+  }
   int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
   const std::vector<bool>& dynamic() const { return dynamic_; }
   void set_dynamic(std::vector<bool> dynamic) { dynamic_ = std::move(dynamic); }
@@ -107,11 +112,14 @@ class Shape {
   void set_layout(std::optional<Layout> layout) { layout_ = std::move(layout); }
 
   const std::vector<Shape>& tuple_elements() const { return elements_; }
-  const Shape& tuple_element(int64_t i) const { return elements_.at(static_cast<size_t>(i)); }
+  const Shape& tuple_element(int64_t i) const {
+    LOOM_CHECK(i >= 0 && i < tuple_size(), "element " + std::to_string(i) + " of " + ToString());
+    return elements_[static_cast<size_t>(i)];
+  }
   int64_t tuple_size() const { return static_cast<int64_t>(elements_.size()); }
 
   int64_t ElementCount() const;  // 1 for scalars; 0 for tuples and tokens
-  int64_t ByteSize() const;      // arrays: packed size; tuples: sum of elements
+  int64_t ByteSize() const;      // arrays: packed size; tuples: sum of elements (saturating)
 
   // Same type and dimensions (and same elements for tuples), layouts ignored.
   bool Compatible(const Shape& other) const;

@@ -27,7 +27,7 @@ std::string ReportJson(const SimReport& report) {
                    {"compute_seconds", kind.compute_seconds},
                    {"exposed_seconds", kind.exposed_seconds},
                    {"communication_seconds", kind.communication_seconds},
-                   {"seconds_per_device", report.seconds_by_op_kind.at(name)}};
+                   {"seconds_per_device", MustFind(report.seconds_by_op_kind, name)}};
   }
   Json json = {
       {"module", report.module},
@@ -133,7 +133,7 @@ std::string ReportTable(const SimReport& report) {
     std::sort(order.begin(), order.end());
     const auto n = static_cast<double>(std::max<int64_t>(1, report.device_count));
     for (const auto& [negative, name] : order) {
-      const OpKindReport& kind = report.op_kinds.at(name);
+      const OpKindReport& kind = MustFind(report.op_kinds, name);
       out += fmt::format(
           "{:<20} {:>10.4g} {:>13} {:>13} {:>13}\n", name, static_cast<double>(kind.count) / n,
           FormatSeconds(kind.compute_seconds / n), FormatSeconds(kind.exposed_seconds / n),

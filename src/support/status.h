@@ -2,10 +2,13 @@
 // turns an error into a message and an exit code.
 #pragma once
 
-#include <cassert>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
+
+#include "support/check.h"
 
 namespace loom {
 
@@ -37,7 +40,7 @@ class [[nodiscard]] Status {
 
   bool ok() const { return ok_; }
   const Error& error() const {
-    assert(!ok_);
+    LOOM_CHECK(!ok_, "the error of an ok Status");
     return error_;
   }
 
@@ -52,24 +55,25 @@ inline Status OkStatus() { return Status(); }
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : data_(std::move(value)) {}      // NOLINT: implicit by design
-  Expected(Error error) : data_(std::move(error)) {}  // NOLINT
-  Expected(const Status& status) : data_(status.error()) { assert(!status.ok()); }  // NOLINT
+  Expected(T value) : data_(std::move(value)) {}             // NOLINT: implicit by design
+  Expected(Error error) : data_(std::move(error)) {}         // NOLINT
+  Expected(const Status& status) : data_(status.error()) {}  // NOLINT: never an ok Status
 
   bool ok() const { return std::holds_alternative<T>(data_); }
   explicit operator bool() const { return ok(); }
 
+  // Reading the value of an error is a bug, stopped by LOOM_CHECK.
   const T& value() const& {
-    assert(ok());
-    return std::get<T>(data_);
+    CheckOk();
+    return *std::get_if<T>(&data_);
   }
   T& value() & {
-    assert(ok());
-    return std::get<T>(data_);
+    CheckOk();
+    return *std::get_if<T>(&data_);
   }
   T&& value() && {
-    assert(ok());
-    return std::get<T>(std::move(data_));
+    CheckOk();
+    return std::move(*std::get_if<T>(&data_));
   }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
@@ -77,14 +81,37 @@ class [[nodiscard]] Expected {
   T* operator->() { return &value(); }
 
   const Error& error() const {
-    assert(!ok());
-    return std::get<Error>(data_);
+    LOOM_CHECK(!ok(), "the error of an Expected that holds a value");
+    return *std::get_if<Error>(&data_);
   }
   Status status() const { return ok() ? Status() : Status(error()); }
 
  private:
+  void CheckOk() const {
+    if (!ok()) [[unlikely]] {
+      InvariantBroken(__FILE__, __LINE__,
+                      "the value of an Expected that holds the error: " + error().message);
+    }
+  }
+
   std::variant<T, Error> data_;
 };
+
+// Runs `work` and returns its Status or Expected, with an allocation that
+// failed inside it (std::bad_alloc, or std::length_error for a size past
+// what a container can hold) turned into an Error. Used where a thread
+// starts work, so that memory running out is that work's error and not
+// std::terminate.
+template <typename Work>
+auto OutOfMemoryAsError(Work&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const std::bad_alloc&) {
+    return Error{"out of memory"};
+  } catch (const std::length_error&) {
+    return Error{"out of memory: a buffer larger than this machine can address"};
+  }
+}
 
 }  // namespace loom
 

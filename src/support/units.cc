@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 namespace loom {
 
@@ -14,10 +15,12 @@ std::string FormatSeconds(double seconds) {
 }
 
 std::string FormatBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  // A total that saturated (support/saturating.h): a bound, not a size.
+  if (bytes == std::numeric_limits<int64_t>::max()) return "at least 8.00 EiB";
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
+  while (value >= 1024.0 && unit < 6) {
     value /= 1024.0;
     ++unit;
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -510,6 +511,45 @@ ENTRY main {
 )",
                       {}),
             (V{45}));
+}
+
+const char kEndlessLoop[] = R"(HloModule m
+
+cond {
+  p = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+
+body {
+  p = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT n = s32[] add(p, one)
+}
+
+ENTRY main {
+  zero = s32[] constant(0)
+  ROOT w = s32[] while(zero), condition=cond, body=body
+}
+)";
+
+// A loop that never ends is an error after the loop timeout, naming the
+// loop, and so is a run past its budget of instructions.
+TEST(InterpControlFlow, AnEndlessLoopEndsAtTheTimeoutOrTheStepBudget) {
+  DeviceContext timed;
+  timed.loop_timeout = std::chrono::milliseconds(50);
+  Expected<Tensor> timed_out = RunHlo(kEndlessLoop, {}, {}, timed);
+  ASSERT_FALSE(timed_out.ok());
+  EXPECT_NE(timed_out.error().message.find("the while loop ran longer than the timeout of 50 ms"),
+            std::string::npos)
+      << timed_out.error().message;
+  EXPECT_EQ(timed_out.error().loc.line, 16);
+
+  DeviceContext budgeted;
+  budgeted.max_steps = 1000;
+  Expected<Tensor> over = RunHlo(kEndlessLoop, {}, {}, budgeted);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("exceeds its budget of 1000 instructions"), std::string::npos)
+      << over.error().message;
 }
 
 const char kBranches[] = R"(HloModule m

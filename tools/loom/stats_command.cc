@@ -6,6 +6,7 @@
 #include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
 #include "loom/command.h"
+#include "support/saturating.h"
 #include "support/units.h"
 
 namespace loom::cli {
@@ -56,6 +57,12 @@ void PrintStats(const std::string& path, const ir::Module& module,
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);
   PrintDynamicStats(stats.dynamic, analysis::PeakLiveBytes(module));
+  if (stats.saturated) {
+    fmt::print(
+        "  note: some numbers exceed the 64-bit range; each of those is shown as its largest "
+        "value, {}: read it as 'at least'\n",
+        kSaturated);
+  }
 }
 
 }  // namespace

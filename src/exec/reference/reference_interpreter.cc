@@ -125,12 +125,12 @@ class Evaluation {
     }
     if (computation.root() == nullptr)
       return Error{"computation " + computation.name() + " has no root", SourceLoc{}};
-    return std::move(values_.at(computation.root()));
+    return std::move(MustFind(values_, computation.root()));
   }
 
  private:
   const Tensor& Operand(const Instruction& instruction, int64_t i) const {
-    return values_.at(instruction.operand(i));
+    return MustFind(values_, instruction.operand(i));
   }
 
   Expected<Tensor> Call(const ir::Computation* computation, std::vector<Tensor> arguments,
@@ -674,9 +674,15 @@ Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
       return;
     }
     std::vector<Tensor> arguments;
-    for (int64_t k = 0; k < n; ++k) arguments.push_back(*ScalarFrom(accumulators[k], out_index));
-    for (int64_t k = 0; k < n; ++k)
-      arguments.push_back(*ScalarFrom(Operand(instruction, k), linear));
+    for (int64_t k = 0; k < 2 * n; ++k) {
+      Expected<Tensor> scalar = k < n ? ScalarFrom(accumulators[k], out_index)
+                                      : ScalarFrom(Operand(instruction, k - n), linear);
+      if (!scalar.ok()) {
+        failure = scalar.error();
+        return;
+      }
+      arguments.push_back(std::move(scalar).value());
+    }
     Expected<Tensor> result = Call(reducer, std::move(arguments), instruction);
     if (!result.ok()) {
       failure = result.error();
