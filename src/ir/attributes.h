@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/status.h"
+
 namespace loom::ir {
 
 class Computation;
@@ -98,7 +100,10 @@ struct CalledAttribute {
 struct RawAttribute {
   std::string key;
   std::string value;
-  friend bool operator==(const RawAttribute&, const RawAttribute&) = default;
+  SourceLoc loc;  // of the key, where parsed; not part of what it says
+  friend bool operator==(const RawAttribute& a, const RawAttribute& b) {
+    return a.key == b.key && a.value == b.value;
+  }
 };
 
 // Every attribute an instruction may carry. Absent ones are empty optionals.

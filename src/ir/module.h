@@ -27,6 +27,9 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   const std::string& name() const { return name_; }
+  // Where the `HloModule` header starts in the text it was parsed from.
+  SourceLoc loc() const { return loc_; }
+  void set_loc(SourceLoc loc) { loc_ = loc; }
 
   Computation* AddComputation(std::unique_ptr<Computation> computation);
   // Inserts before `before` (a computation of this module), so that a new
@@ -62,6 +65,7 @@ class Module {
 
  private:
   std::string name_;
+  SourceLoc loc_;
   std::vector<std::unique_ptr<Computation>> computations_;
   Computation* entry_ = nullptr;
   std::optional<int64_t> num_partitions_;

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -194,10 +193,12 @@ Expected<std::unique_ptr<Module>> Parser::Run() {
 
 Status Parser::ParseHeader() {
   if (lexer_.PeekWord() != "HloModule") return ErrorExpected("'HloModule'");
+  const SourceLoc loc = lexer_.Loc();
   lexer_.ReadWord();
   const std::string_view name = lexer_.ReadName();
   if (name.empty()) return ErrorExpected("a module name after 'HloModule'");
   module_ = std::make_unique<Module>(std::string(name));
+  module_->set_loc(loc);
   while (lexer_.TryConsume(',')) {
     LOOM_RETURN_IF_ERROR(ParseHeaderAttribute());
   }
@@ -205,6 +206,7 @@ Status Parser::ParseHeader() {
 }
 
 Status Parser::ParseHeaderAttribute() {
+  const SourceLoc key_loc = lexer_.Loc();
   const std::string key(lexer_.ReadWord());
   if (key.empty()) return ErrorExpected("a module attribute");
   LOOM_RETURN_IF_ERROR(Expect('=', fmt::format("after module attribute '{}'", key)));
@@ -221,7 +223,7 @@ Status Parser::ParseHeaderAttribute() {
     return OkStatus();
   }
   LOOM_ASSIGN_OR_RETURN(std::string value, lexer_.ReadRawValue());
-  module_->AddHeaderAttribute({key, std::move(value)});
+  module_->AddHeaderAttribute({key, std::move(value), key_loc});
   return OkStatus();
 }
 
@@ -508,7 +510,7 @@ Status Parser::ParseAttribute(Instruction& instruction) {
     LOOM_RETURN_IF_ERROR(ParseControlPredecessors(instruction));
   } else {
     LOOM_ASSIGN_OR_RETURN(std::string value, lexer_.ReadRawValue());
-    attrs.raw.push_back({key, std::move(value)});
+    attrs.raw.push_back({key, std::move(value), key_loc});
   }
   return OkStatus();
 }
@@ -856,10 +858,20 @@ Expected<std::unique_ptr<Module>> ParseModule(std::string_view text) { return Pa
 Expected<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return Error{fmt::format("cannot read {}", path)};
-  std::ostringstream text;
-  text << file.rdbuf();
+  // In pieces, up to a bound: the path may be a device or a pipe that never
+  // ends (/dev/zero), whose size nothing tells in advance.
+  std::string text;
+  std::string piece(size_t{1} << 20, '\0');
+  while (file) {
+    file.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    text.append(piece.data(), static_cast<size_t>(file.gcount()));
+    if (text.size() > kMaxModuleBytes) {
+      return Error{fmt::format("{} is larger than {} MiB, the most Loom reads as one module", path,
+                               kMaxModuleBytes >> 20)};
+    }
+  }
   if (file.bad()) return Error{fmt::format("cannot read {}", path)};
-  return ParseModule(text.str());
+  return ParseModule(text);
 }
 
 }  // namespace loom::ir

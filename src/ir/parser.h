@@ -9,6 +9,7 @@
 // operand counts, definition before use, cycles) belong to the verifier.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,8 +23,13 @@ namespace loom::ir {
 // token.
 Expected<std::unique_ptr<Module>> ParseModule(std::string_view text);
 
-// Reads `path` and parses it. A file that cannot be read is an error with no
-// location.
+// The largest text ParseModuleFile reads (dumps of the largest models are a
+// few hundred MiB, most of it metadata).
+inline constexpr size_t kMaxModuleBytes = size_t{1} << 30;
+
+// Reads `path` and parses it. A file that cannot be read, or that is larger
+// than kMaxModuleBytes (a device that never ends, /dev/zero), is an error
+// with no location.
 Expected<std::unique_ptr<Module>> ParseModuleFile(const std::string& path);
 
 }  // namespace loom::ir

@@ -11,9 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "ir/attribute_names.h"
 #include "ir/collective_groups.h"
 #include "ir/literal.h"
 #include "ir/shape_inference.h"
+#include "support/saturating.h"
 
 namespace loom::ir {
 namespace {
@@ -213,6 +215,7 @@ class ModuleVerifier {
 
   // Instructions.
   Status VerifyInstruction(const Instruction& instruction);
+  void WarnAboutUnknownAttributes(const std::vector<RawAttribute>& attributes, bool header);
   Status VerifyOperandCount(const Instruction& instruction);
   Status VerifyCompare(const Instruction& instruction);
   Status VerifyDynamicSlice(const Instruction& instruction);
@@ -417,12 +420,13 @@ int64_t ImpliedGroupSize(const Instruction& instruction) {
 // --- structure --------------------------------------------------------------------
 
 Status ModuleVerifier::VerifyHeader() {
+  WarnAboutUnknownAttributes(module_.header_attributes(), /*header=*/true);
   for (const auto& [count, key] : {std::pair{module_.num_partitions(), "num_partitions"},
                                    std::pair{module_.replica_count(), "replica_count"}}) {
     if (count && (*count < 1 || *count > kMaxDevices)) {
       return Error{fmt::format("{}={} is outside [1, {}], the device counts Loom supports", key,
                                *count, kMaxDevices),
-                   {}};
+                   module_.loc()};
     }
   }
   for (const auto& computation : module_.computations()) {
@@ -573,8 +577,10 @@ Status ModuleVerifier::VerifyCallGraphIsAcyclic() {
   enum Color : uint8_t { kNew, kOnPath, kDone };
   std::unordered_map<const Computation*, Color> color;
   // The most computations on a chain of calls starting at each one (itself
-  // included), known once it is done.
+  // included), and its instructions with every call inlined (saturating),
+  // known once it is done.
   std::unordered_map<const Computation*, int64_t> height;
+  std::unordered_map<const Computation*, int64_t> inlined;
   struct Frame {
     const Computation* computation;
     std::vector<const Computation*> callees;
@@ -605,6 +611,17 @@ Status ModuleVerifier::VerifyCallGraphIsAcyclic() {
                        frame.computation->loc()};
         }
         height[frame.computation] = tallest + 1;
+        int64_t size = static_cast<int64_t>(frame.computation->instructions().size());
+        for (const Computation* callee : frame.callees) size = SaturatingAdd(size, inlined[callee]);
+        if (size > kMaxInlinedInstructions) {
+          return Error{
+              fmt::format("{} runs more than {} instructions with its calls inlined ({}{}): "
+                          "more than Loom walks",
+                          Ref(*frame.computation), kMaxInlinedInstructions,
+                          size == kSaturated ? "at least " : "", size),
+              frame.computation->loc()};
+        }
+        inlined[frame.computation] = size;
         color[frame.computation] = kDone;
         path.pop_back();
         continue;
@@ -998,7 +1015,24 @@ Status ModuleVerifier::Trust(const Instruction& instruction) {
   return OkStatus();
 }
 
+// Attributes XLA does not define are kept verbatim and ignored: say so, as
+// they are most often misspellings of one Loom would have read.
+void ModuleVerifier::WarnAboutUnknownAttributes(const std::vector<RawAttribute>& attributes,
+                                                bool header) {
+  for (const RawAttribute& attribute : attributes) {
+    if (header ? IsXlaHeaderAttribute(attribute.key) : IsXlaInstructionAttribute(attribute.key)) {
+      continue;
+    }
+    report_.warnings.push_back(
+        {fmt::format("{}attribute '{}' is not one XLA's HLO defines: kept as written, and "
+                     "ignored",
+                     header ? "module " : "", attribute.key),
+         attribute.loc});
+  }
+}
+
 Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
+  WarnAboutUnknownAttributes(instruction.attrs().raw, /*header=*/false);
   LOOM_RETURN_IF_ERROR(VerifyOperandCount(instruction));
   const Opcode opcode = instruction.opcode();
   const Attributes& attrs = instruction.attrs();

@@ -20,6 +20,12 @@ namespace loom::ir {
 // tool that walks into callees relies on (the executor, the simulator, the
 // analyses).
 inline constexpr int64_t kMaxCallDepth = 256;
+// The most instructions a computation may hold with every call inlined
+// (callees counted once per call site, loop bodies once): the tools that
+// walk calls (stats, the estimate, the simulator's tape, the executor) then
+// stay bounded where calls that call twice at every level would double
+// their work per level.
+inline constexpr int64_t kMaxInlinedInstructions = int64_t{1} << 24;
 
 struct VerifyReport {
   // How many devices the module runs on: num_partitions x replica_count.
@@ -42,6 +48,9 @@ struct VerifyReport {
   // One line per instruction whose shape was trusted, not inferred:
   // "%conv.1: convolution (shape trusted as declared)".
   std::vector<std::string> trusted;
+  // What is allowed but probably not meant (an attribute name XLA does not
+  // define): the CLI prints these as "FILE:LINE:COL: warning: ...".
+  std::vector<Error> warnings;
 };
 
 // The first problem found, located at the offending instruction (or

@@ -21,6 +21,7 @@
 #include "ir/computation.h"
 #include "ir/verifier.h"
 #include "sim/plan.h"
+#include "support/saturating.h"
 
 namespace loom::sim {
 
@@ -30,6 +31,11 @@ using ir::Instruction;
 using ir::Opcode;
 
 // --- the program every device runs, flattened ---------------------------------------
+
+// The longest tape Compiler builds (about 2 GiB). The verifier bounds the
+// instructions with calls inlined; a while loop adds two steps and compiles
+// its condition twice.
+constexpr size_t kMaxTapeSteps = 2 * static_cast<size_t>(ir::kMaxInlinedInstructions);
 
 // kBlock: a while loop that makes no transfer, collapsed into one step of
 // compute (Block) so that a loop of a million trips costs one step.
@@ -83,8 +89,53 @@ class Compiler {
     }
     for (const auto& owned : computation.instructions()) {
       LOOM_RETURN_IF_ERROR(CompileInstruction(*owned, depth));
+      // Calls are inlined: computations that call each other twice at every
+      // level would double the tape per level.
+      if (tape.size() > kMaxTapeSteps) {
+        return Error{fmt::format("%{}: the program inlines to more than {} steps (calls and "
+                                 "conditionals are inlined), too many to simulate",
+                                 owned->name(), kMaxTapeSteps),
+                     owned->loc()};
+      }
     }
     return OkStatus();
+  }
+
+  // The messages one replay of the tape moves, over all devices, with loops
+  // replayed trip by trip (saturating), and the loop that multiplies them
+  // most: what the event engine will have to process.
+  struct ReplayCost {
+    int64_t messages = 0;
+    const Instruction* loop = nullptr;  // the loop whose trips multiply the most
+    int64_t loop_trips = 1;             // its trips times those of the loops around it
+  };
+  ReplayCost CostOfReplay() const {
+    ReplayCost cost;
+    std::vector<int64_t> repeats = {1};  // the enclosing loops' trips, multiplied
+    for (const Step& step : tape) {
+      switch (step.kind) {
+        case StepKind::kLoopBegin:
+          repeats.push_back(SaturatingMul(repeats.back(), std::max<int64_t>(step.trips, 0)));
+          if (repeats.back() > cost.loop_trips) {
+            cost.loop = step.instruction;
+            cost.loop_trips = repeats.back();
+          }
+          break;
+        case StepKind::kLoopEnd:
+          repeats.pop_back();
+          break;
+        case StepKind::kSync:
+        case StepKind::kStart: {
+          const auto messages =
+              static_cast<int64_t>(slots[static_cast<size_t>(step.slot)].plan.messages.size());
+          cost.messages = SaturatingAdd(cost.messages, SaturatingMul(messages, repeats.back()));
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    return cost;
   }
 
   int32_t OpKind(const std::string& name) {
@@ -1014,6 +1065,20 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
 
   Compiler compiler(model, grid, target, network, &report);
   LOOM_RETURN_IF_ERROR(compiler.Compile(*module.entry()));
+  if (const Compiler::ReplayCost cost = compiler.CostOfReplay();
+      options.max_messages > 0 && cost.messages > options.max_messages) {
+    std::string loop;
+    if (cost.loop != nullptr) {
+      loop = fmt::format(" (the while %{} at line {} runs {}{} times, with the loops around it)",
+                         cost.loop->name(), cost.loop->loc().line,
+                         cost.loop_trips == kSaturated ? "at least " : "", cost.loop_trips);
+    }
+    return Error{
+        fmt::format("simulating module {} would move {}{} messages{}, more than the limit of {} "
+                    "(--max-messages): loops that transfer are replayed trip by trip",
+                    module.name(), cost.messages == kSaturated ? "at least " : "", cost.messages,
+                    loop, options.max_messages)};
+  }
 
   Engine engine(compiler, network, devices, options, &report);
   LOOM_RETURN_IF_ERROR(engine.Run());

@@ -74,6 +74,10 @@ struct SimOptions {
   // max_trace_events events (the report says when it was cut short).
   int64_t trace_devices = 64;
   int64_t max_trace_events = 2'000'000;
+  // A simulation that would move more point-to-point messages than this
+  // (all devices, loops that transfer replayed trip by trip) is refused up
+  // front instead of running for hours; 0: no limit.
+  int64_t max_messages = 200'000'000;
 };
 
 // "5=1.5": device 5's compute takes 1.5 times as long. Sets

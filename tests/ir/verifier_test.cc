@@ -104,6 +104,42 @@ TEST(VerifierStructure, CallsNestAtMostTheOneBound) {
   }
 }
 
+// `levels` computations above a leaf, each calling the one below twice:
+// 3 x 2^levels instructions with the calls inlined.
+std::string Doubling(int levels) {
+  std::string text =
+      "HloModule doubling\n%c0 (p: f32[2]) -> f32[2] {\n  %p = f32[2] "
+      "parameter(0)\n  ROOT %r = f32[2] negate(%p)\n}\n";
+  for (int i = 1; i <= levels; ++i) {
+    text += fmt::format(
+        "%c{0} (p: f32[2]) -> f32[2] {{\n  %p = f32[2] parameter(0)\n  %a = f32[2] call(%p), "
+        "to_apply=%c{1}\n  ROOT %b = f32[2] call(%a), to_apply=%c{1}\n}}\n",
+        i, i - 1);
+  }
+  return text + fmt::format(
+                    "ENTRY %main {{\n  %x = f32[2] parameter(0)\n  ROOT %r = f32[2] call(%x), "
+                    "to_apply=%c{}\n}}\n",
+                    levels);
+}
+
+TEST(VerifierStructure, InlinedInstructionsAreBounded) {
+  auto small = ParseModule(Doubling(10));
+  ASSERT_TRUE(small.ok()) << small.error().ToString();
+  EXPECT_TRUE(VerifyModule(**small).ok());
+  for (int levels : {23, 70}) {  // 2^24 and far past 2^63 (saturating)
+    auto module = ParseModule(Doubling(levels));
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    auto verified = VerifyModule(**module);
+    ASSERT_FALSE(verified.ok()) << levels;
+    EXPECT_NE(
+        verified.error().message.find(fmt::format(
+            "runs more than {} instructions with its calls inlined", kMaxInlinedInstructions)),
+        std::string::npos)
+        << verified.error().message;
+    EXPECT_TRUE(verified.error().loc.known());
+  }
+}
+
 TEST(VerifierStructure, ReportsOperandCycle) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[2] parameter(0)
   %a = f32[2] add(%p, %b)

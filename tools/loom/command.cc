@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "ir/parser.h"
@@ -23,6 +24,12 @@ std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::Veri
   std::unique_ptr<ir::Module> module = LoadModule(path);
   Expected<ir::VerifyReport> verified = ir::VerifyModule(*module);
   if (!verified.ok()) throw CommandError(verified.error().ToString(path));
+  for (const Error& warning : verified->warnings) {
+    const std::string where = warning.loc.known()
+                                  ? fmt::format("{}:{}:{}", path, warning.loc.line, warning.loc.col)
+                                  : path;
+    std::fprintf(stderr, "%s: warning: %s\n", where.c_str(), warning.message.c_str());
+  }
   if (report) *report = std::move(verified).value();
   return module;
 }

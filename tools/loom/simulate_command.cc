@@ -4,6 +4,8 @@
 // discrete-event simulator.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "cost/step_time.h"
 #include "cost/target.h"
 #include "cost/target_cost_model.h"
@@ -26,7 +28,20 @@ struct SimulateFlags {
   bool baseline = false;
   std::vector<std::string> compute_scale;
   std::vector<std::string> link_scale;
+  int64_t max_messages = sim::SimOptions{}.max_messages;
 };
+
+// A check of one --compute-scale or --link-scale value, so that a malformed
+// one is an option error (exit 2) like any other.
+CLI::Validator ParsesWith(Status (*parse)(std::string_view, sim::SimOptions*)) {
+  return CLI::Validator(
+      [parse](const std::string& text) {
+        sim::SimOptions scratch;
+        const Status status = parse(text, &scratch);
+        return status.ok() ? std::string() : status.error().message;
+      },
+      "SPEC");
+}
 
 sim::SimReport SimulateOne(const ir::Module& module, const std::string& label,
                            const cost::Target& target, const sim::SimOptions& options) {
@@ -145,11 +160,21 @@ void AddSimulateCommand(CLI::App& app) {
   command->add_option("--trace", flags->trace,
                       "Write a Chrome trace-event JSON (open in Perfetto); with --compare, of B");
   command->add_option("--json", flags->json, "Write the report as JSON");
-  command->add_option("--compute-scale", flags->compute_scale,
-                      "DEVICE=FACTOR: that device computes FACTOR times slower (a straggler)");
-  command->add_option("--link-scale", flags->link_scale,
-                      "A-B=FACTOR (both ways) or A>B=FACTOR: the link between devices A and B "
-                      "carries FACTOR of its bandwidth");
+  command
+      ->add_option("--compute-scale", flags->compute_scale,
+                   "DEVICE=FACTOR: that device computes FACTOR times slower (a straggler)")
+      ->check(ParsesWith(sim::ParseComputeScale));
+  command
+      ->add_option("--link-scale", flags->link_scale,
+                   "A-B=FACTOR (both ways) or A>B=FACTOR: the link between devices A and B "
+                   "carries FACTOR of its bandwidth")
+      ->check(ParsesWith(sim::ParseLinkScale));
+  command
+      ->add_option("--max-messages", flags->max_messages,
+                   "Refuse up front a simulation that would move more point-to-point messages "
+                   "than this (all devices; loops that transfer run trip by trip); 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   command->callback([flags] {
     if (flags->compare && flags->baseline) {
       throw CommandError("simulate: --compare and --baseline do not go together");
@@ -165,6 +190,7 @@ void AddSimulateCommand(CLI::App& app) {
     const cost::Target target = ResolveTarget(flags->target, *modules.front());
     sim::SimOptions options;
     options.trace = !flags->trace.empty();
+    options.max_messages = flags->max_messages;
     for (const std::string& spec : flags->compute_scale) {
       if (Status status = sim::ParseComputeScale(spec, &options); !status.ok()) {
         throw CommandError("--compute-scale: " + status.error().message);
