@@ -3,18 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <optional>
 #include <sstream>
+
+#include "support/saturating.h"
 
 namespace loom::cost {
 
 namespace {
 
+// Saturates rather than wraps, so that a bound check on it cannot be fooled.
 int64_t Product(const std::vector<int64_t>& dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+  int64_t product = 1;
+  for (int64_t dim : dims) product = SaturatingMul(product, dim);
+  return product;
 }
 
 int64_t DeviceCountOf(const Topology& topology) {
@@ -48,7 +53,7 @@ double ComputeSpec::PeakFlops(ir::PrimitiveType type) const {
   if (key == "f8") {
     if (auto it = peak_flops.find("bf16"); it != peak_flops.end()) return it->second;
   }
-  return peak_flops.at("f32");
+  return MustFind(peak_flops, "f32");
 }
 
 Target::Target(std::string name, std::string description, ComputeSpec compute, Topology topology)
@@ -75,7 +80,9 @@ std::string_view Target::kind() const {
 
 std::vector<int64_t> Target::Coordinates(int64_t device) const {
   if (const auto* torus = std::get_if<TorusTopology>(&topology_)) {
-    int64_t position = position_of_device_.at(static_cast<size_t>(device));
+    LOOM_CHECK(device >= 0 && device < device_count_,
+               "device " + std::to_string(device) + " of " + name_);
+    int64_t position = position_of_device_[static_cast<size_t>(device)];
     std::vector<int64_t> coords;
     for (int64_t dim : torus->dims) {
       coords.push_back(position % dim);
@@ -201,12 +208,29 @@ std::vector<Target> MakeBuiltins() {
 
 using Json = nlohmann::json;
 
+constexpr int64_t kLargestTopology = int64_t{1} << 20;  // devices of a target file
+
 Expected<double> Number(const Json& object, std::string_view key, std::string_view where) {
   auto it = object.find(std::string(key));
-  if (it == object.end() || !it->is_number() || it->get<double>() < 0) {
-    return Error{fmt::format("{}: '{}' must be a non-negative number", where, key)};
+  if (it == object.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+      it->get<double>() < 0) {
+    return Error{fmt::format("{}: '{}' must be a finite, non-negative number", where, key)};
   }
   return it->get<double>();
+}
+
+// A JSON integer in [low, high]. nlohmann keeps integers past int64_t as
+// uint64_t, and get<int64_t>() would wrap them: read the kind first.
+std::optional<int64_t> IntegerIn(const Json& value, int64_t low, int64_t high) {
+  if (value.is_number_unsigned()) {
+    const auto unsigned_value = value.get<uint64_t>();
+    if (unsigned_value > static_cast<uint64_t>(high)) return std::nullopt;
+    return static_cast<int64_t>(unsigned_value);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  const auto signed_value = value.get<int64_t>();
+  if (signed_value < low || signed_value > high) return std::nullopt;
+  return signed_value;
 }
 
 Expected<Link> ParseLink(const Json& object, std::string_view where) {
@@ -226,8 +250,8 @@ Expected<ComputeSpec> ParseCompute(const Json& json) {
     return Error{"compute: 'peak_flops' must be an object with at least \"f32\""};
   }
   for (const auto& [type, value] : flops->items()) {
-    if (!value.is_number() || value.get<double>() <= 0) {
-      return Error{fmt::format("compute.peak_flops: '{}' must be a positive number", type)};
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
+      return Error{fmt::format("compute.peak_flops: '{}' must be a positive, finite number", type)};
     }
     spec.peak_flops[type] = value.get<double>();
   }
@@ -245,10 +269,9 @@ Expected<Topology> ParseTorus(const Json& json) {
     return Error{"topology: a torus needs 'dims', a non-empty array"};
   }
   for (const auto& dim : *dims) {
-    if (!dim.is_number_integer() || dim.get<int64_t>() < 1 || dim.get<int64_t>() > 4096) {
-      return Error{"topology.dims: each must be an integer in 1..4096"};
-    }
-    torus.dims.push_back(dim.get<int64_t>());
+    const std::optional<int64_t> size = IntegerIn(dim, 1, 4096);
+    if (!size) return Error{"topology.dims: each must be an integer in 1..4096"};
+    torus.dims.push_back(*size);
   }
   const auto wrap = json.find("wraparound");
   if (wrap == json.end() || !wrap->is_array() || wrap->size() != torus.dims.size()) {
@@ -259,19 +282,19 @@ Expected<Topology> ParseTorus(const Json& json) {
     torus.wraparound.push_back(w.get<bool>());
   }
   LOOM_ASSIGN_OR_RETURN(torus.link, ParseLink(json.value("link", Json()), "topology.link"));
-  if (Product(torus.dims) > (1 << 20)) return Error{"topology: more than 2^20 chips"};
+  if (Product(torus.dims) > kLargestTopology) return Error{"topology: more than 2^20 chips"};
   if (const auto order = json.find("device_order"); order != json.end()) {
     std::vector<bool> seen(static_cast<size_t>(Product(torus.dims)), false);
     if (!order->is_array() || order->size() != seen.size()) {
       return Error{"topology: 'device_order' must list every device id once"};
     }
     for (const auto& id : *order) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<size_t>() >= seen.size() ||
-          seen[id.get<size_t>()]) {
+      const std::optional<int64_t> device = IntegerIn(id, 0, static_cast<int64_t>(seen.size()) - 1);
+      if (!device || seen[static_cast<size_t>(*device)]) {
         return Error{"topology: 'device_order' must list every device id once"};
       }
-      seen[id.get<size_t>()] = true;
-      torus.device_order.push_back(id.get<int64_t>());
+      seen[static_cast<size_t>(*device)] = true;
+      torus.device_order.push_back(*device);
     }
   }
   return Topology(std::move(torus));
@@ -283,15 +306,17 @@ Expected<Topology> ParseTopology(const Json& json) {
   if (kind == "torus") return ParseTorus(json);
   if (kind == "switched") {
     SwitchedTopology switched;
-    const auto per_node = json.value("devices_per_node", Json());
-    const auto nodes = json.value("nodes", Json());
-    if (!per_node.is_number_integer() || per_node.get<int64_t>() < 1 ||
-        !nodes.is_number_integer() || nodes.get<int64_t>() < 1 ||
-        per_node.get<int64_t>() * nodes.get<int64_t>() > (1 << 20)) {
-      return Error{"topology: 'devices_per_node' and 'nodes' must be positive integers"};
+    const std::optional<int64_t> per_node =
+        IntegerIn(json.value("devices_per_node", Json()), 1, kLargestTopology);
+    const std::optional<int64_t> nodes =
+        IntegerIn(json.value("nodes", Json()), 1, kLargestTopology);
+    if (!per_node || !nodes || SaturatingMul(*per_node, *nodes) > kLargestTopology) {
+      return Error{
+          "topology: 'devices_per_node' and 'nodes' must be positive integers, with at most "
+          "2^20 devices in all"};
     }
-    switched.devices_per_node = per_node.get<int64_t>();
-    switched.nodes = nodes.get<int64_t>();
+    switched.devices_per_node = *per_node;
+    switched.nodes = *nodes;
     LOOM_ASSIGN_OR_RETURN(switched.intra_node,
                           ParseLink(json.value("intra_node", Json()), "topology.intra_node"));
     LOOM_ASSIGN_OR_RETURN(switched.inter_node,

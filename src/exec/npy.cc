@@ -4,7 +4,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "support/output_file.h"
+#include "support/units.h"
 
 namespace loom::exec {
 namespace {
@@ -109,18 +111,16 @@ Status WriteNpy(const std::string& path, const Tensor& tensor) {
   // Magic (6) + version (2) + length (2) + header, padded to 64 with '\n' last.
   const size_t total = 10 + header.size() + 1;
   header += std::string((64 - total % 64) % 64, ' ') + "\n";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const uint16_t length = static_cast<uint16_t>(header.size());
-  out.write(kMagic, 6);
-  out.put('\x01');
-  out.put('\x00');
-  out.put(static_cast<char>(length & 0xff));
-  out.put(static_cast<char>(length >> 8));
-  out << header;
-  out.write(reinterpret_cast<const char*>(data.bytes().data()),
-            static_cast<std::streamsize>(data.bytes().size()));
-  if (!out.good()) return Error{fmt::format("cannot write {}", path)};
-  return OkStatus();
+  if (header.size() > 0xffff) return Error{fmt::format("{}: the .npy header is too long", path)};
+  const auto length = static_cast<uint16_t>(header.size());
+  std::string file(kMagic, 6);
+  file += '\x01';
+  file += '\x00';
+  file += static_cast<char>(length & 0xff);
+  file += static_cast<char>(length >> 8);
+  file += header;
+  file.append(reinterpret_cast<const char*>(data.bytes().data()), data.bytes().size());
+  return WriteOutputFile(path, file);
 }
 
 Expected<Tensor> ReadNpy(const std::string& path, const ir::Shape& shape) {
@@ -138,6 +138,13 @@ Expected<Tensor> ReadNpy(const std::string& path, const ir::Shape& shape) {
   const std::optional<PrimitiveType> stored =
       descr.size() > 2 ? TypeOfDescr(descr.substr(1, descr.size() - 2)) : std::nullopt;
   if (!stored) return Error{fmt::format("{}: unsupported dtype {}", path, descr)};
+  // Only the dtype the parameter is written as (its own, or float32 for the
+  // types NumPy lacks): converting anything else would change values
+  // silently (a float NaN read as an integer).
+  if (Descr(*stored) != Descr(shape.type())) {
+    return Error{fmt::format("{}: dtype {} does not match the parameter's {} (want '{}')", path,
+                             descr, ir::PrimitiveTypeName(shape.type()), Descr(shape.type()))};
+  }
   if (HeaderValue(header, "fortran_order") != "False") {
     return Error{fmt::format("{}: Fortran-order arrays are not supported", path)};
   }
@@ -149,7 +156,12 @@ Expected<Tensor> ReadNpy(const std::string& path, const ir::Shape& shape) {
   LOOM_ASSIGN_OR_RETURN(Tensor data, Tensor::Zeros(expected));
   auto bytes = data.mutable_bytes();
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
-    return Error{fmt::format("{}: truncated data", path)};
+    return Error{
+        fmt::format("{}: truncated data: {} bytes, wanted {}", path, in.gcount(), bytes.size())};
+  }
+  if (in.peek() != std::ifstream::traits_type::eof()) {
+    return Error{fmt::format("{}: bytes after the {} of data its header describes", path,
+                             FormatBytes(static_cast<int64_t>(bytes.size())))};
   }
   if (*stored == shape.type()) return data;
   return ConvertElements(data, shape.type());

@@ -56,7 +56,7 @@ expect_exit 1 "compare wrong ring, rounding accepted" -- "$loom" compare "$ring/
   "$work/wrong.hlo" --devices 4 --tolerance rounding
 grep -q "DIFFER" "$work/out" && grep -q "^the programs differ$" "$work/out" && pass ||
   fail "wrong ring passed as rounding"
-expect_exit 1 "compare --tolerance nonsense" -- "$loom" compare "$ring/ag_dot.hlo" \
+expect_exit 2 "compare --tolerance nonsense (an option error)" -- "$loom" compare "$ring/ag_dot.hlo" \
   "$ring/ag_dot.hlo" --devices 4 --tolerance nan
 expect_exit 0 "compare within tolerance" -- "$loom" compare "$ring/ag_dot.hlo" "$ring/ag_dot.hlo" \
   --devices 4 --tolerance 1e-6

@@ -180,13 +180,16 @@ if [[ -n $base && -n $slow ]] && awk -v a="$base" -v b="$slow" 'BEGIN { exit !(b
 else
   fail "loom simulate --compute-scale" "step $base -> $slow us"
 fi
-# Errors: an unknown target, a bad link, a module larger than the target.
+# Errors: an unknown target, a module larger than the target (exit 1), a
+# malformed link scale (an option error, exit 2).
 for args in "$example --target tpu-v9" "$example --target dgx-h100 --link-scale 0-9=0.5x" \
   "$root/examples/mlp_block_tp8_large.hlo --target tpu-v4-2x2x1"; do
   # shellcheck disable=SC2086
   run "$loom" simulate $args
   status=$?
-  if [[ $status -eq 1 && $(wc -l <"$tmp/err") -eq 1 ]]; then
+  want=1
+  [[ $args == *--link-scale* ]] && want=2
+  if [[ $status -eq $want && $(wc -l <"$tmp/err") -eq 1 ]]; then
     ok "loom simulate $args: error"
   else
     fail "loom simulate $args: error" "exit status $status, $(wc -l <"$tmp/err") line(s) on stderr"

@@ -153,5 +153,42 @@ TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
   EXPECT_FALSE(ParseTargetJson("{", "x.json").ok());
 }
 
+// Integers past int64_t, products that wrap, and numbers that are not
+// finite are refused, not read as small or endless targets.
+TEST(TargetCatalog, RefusesHugeAndNonFiniteNumbers) {
+  const auto target = [](const std::string& topology, const std::string& bandwidth = "1e12") {
+    return ParseTargetJson(R"({"name": "x", "compute": {"peak_flops": {"f32": 1e12},
+        "memory_bandwidth": )" +
+                               bandwidth +
+                               R"(, "memory_capacity": 1, "launch_latency": 0}, "topology": )" +
+                               topology + "}",
+                           "t.json");
+  };
+  const std::string link = R"("intra_node": {"bandwidth": 1, "latency": 0},
+      "inter_node": {"bandwidth": 1, "latency": 0})";
+  const auto switched = [&](const std::string& per_node, const std::string& nodes) {
+    return target(R"({"kind": "switched", "devices_per_node": )" + per_node + R"(, "nodes": )" +
+                  nodes + ", " + link + "}");
+  };
+  ASSERT_TRUE(switched("8", "4").ok());
+  EXPECT_EQ(switched("8", "4")->device_count(), 32);
+  // 4 x (2^62 + 1) wraps to 4 in int64_t.
+  EXPECT_FALSE(switched("4", "4611686018427387905").ok());
+  EXPECT_FALSE(switched("1", "18446744073709551615").ok());  // uint64_t max
+  EXPECT_FALSE(switched("1024", "2048").ok());               // 2^21 devices
+  EXPECT_FALSE(switched("2.0", "4").ok());
+  // Six torus sides of 4096 multiply past int64_t.
+  EXPECT_FALSE(target(R"({"kind": "torus", "dims": [4096, 4096, 4096, 4096, 4096, 4096],
+      "wraparound": [true, true, true, true, true, true],
+      "link": {"bandwidth": 1, "latency": 0}})")
+                   .ok());
+  EXPECT_FALSE(target(R"({"kind": "torus", "dims": [2, 2], "wraparound": [true, true],
+      "link": {"bandwidth": 1, "latency": 0}, "device_order": [0, 1, 2, 18446744073709551615]})")
+                   .ok());
+  // 1e400 overflows a double: nlohmann refuses the text as JSON (Number
+  // also refuses a non-finite value, should one get through).
+  EXPECT_FALSE(target(R"({"kind": "bus", "bus": {"bandwidth": 1, "latency": 0}})", "1e400").ok());
+}
+
 }  // namespace
 }  // namespace loom::cost

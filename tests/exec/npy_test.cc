@@ -80,6 +80,36 @@ TEST_F(NpyTest, RejectsAMismatchedShapeOrAForeignFile) {
   EXPECT_FALSE(ReadNpy(Path("missing.npy"), Shape(PrimitiveType::kF32, {1})).ok());
 }
 
+// A file of another dtype is refused, not converted: an f32 NaN must not
+// become an s32 0. bf16 parameters read float32, the dtype they are written
+// as.
+TEST_F(NpyTest, RefusesAnotherDtype) {
+  ASSERT_TRUE(WriteNpy(Path("f.npy"), Ramp(Shape(PrimitiveType::kF32, {4}))).ok());
+  Expected<Tensor> as_int = ReadNpy(Path("f.npy"), Shape(PrimitiveType::kS32, {4}));
+  ASSERT_FALSE(as_int.ok());
+  EXPECT_NE(as_int.error().message.find("dtype '<f4' does not match the parameter's s32"),
+            std::string::npos)
+      << as_int.error().message;
+  EXPECT_FALSE(ReadNpy(Path("f.npy"), Shape(PrimitiveType::kF64, {4})).ok());
+  EXPECT_TRUE(ReadNpy(Path("f.npy"), Shape(PrimitiveType::kBF16, {4})).ok());
+  EXPECT_TRUE(ReadNpy(Path("f.npy"), Shape(PrimitiveType::kF8E4M3FN, {4})).ok());
+}
+
+TEST_F(NpyTest, RefusesTruncatedDataAndTrailingBytes) {
+  ASSERT_TRUE(WriteNpy(Path("t.npy"), Ramp(Shape(PrimitiveType::kF32, {4}))).ok());
+  const Shape shape(PrimitiveType::kF32, {4});
+  std::ofstream(Path("t.npy"), std::ios::app | std::ios::binary) << "x";
+  Expected<Tensor> longer = ReadNpy(Path("t.npy"), shape);
+  ASSERT_FALSE(longer.ok());
+  EXPECT_NE(longer.error().message.find("bytes after"), std::string::npos)
+      << longer.error().message;
+  fs::resize_file(Path("t.npy"), fs::file_size(Path("t.npy")) - 5);
+  Expected<Tensor> shorter = ReadNpy(Path("t.npy"), shape);
+  ASSERT_FALSE(shorter.ok());
+  EXPECT_NE(shorter.error().message.find("truncated data"), std::string::npos)
+      << shorter.error().message;
+}
+
 TEST_F(NpyTest, RunnerReadsPerDeviceAndSharedInputs) {
   auto module = ir::ParseModule(R"(
 HloModule m

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/flops.h"
 #include "exec/cpu/cpu_device.h"
@@ -23,20 +25,27 @@ struct Tolerance {
   double value = 0;
 };
 
-Tolerance ParseTolerance(const std::string& text) {
+std::optional<Tolerance> ParseTolerance(const std::string& text) {
   if (text == "rounding") return Tolerance{.rounding = true};
-  size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value >= 0) || !std::isfinite(value)) {
-    throw CommandError(
-        fmt::format("--tolerance: '{}' is neither 'rounding' nor a finite number >= 0", text));
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(value >= 0) || !std::isfinite(value)) {
+    return std::nullopt;
   }
   return Tolerance{.value = value};
+}
+
+// An option error (exit 2) rather than a failed run.
+CLI::Validator IsTolerance() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        return ParseTolerance(text) ? std::string()
+                                    : fmt::format(
+                                          "'{}' is neither 'rounding' nor a finite "
+                                          "number >= 0",
+                                          text);
+      },
+      "0|rounding|T");
 }
 
 nlohmann::json OutputComparison(const exec::Tensor& a, const exec::Tensor& b, int64_t longest_sum) {
@@ -178,14 +187,16 @@ void AddCompareCommand(CLI::App& app) {
   command->add_option("A", options->a, "First HLO module")->required();
   command->add_option("B", options->b, "Second HLO module")->required();
   AddExecutionFlags(*command, options->flags);
-  command->add_option(
-      "--tolerance", options->tolerance,
-      "0 (the default): bitwise equality; 'rounding': differences within the rounding of "
-      "reordered sums (max|a-b| <= E u max|b|, u the unit roundoff of the output type, E = "
-      "max(8, 2 sqrt(n) u_f32 / u) for sums of n terms); a number T: |a-b| <= T max(1, |a|, "
-      "|b|) per element");
+  command
+      ->add_option(
+          "--tolerance", options->tolerance,
+          "0 (the default): bitwise equality; 'rounding': differences within the rounding of "
+          "reordered sums (max|a-b| <= E u max|b|, u the unit roundoff of the output type, E = "
+          "max(8, 2 sqrt(n) u_f32 / u) for sums of n terms); a number T: |a-b| <= T max(1, |a|, "
+          "|b|) per element")
+      ->check(IsTolerance());
   command->callback([options] {
-    const Tolerance tolerance = ParseTolerance(options->tolerance);
+    const Tolerance tolerance = ParseTolerance(options->tolerance).value_or(Tolerance{});
     std::unique_ptr<ir::Module> a = LoadVerifiedModule(options->a, nullptr);
     std::unique_ptr<ir::Module> b = LoadVerifiedModule(options->b, nullptr);
     const ir::DeviceGrid grid = GridOf(*a, options->flags);
