@@ -787,10 +787,13 @@ class Rewriter {
              fmt::format("%{} of the same dot is the better candidate ({})",
                          best->candidate.collective, it->verdict.reason));
     }
+    // Described before the rewrite, which removes the instructions the
+    // match points at.
+    std::string form = Describe(best->match);
     LOOM_RETURN_IF_ERROR(Apply(*best));
-    Record(best->candidate, best->match, true,
-           fmt::format("{}; {}", RingSummary(best->verdict, best->candidate.group_size),
-                       best->verdict.reason));
+    RecordDescribed(best->candidate, std::move(form), true,
+                    fmt::format("{}; {}", RingSummary(best->verdict, best->candidate.group_size),
+                                best->verdict.reason));
     return true;
   }
 
@@ -846,10 +849,17 @@ class Rewriter {
         .Emit(p.verdict.direction, p.verdict.form);
   }
 
+  static std::string Describe(const AnyMatch& match) {
+    return std::holds_alternative<GatherMatch>(match)
+               ? DescribeGather(std::get<GatherMatch>(match))
+               : DescribeScatter(std::get<ScatterMatch>(match));
+  }
+
   void Record(const Candidate& c, const AnyMatch& match, bool rewritten, std::string reason) {
-    std::string form = std::holds_alternative<GatherMatch>(match)
-                           ? DescribeGather(std::get<GatherMatch>(match))
-                           : DescribeScatter(std::get<ScatterMatch>(match));
+    RecordDescribed(c, Describe(match), rewritten, std::move(reason));
+  }
+
+  void RecordDescribed(const Candidate& c, std::string form, bool rewritten, std::string reason) {
     decisions_.push_back(
         {c.computation, c.collective, c.dot, std::move(form), rewritten, std::move(reason)});
   }

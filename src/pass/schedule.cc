@@ -248,7 +248,9 @@ class TopDownScheduler {
   }
 
   // Removes a ranked instruction from whichever pool holds it.
-  size_t Take(const Rank& rank) {
+  // By value: the caller may pass an element of the set it is erased from
+  // (the fuzzer found `Take(*finished_[k].begin())` reading freed memory).
+  size_t Take(Rank rank) {
     const Node& node = nodes_[rank.index];
     if (node.role == TransferRole::kStart) {
       starts_[node.kind].erase(rank);
