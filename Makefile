@@ -92,20 +92,27 @@ bench-ring: build
 calibrate: build
 	bench/calibration/run.sh $(BUILD_DIR)/loom
 
-# libFuzzer over parser + verifier under ASan and UBSan, from a seed corpus of
-# the examples, the malformed test modules and (when present) the shared
-# corpus. Everything it writes stays under $(FUZZ_DIR); it exits non-zero on
-# any finding (crash, leak, timeout, out of memory, round-trip failure).
+# The libFuzzer targets under ASan and UBSan, FUZZ_SECONDS each:
+# parse_verify_fuzzer (parser, verifier, printer) and pipeline_fuzzer
+# (every pass, stats, the simulator, the executor on tiny shapes; see
+# fuzz/). Seeds: the examples, the malformed and limit test modules and
+# (when present) the shared corpus. Everything they write stays under
+# $(FUZZ_DIR); it exits non-zero on any finding (crash, leak, timeout, out
+# of memory, a broken property), the input under $(FUZZ_DIR)/artifacts.
+FUZZERS := parse_verify_fuzzer pipeline_fuzzer
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DLOOM_FUZZ=ON -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target parse_verify_fuzzer
-	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/work $(FUZZ_DIR)/artifacts
-	mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/work $(FUZZ_DIR)/artifacts
-	cp examples/*.hlo tests/ir/bad/*.hlo $(FUZZ_DIR)/seeds/
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZERS)
+	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
+	mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
+	cp examples/*.hlo examples/*/*.hlo tests/ir/bad/*.hlo tests/exec/modules/*.hlo $(FUZZ_DIR)/seeds/
 	if [ -d $(CORPUS_DIR) ]; then cp $(CORPUS_DIR)/*.hlo $(FUZZ_DIR)/seeds/; fi
-	./$(FUZZ_DIR)/parse_verify_fuzzer $(FUZZ_DIR)/work $(FUZZ_DIR)/seeds \
-	  -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ -print_final_stats=1
+	for fuzzer in $(FUZZERS); do \
+	  rm -rf $(FUZZ_DIR)/work-$$fuzzer && mkdir -p $(FUZZ_DIR)/work-$$fuzzer && \
+	  ./$(FUZZ_DIR)/$$fuzzer $(FUZZ_DIR)/work-$$fuzzer $(FUZZ_DIR)/seeds \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=3072 -max_len=65536 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$fuzzer- -print_final_stats=1 || exit 1; \
+	done
 
 format:
 	find $(FORMAT_DIRS) -type f \( -name '*.cc' -o -name '*.h' \) -print0 2>/dev/null \

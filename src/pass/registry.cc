@@ -95,10 +95,12 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
   constexpr std::string_view kName = "collective-matmul";
   CollectiveMatmulOptions config;
   StepGateOptions gate;
-  for (const auto& [key, value] : options) {
-    const auto bad = [&] {
-      return Error{
-          fmt::format("pass {}: {}={} is not one of the allowed values", kName, key, value)};
+  for (const auto& option : options) {
+    const auto& [key, value] = option;
+    // Captures the pair, not its bindings (which clang 14 cannot capture).
+    const auto bad = [&option, kName] {
+      return Error{fmt::format("pass {}: {}={} is not one of the allowed values", kName,
+                               option.first, option.second)};
     };
     if (key == "direction") {
       if (value != "unidirectional" && value != "bidirectional") return bad();
