@@ -31,6 +31,7 @@ class ThreadsLaunch : public Launch {
   }
   bool is_root() const override { return true; }
   Status AwaitRoot() override { return OkStatus(); }
+  void Fail(const Error&) override {}
 };
 
 // Tags for the report exchange: control messages, apart from collectives'.
@@ -69,24 +70,28 @@ class MpiLaunch : public Launch {
       std::memcpy(header.data(), &size, sizeof(size));
       LOOM_ASSIGN_OR_RETURN(RequestId first, comm_->StartSend(0, tag, std::move(header)));
       LOOM_ASSIGN_OR_RETURN(RequestId second, comm_->StartSend(0, tag + 1, std::move(text)));
-      LOOM_RETURN_IF_ERROR(comm_->Wait(first).status());
-      LOOM_RETURN_IF_ERROR(comm_->Wait(second).status());
+      LOOM_RETURN_IF_ERROR(WaitForPeer(first).status());
+      LOOM_RETURN_IF_ERROR(WaitForPeer(second).status());
       return std::vector<std::string>{};
     }
     std::vector<std::string> texts = {std::move(mine[0])};
     for (int64_t peer = 1; peer < comm_->size(); ++peer) {
       uint64_t size = 0;
       LOOM_ASSIGN_OR_RETURN(RequestId first, comm_->StartRecv(peer, tag, sizeof(size)));
-      LOOM_ASSIGN_OR_RETURN(Bytes header, comm_->Wait(first));
+      LOOM_ASSIGN_OR_RETURN(Bytes header, WaitForPeer(first));
       std::memcpy(&size, header.data(), sizeof(size));
       LOOM_ASSIGN_OR_RETURN(RequestId second, comm_->StartRecv(peer, tag + 1, size));
-      LOOM_ASSIGN_OR_RETURN(Bytes text, comm_->Wait(second));
+      LOOM_ASSIGN_OR_RETURN(Bytes text, WaitForPeer(second));
       texts.emplace_back(reinterpret_cast<const char*>(text.data()), text.size());
     }
     return texts;
   }
 
   bool is_root() const override { return comm_->rank() == 0; }
+
+  void Fail(const Error& error) override {
+    comm_->Abort(Error{fmt::format("device {}: {}", comm_->rank(), error.message), error.loc});
+  }
 
   Status AwaitRoot() override {
     const uint64_t tag = kReportTag + 2 * reports_++;
@@ -96,14 +101,23 @@ class MpiLaunch : public Launch {
         LOOM_ASSIGN_OR_RETURN(RequestId send, comm_->StartSend(peer, tag, Bytes(1)));
         sends.push_back(send);
       }
-      for (RequestId send : sends) LOOM_RETURN_IF_ERROR(comm_->Wait(send).status());
+      for (RequestId send : sends) LOOM_RETURN_IF_ERROR(WaitForPeer(send).status());
       return OkStatus();
     }
     LOOM_ASSIGN_OR_RETURN(RequestId recv, comm_->StartRecv(0, tag, 1));
-    return comm_->Wait(recv).status();
+    return WaitForPeer(recv).status();
   }
 
  private:
+  // The report exchange waits on peers that may still be running: for two
+  // timeouts, so that a device stuck in a collective, which gives up after
+  // one, ends the job naming itself before a peer could name it instead.
+  Expected<Bytes> WaitForPeer(RequestId id) {
+    Expected<Bytes> first = comm_->Wait(id);
+    if (first.ok() || first.error().message.find("timed out") == std::string::npos) return first;
+    return comm_->Wait(id);  // a request that timed out stays posted
+  }
+
   std::unique_ptr<Communicator> comm_;
   uint64_t reports_ = 0;
 };

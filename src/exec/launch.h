@@ -40,6 +40,13 @@ class Launch {
   // Returns once the root has everything (after GatherAtRoot): from then on
   // every device finished, so outputs may be published as complete.
   virtual Status AwaitRoot() = 0;
+
+  // A failure of this process after Run and before AwaitRoot returned
+  // (writing outputs, the report exchange), while its peers may wait for
+  // it: under MPI, prints `error` and ends the whole job at once
+  // (MPI_Abort), and does not return; with threads, returns (the caller
+  // reports the error as usual).
+  virtual void Fail(const Error& error) = 0;
 };
 
 }  // namespace loom::exec

@@ -63,6 +63,26 @@ if command -v mpirun >/dev/null; then
   expect "run: an endless while loop (mpi)" 1 "the while loop ran longer than the timeout of 1000 ms" -- \
     "${mpirun[@]}" -np 2 "$loom" run "$limits/endless_while.hlo" --devices 2 --backend mpi --timeout 1
 fi
+# A device that fails after its run (its outputs cannot be written) ends the
+# MPI job at once, naming itself, instead of leaving the others waiting
+# for its report. An immutable folder makes only device 1 fail (needs
+# chattr and a file system that has the flag: skipped otherwise).
+if command -v mpirun >/dev/null && mkdir -p "$tmp/outdir/device1.partial" &&
+  touch "$tmp/outdir/device1.partial/output0.npy" && chattr +i "$tmp/outdir/device1.partial" 2>/dev/null; then
+  start=$SECONDS
+  expect "run: a device that cannot write its outputs (mpi)" 1 "device 1: .*Operation not permitted" -- \
+    "${mpirun[@]}" -np 4 "$loom" run "$root/examples/ring/ag_dot.hlo" --devices 4 --backend mpi \
+    --out "$tmp/outdir" --timeout 30
+  chattr -i "$tmp/outdir/device1.partial"
+  if ((SECONDS - start < 20)); then
+    echo "ok   run: ... and the job ends before the timeout"
+    passed=$((passed + 1))
+  else
+    fail "run: a device that cannot write its outputs (mpi)" "took $((SECONDS - start)) s"
+  fi
+else
+  echo "skip run: a device that cannot write its outputs (no mpirun or no chattr +i here)"
+fi
 expect "simulate: nested 2^31-trip loops of transfers" 1 "would move at least 9223372036854775807 messages .*--max-messages" -- \
   "$loom" simulate "$limits/nested_transfer_loops.hlo" --target tpu-v4
 expect "stats: nested 2^31-trip loops" 0 "" -- "$loom" stats "$limits/nested_transfer_loops.hlo"

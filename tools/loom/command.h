@@ -54,6 +54,20 @@ void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags);
 exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags);
 // Starts the backend; throws CommandError when it cannot.
 std::unique_ptr<exec::Launch> StartLaunch(const ExecutionFlags& flags);
+
+// Runs `work`, the part of a command between Launch::Run and AwaitRoot in
+// which the devices wait on each other: an exception there (an output that
+// cannot be written, a report that does not arrive) ends the whole job
+// under MPI through Launch::Fail, rather than leaving the peers waiting.
+template <typename Work>
+auto EndJobOnFailure(exec::Launch& launch, Work&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (const std::exception& error) {
+    launch.Fail(Error{error.what()});
+    throw;
+  }
+}
 // The device grid of `module` for flags.devices devices.
 ir::DeviceGrid GridOf(const ir::Module& module, const ExecutionFlags& flags);
 

@@ -215,24 +215,27 @@ void AddCompareCommand(CLI::App& app) {
 
     const int64_t longest_sum =
         std::max(analysis::LongestSum(*a, grid), analysis::LongestSum(*b, grid));
-    std::vector<std::string> mine;
-    for (size_t i = 0; i < results_a->size(); ++i) {
-      mine.push_back(DeviceComparison((*results_a)[i], (*results_b)[i], longest_sum).dump());
-    }
-    Expected<std::vector<std::string>> texts = launch->GatherAtRoot(std::move(mine));
-    if (!texts.ok()) throw CommandError(texts.error().ToString());
-    bool same = true;
-    if (launch->is_root()) {
-      std::vector<nlohmann::json> devices;
-      for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
-      fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
-                 options->a, options->b, options->flags.devices, options->flags.backend,
-                 options->flags.seed, exec::cpu::DotKernelName(options->flags.deterministic));
-      same = PrintReport(devices, tolerance, longest_sum);
-    }
-    if (Status synced = launch->AwaitRoot(); !synced.ok()) {
-      throw CommandError(synced.error().ToString());
-    }
+    const bool same = EndJobOnFailure(*launch, [&] {
+      std::vector<std::string> mine;
+      for (size_t i = 0; i < results_a->size(); ++i) {
+        mine.push_back(DeviceComparison((*results_a)[i], (*results_b)[i], longest_sum).dump());
+      }
+      Expected<std::vector<std::string>> texts = launch->GatherAtRoot(std::move(mine));
+      if (!texts.ok()) throw CommandError(texts.error().ToString());
+      bool all_same = true;
+      if (launch->is_root()) {
+        std::vector<nlohmann::json> devices;
+        for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
+        fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
+                   options->a, options->b, options->flags.devices, options->flags.backend,
+                   options->flags.seed, exec::cpu::DotKernelName(options->flags.deterministic));
+        all_same = PrintReport(devices, tolerance, longest_sum);
+      }
+      if (Status synced = launch->AwaitRoot(); !synced.ok()) {
+        throw CommandError(synced.error().ToString());
+      }
+      return all_same;
+    });
     if (!same) throw CommandError("");
   });
 }

@@ -103,17 +103,20 @@ void AddRunCommand(CLI::App& app) {
     Expected<std::vector<exec::DeviceResult>> results = launch->Run(*module, grid, run_options);
     if (!results.ok()) throw CommandError(results.error().ToString(options->module));
 
-    const auto renames = options->out.empty() ? std::vector<std::pair<fs::path, fs::path>>{}
-                                              : WriteOutputs(options->out, *results);
-    std::vector<std::string> mine;
-    for (const exec::DeviceResult& result : *results) {
-      mine.push_back(DeviceSummary(result, run_options.trace).dump());
-    }
-    Expected<std::vector<std::string>> texts = launch->GatherAtRoot(std::move(mine));
-    if (!texts.ok()) throw CommandError(texts.error().ToString());
-    if (Status synced = launch->AwaitRoot(); !synced.ok()) {
-      throw CommandError(synced.error().ToString());
-    }
+    std::vector<std::pair<fs::path, fs::path>> renames;
+    const std::vector<std::string> texts = EndJobOnFailure(*launch, [&] {
+      if (!options->out.empty()) renames = WriteOutputs(options->out, *results);
+      std::vector<std::string> mine;
+      for (const exec::DeviceResult& result : *results) {
+        mine.push_back(DeviceSummary(result, run_options.trace).dump());
+      }
+      Expected<std::vector<std::string>> gathered = launch->GatherAtRoot(std::move(mine));
+      if (!gathered.ok()) throw CommandError(gathered.error().ToString());
+      if (Status synced = launch->AwaitRoot(); !synced.ok()) {
+        throw CommandError(synced.error().ToString());
+      }
+      return std::move(gathered).value();
+    });
     for (const auto& [partial, final_dir] : renames) {
       fs::remove_all(final_dir);
       fs::rename(partial, final_dir);
@@ -121,7 +124,7 @@ void AddRunCommand(CLI::App& app) {
     if (!launch->is_root()) return;
     std::vector<nlohmann::json> summaries;
     std::vector<exec::TraceEvent> events;
-    for (const std::string& text : *texts) {
+    for (const std::string& text : texts) {
       summaries.push_back(nlohmann::json::parse(text));
       if (run_options.trace) {
         Expected<std::vector<exec::TraceEvent>> device_events =

@@ -10,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -72,6 +73,14 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
     }
     work_.notify_all();
     thread_.join();
+    if (abandoned_) {
+      // A transfer nobody waits for any more (its waiter timed out) would
+      // keep MPI_Finalize waiting for a peer that never comes: end the job.
+      std::fprintf(stderr, "device %d: ending the job: transfers with peers are still pending\n",
+                   rank_);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (auto& [partition, comm] : communicators_) MPI_Comm_free(&comm);
     MPI_Comm_free(&data_comm_);
     MPI_Comm_free(&control_comm_);
@@ -244,8 +253,12 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
   // little latency, long ones take little CPU from the device's compute.
   void Progress() {
     constexpr std::chrono::microseconds kFirstPause{5};
+    // At stop, transfers still active have no waiter (it timed out or gave
+    // up); they get this long to complete before they count as abandoned.
+    constexpr std::chrono::seconds kGraceAtStop{1};
     std::vector<Transfer*> active;
     std::chrono::microseconds pause = kFirstPause;
+    std::optional<std::chrono::steady_clock::time_point> stop_deadline;
     for (;;) {
       {
         std::unique_lock lock(mutex_);
@@ -258,6 +271,14 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
           return;
         }
         if (stop_ && queued_.empty() && active.empty()) return;
+        if (stop_ && queued_.empty()) {
+          const auto now = std::chrono::steady_clock::now();
+          if (!stop_deadline) stop_deadline = now + kGraceAtStop;
+          if (now > *stop_deadline) {
+            abandoned_ = true;
+            return;
+          }
+        }
         if (!queued_.empty()) pause = kFirstPause;
         while (!queued_.empty()) {
           active.push_back(queued_.front());
@@ -365,6 +386,7 @@ class MpiCommunicator : public Communicator, public NativeCollectives {
   bool stop_ = false;
   bool abort_ = false;             // Abort asks the thread to leave MPI
   bool progress_stopped_ = false;  // and it has
+  bool abandoned_ = false;         // stopped with transfers still pending
   std::thread thread_;             // last: starts after every other member is ready
 };
 
