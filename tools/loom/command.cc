@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+#include <vector>
 
 #include "ir/parser.h"
 #include "support/output_file.h"
@@ -20,11 +22,26 @@ std::unique_ptr<ir::Module> LoadModule(const std::string& path) {
   return std::move(module).value();
 }
 
+namespace {
+
+// Under mpirun every process loads the module: only the first says what
+// its warnings are. (MPI is not initialised yet: the launcher's variables
+// tell the rank.)
+bool IsFirstProcessOfTheJob() {
+  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* rank = std::getenv(variable)) return std::string_view(rank) == "0";
+  }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<ir::Module> LoadVerifiedModule(const std::string& path, ir::VerifyReport* report) {
   std::unique_ptr<ir::Module> module = LoadModule(path);
   Expected<ir::VerifyReport> verified = ir::VerifyModule(*module);
   if (!verified.ok()) throw CommandError(verified.error().ToString(path));
-  for (const Error& warning : verified->warnings) {
+  for (const Error& warning :
+       IsFirstProcessOfTheJob() ? verified->warnings : std::vector<Error>{}) {
     const std::string where = warning.loc.known()
                                   ? fmt::format("{}:{}:{}", path, warning.loc.line, warning.loc.col)
                                   : path;
