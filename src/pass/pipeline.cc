@@ -6,9 +6,10 @@
 
 namespace loom::pass {
 
-Expected<bool> Pipeline::Run(ir::Module& module) const {
+Expected<bool> Pipeline::Run(ir::Module& module, const AfterPass& after_pass) const {
   bool changed = false;
-  for (const auto& pass : passes_) {
+  for (size_t index = 0; index < passes_.size(); ++index) {
+    const auto& pass = passes_[index];
     Expected<bool> pass_changed = pass->Run(module);
     if (!pass_changed.ok()) {
       Error error = pass_changed.error();
@@ -21,6 +22,7 @@ Expected<bool> Pipeline::Run(ir::Module& module) const {
                                verified.error().ToString())};
     }
     changed = changed || *pass_changed;
+    if (after_pass) after_pass(index, *pass, module);
   }
   return changed;
 }

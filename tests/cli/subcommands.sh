@@ -132,6 +132,22 @@ else
   fail "loom opt --target --estimate, scheduled" "no estimates, or not a scheduled valid module"
 fi
 
+# opt --dump-dir: the module as read and after each pass, numbered in order;
+# each verifies and the last is what -o wrote. --print-after-all prints the
+# same modules, each under its header line.
+pipeline=collective-matmul,async-collectives,schedule
+if run "$loom" opt "$example" --target tpu-v4 --passes=$pipeline --dump-dir "$tmp/dump" \
+  -o "$tmp/dumped.hlo" && [[ $(ls "$tmp/dump" | tr '\n' ' ') == \
+  "00-input.hlo 01-collective-matmul.hlo 02-async-collectives.hlo 03-schedule.hlo " ]] &&
+  cmp -s "$tmp/dump/03-schedule.hlo" "$tmp/dumped.hlo" && run "$loom" verify "$tmp/dump/01-collective-matmul.hlo" &&
+  run "$loom" opt "$example" --target tpu-v4 --passes=$pipeline --print-after-all -o /dev/null &&
+  [[ $(grep -c '^// after pass [123]: ' "$tmp/err") -eq 3 ]] &&
+  grep -q '^// after pass 2: async-collectives$' "$tmp/err"; then
+  ok "loom opt --dump-dir, --print-after-all"
+else
+  fail "loom opt --dump-dir, --print-after-all" "wrong files or headers"
+fi
+
 # Bad pass specifications and targets: exit 1 with one line naming the problem.
 for args in "--passes=no-such-pass" "--passes=collective-matmul{form=spiral}" \
   "--passes=schedule" "--passes=collective-matmul --target tpu-v9" \

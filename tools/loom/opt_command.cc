@@ -1,5 +1,10 @@
-// `loom opt MODULE --passes=P1,P2{opt=v} [-o OUT] [--explain]`: run passes.
+// `loom opt MODULE --passes=P1,P2{opt=v} [-o OUT] [--explain] [--print-after-all]
+// [--dump-dir DIR]`: run passes, and show the module after each.
 #include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string_view>
 
 #include "cost/step_time.h"
 #include "ir/printer.h"
@@ -16,6 +21,11 @@ std::string Estimate(const ir::Module& module, const cost::CostModel& model) {
   return estimate->ToString();
 }
 
+// DIR/NN-NAME.hlo: the module after pass NN (00: as read).
+std::string DumpPath(const std::string& dir, size_t index, std::string_view name) {
+  return (std::filesystem::path(dir) / fmt::format("{:02}-{}.hlo", index, name)).string();
+}
+
 }  // namespace
 
 void AddOptCommand(CLI::App& app) {
@@ -27,6 +37,8 @@ void AddOptCommand(CLI::App& app) {
     bool explain = false;
     bool estimate = false;
     bool list = false;
+    bool print_after_all = false;
+    std::string dump_dir;
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -46,6 +58,12 @@ void AddOptCommand(CLI::App& app) {
                     "With --target: print the estimated step time of one device before and after "
                     "the passes (on stdout with -o, else on stderr)");
   command->add_flag("--list-passes", options->list, "List the passes and their options");
+  command->add_flag("--print-after-all", options->print_after_all,
+                    "Print the module after each pass to stderr, each under a '// after pass N: "
+                    "NAME' line");
+  command->add_option("--dump-dir", options->dump_dir,
+                      "Write DIR/00-input.hlo and, after each pass, DIR/NN-NAME.hlo (numbered "
+                      "from 01 in pipeline order)");
   command->callback([options] {
     if (options->list) {
       for (const std::string& line : pass::DescribePasses()) fmt::print("{}\n", line);
@@ -65,7 +83,20 @@ void AddOptCommand(CLI::App& app) {
     if (options->estimate && !context.cost_model) throw CommandError("--estimate needs --target");
     std::string before;
     if (options->estimate) before = Estimate(*module, *context.cost_model);
-    Expected<bool> changed = pipeline->Run(*module);
+    if (!options->dump_dir.empty()) {
+      std::filesystem::create_directories(options->dump_dir);
+      WriteOutput(DumpPath(options->dump_dir, 0, "input"), ir::PrintModule(*module));
+    }
+    const auto after_pass = [&](size_t index, const pass::Pass& pass, const ir::Module& after) {
+      if (options->print_after_all) {
+        fmt::print(stderr, "// after pass {}: {}\n{}", index + 1, pass.name(),
+                   ir::PrintModule(after));
+      }
+      if (!options->dump_dir.empty()) {
+        WriteOutput(DumpPath(options->dump_dir, index + 1, pass.name()), ir::PrintModule(after));
+      }
+    };
+    Expected<bool> changed = pipeline->Run(*module, after_pass);
     if (!changed.ok()) throw CommandError(changed.error().ToString(options->input));
     if (options->explain) {
       std::FILE* sink = options->output.empty() || options->output == "-" ? stderr : stdout;
