@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test demo bench bench-cost bench-exec bench-ring bench-sim bench-overlap calibrate fuzz format clean
+.PHONY: all deps configure build test check demo bench bench-cost bench-exec bench-ring bench-sim bench-overlap calibrate fuzz format clean
 
 all: build
 
@@ -27,6 +27,11 @@ build: configure
 test: deps
 	@$(MAKE) --no-print-directory build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+
+# The fast tier (ctest label `fast`): everything but the few slowest tests.
+check: deps
+	@$(MAKE) --no-print-directory build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2 -L fast
 
 DEMO_DIR      := $(BUILD_DIR)/demo
 
