@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <string>
@@ -15,8 +16,6 @@
 namespace loom::pass {
 
 namespace {
-
-using PassOptions = std::map<std::string, std::string, std::less<>>;
 
 // Splits at commas that are not inside braces.
 std::vector<std::string_view> SplitTopLevel(std::string_view text) {
@@ -90,68 +89,123 @@ Expected<int64_t> ParseCount(std::string_view pass, std::string_view key, std::s
   return value;
 }
 
+// --- option values, checked against the table before a factory sees them -----
+
+// The allowed values of a kChoice option ("a|b|c") or the parts of a
+// kChoiceSet ("a+b").
+bool IsOneOf(std::string_view value, std::string_view choices) {
+  for (size_t start = 0; start <= choices.size();) {
+    const size_t end = std::min(choices.find('|', start), choices.size());
+    if (choices.substr(start, end - start) == value) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+Expected<double> ParseFraction(std::string_view pass, std::string_view key, std::string_view text) {
+  const std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !(value >= 0 && value < 1)) {
+    return Error{fmt::format("pass {}: {}={} is not a fraction in [0, 1)", pass, key, text)};
+  }
+  return value;
+}
+
+Status CheckValue(std::string_view pass, const OptionSpec& spec, std::string_view key,
+                  std::string_view value) {
+  switch (spec.type) {
+    case OptionType::kChoice:
+      if (IsOneOf(value, spec.choices)) return OkStatus();
+      return Error{fmt::format("pass {}: {}={}: want one of {}", pass, key, value, spec.choices)};
+    case OptionType::kChoiceSet:
+      for (size_t start = 0; start <= value.size();) {
+        const size_t end = std::min(value.find('+', start), value.size());
+        if (!IsOneOf(value.substr(start, end - start), spec.choices)) {
+          return Error{fmt::format("pass {}: {}={}: want values of {} joined by '+'", pass, key,
+                                   value, spec.choices)};
+        }
+        start = end + 1;
+      }
+      return OkStatus();
+    case OptionType::kBytes:
+      return ParseBytes(pass, key, value).status();
+    case OptionType::kCount:
+      return ParseCount(pass, key, value).status();
+    case OptionType::kFraction:
+      return ParseFraction(pass, key, value).status();
+  }
+  return OkStatus();
+}
+
+// The spec `key` names: its own, or a family's ("max-in-flight.KIND").
+const OptionSpec* FindOption(const PassEntry& entry, std::string_view key) {
+  for (const OptionSpec& spec : entry.options) {
+    if (!spec.family_suffixes.empty()) {
+      const std::string_view prefix = spec.name.substr(0, spec.name.find('.') + 1);
+      if (key.starts_with(prefix) && IsOneOf(key.substr(prefix.size()), spec.family_suffixes)) {
+        return &spec;
+      }
+    } else if (spec.name == key) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+std::string OptionNames(const PassEntry& entry) {
+  std::string names;
+  for (const OptionSpec& spec : entry.options) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", spec.name);
+  }
+  return names.empty() ? "none" : names;
+}
+
+Status CheckOptions(const PassEntry& entry, const PassOptions& options) {
+  for (const auto& [key, value] : options) {
+    const OptionSpec* spec = FindOption(entry, key);
+    if (spec == nullptr) {
+      return Error{fmt::format("pass {}: unknown option '{}' (options: {})", entry.name, key,
+                               OptionNames(entry))};
+    }
+    LOOM_RETURN_IF_ERROR(CheckValue(entry.name, *spec, key, value));
+  }
+  return OkStatus();
+}
+
+// --- the factories: options already checked ---------------------------------
+
 Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& options,
                                                        const PassContext& context) {
   constexpr std::string_view kName = "collective-matmul";
   CollectiveMatmulOptions config;
   StepGateOptions gate;
-  for (const auto& option : options) {
-    const auto& [key, value] = option;
-    // Captures the pair, not its bindings (which clang 14 cannot capture).
-    const auto bad = [&option, kName] {
-      return Error{fmt::format("pass {}: {}={} is not one of the allowed values", kName,
-                               option.first, option.second)};
-    };
+  for (const auto& [key, value] : options) {
     if (key == "direction") {
-      if (value != "unidirectional" && value != "bidirectional") return bad();
       config.direction =
           value == "bidirectional" ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
       gate.direction = config.direction;
     } else if (key == "form") {
-      if (value != "loop" && value != "unrolled") return bad();
       config.form = value == "loop" ? RingForm::kLoop : RingForm::kUnrolled;
       gate.form = config.form;
     } else if (key == "min-bytes") {
       LOOM_ASSIGN_OR_RETURN(config.min_bytes, ParseBytes(kName, key, value));
     } else if (key == "other-users") {
-      if (value != "decline" && value != "keep") return bad();
       config.keep_gather_for_other_users = value == "keep";
     } else if (key == "forms") {
-      config.all_gather = config.reduce_scatter = config.all_reduce = false;
-      for (size_t start = 0; start <= value.size();) {
-        const size_t end = std::min(value.find('+', start), value.size());
-        const std::string_view form = std::string_view(value).substr(start, end - start);
-        if (form == "all-gather") {
-          config.all_gather = true;
-        } else if (form == "reduce-scatter") {
-          config.reduce_scatter = true;
-        } else if (form == "all-reduce") {
-          config.all_reduce = true;
-        } else {
-          return bad();
-        }
-        start = end + 1;
-      }
+      const auto has = [&](std::string_view form) {
+        return ("+" + value + "+").find("+" + std::string(form) + "+") != std::string::npos;
+      };
+      config.all_gather = has("all-gather");
+      config.reduce_scatter = has("reduce-scatter");
+      config.all_reduce = has("all-reduce");
     } else if (key == "permutes-in-flight") {
       LOOM_ASSIGN_OR_RETURN(gate.schedule.MaxInFlight(cost::TransferKind::kCollectivePermute),
                             ParseCount(kName, key, value));
     } else if (key == "min-gain") {
-      double gain = -1;
-      try {
-        size_t used = 0;
-        gain = std::stod(value, &used);
-        if (used != value.size()) gain = -1;
-      } catch (const std::exception&) {
-        gain = -1;
-      }
-      if (!(gain >= 0 && gain < 1)) {
-        return Error{fmt::format("pass {}: min-gain={} is not a fraction in [0, 1)", kName, value)};
-      }
-      gate.min_gain = gain;
+      LOOM_ASSIGN_OR_RETURN(gate.min_gain, ParseFraction(kName, key, value));
     } else if (key == "max-unrolled-steps") {
       LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseCount(kName, key, value));
-    } else {
-      return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
     }
   }
   // With a target, the whole scheduled step decides; direction and form given
@@ -162,16 +216,6 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
   }
   return std::unique_ptr<Pass>(std::make_unique<CollectiveMatmul>(std::move(config)));
 }
-
-// The schedule pass keeps a reference to its cost model; this owns it.
-struct CostModelHolder {
-  std::shared_ptr<const cost::CostModel> model;
-};
-class OwningSchedule : private CostModelHolder, public Schedule {
- public:
-  OwningSchedule(std::shared_ptr<const cost::CostModel> model, ScheduleOptions options)
-      : CostModelHolder{std::move(model)}, Schedule(*CostModelHolder::model, std::move(options)) {}
-};
 
 Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
                                                const PassContext& context) {
@@ -189,32 +233,67 @@ Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
       if (!kind) return Error{fmt::format("pass schedule: unknown transfer kind in '{}'", key)};
       LOOM_ASSIGN_OR_RETURN(config.MaxInFlight(*kind), ParseCount(kName, key, value));
     } else if (key == "order") {
-      if (value == "best") {
-        config.order = ScheduleOrder::kBest;
-      } else if (value == "top-down") {
-        config.order = ScheduleOrder::kTopDown;
-      } else if (value == "bottom-up") {
-        config.order = ScheduleOrder::kBottomUp;
-      } else {
-        return Error{fmt::format(
-            "pass schedule: order must be best, top-down or bottom-up, got '{}'", value)};
-      }
-    } else {
-      return Error{fmt::format("pass {}: unknown option '{}'", kName, key)};
+      config.order = value == "top-down"    ? ScheduleOrder::kTopDown
+                     : value == "bottom-up" ? ScheduleOrder::kBottomUp
+                                            : ScheduleOrder::kBest;
     }
   }
-  return std::unique_ptr<Pass>(std::make_unique<OwningSchedule>(context.cost_model, config));
+  return std::unique_ptr<Pass>(std::make_unique<Schedule>(context.cost_model, config));
 }
 
-Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions& options) {
-  if (!options.empty()) {
-    return Error{
-        fmt::format("pass async-collectives: unknown option '{}'", options.begin()->first)};
-  }
+Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions&, const PassContext&) {
   return std::unique_ptr<Pass>(std::make_unique<AsyncCollectives>());
 }
 
+constexpr std::string_view kTransferKinds =
+    "collective-permute|all-gather|all-reduce|reduce-scatter|all-to-all";
+
 }  // namespace
+
+const std::vector<PassEntry>& PassTable() {
+  static const std::vector<PassEntry> table = {
+      {"collective-matmul",
+       "decompose collectives next to dots into rings of collective-permutes overlapped with "
+       "partial products",
+       {
+           {"direction", OptionType::kChoice, "unidirectional|bidirectional", "", "",
+            "the ring's direction; with --target, chosen per candidate unless given"},
+           {"form", OptionType::kChoice, "loop|unrolled", "", "",
+            "a while loop or straight-line steps; with --target, chosen unless given"},
+           {"min-bytes", OptionType::kBytes, "", "", "1M",
+            "without --target: rewrite only collectives of at least this many bytes"},
+           {"max-unrolled-steps", OptionType::kCount, "", "", "16",
+            "with --target: the most ring steps the gate unrolls"},
+           {"permutes-in-flight", OptionType::kCount, "", "", "1",
+            "with --target: permutes in flight when the gate schedules (as schedule's "
+            "max-in-flight)"},
+           {"min-gain", OptionType::kFraction, "", "", "0.005",
+            "with --target: the step must get faster by more than this fraction"},
+           {"other-users", OptionType::kChoice, "decline|keep", "", "decline",
+            "an all-gather with other users: decline, or keep it for them"},
+           {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce", "",
+            "all-gather+reduce-scatter+all-reduce", "which collectives to decompose"},
+       },
+       CreateCollectiveMatmul},
+      {"async-collectives",
+       "turn collectives and collective-permutes into start/done pairs",
+       {},
+       CreateAsyncCollectives},
+      {"schedule",
+       "order every computation by list scheduling on the --target's cost model, starts early "
+       "and dones late",
+       {
+           {"max-in-flight", OptionType::kCount, "", "", "1",
+            "transfers of each kind in flight at once"},
+           {"max-in-flight.KIND", OptionType::kCount, "", kTransferKinds, "1",
+            "the same for one kind"},
+           {"order", OptionType::kChoice, "best|top-down|bottom-up", "", "best",
+            "the list scheduler; best keeps whichever order has the shorter estimate"},
+       },
+       CreateSchedule},
+  };
+  return table;
+}
 
 Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec, const PassContext& context) {
   spec = Trim(spec);
@@ -226,12 +305,16 @@ Expected<std::unique_ptr<Pass>> CreatePass(std::string_view spec, const PassCont
     name = Trim(spec.substr(0, brace));
     body = spec.substr(brace + 1, spec.size() - brace - 2);
   }
-  LOOM_ASSIGN_OR_RETURN(PassOptions options, ParseOptions(name, body));
-  if (name == "collective-matmul") return CreateCollectiveMatmul(options, context);
-  if (name == "async-collectives") return CreateAsyncCollectives(options);
-  if (name == "schedule") return CreateSchedule(options, context);
-  return Error{fmt::format(
-      "unknown pass '{}' (known: collective-matmul, async-collectives, schedule)", name)};
+  std::string known;
+  for (const PassEntry& entry : PassTable()) {
+    if (entry.name == name) {
+      LOOM_ASSIGN_OR_RETURN(PassOptions options, ParseOptions(name, body));
+      LOOM_RETURN_IF_ERROR(CheckOptions(entry, options));
+      return entry.factory(options, context);
+    }
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", entry.name);
+  }
+  return Error{fmt::format("unknown pass '{}' (known: {})", name, known)};
 }
 
 Expected<Pipeline> ParsePipeline(std::string_view spec, const PassContext& context) {
@@ -245,22 +328,39 @@ Expected<Pipeline> ParsePipeline(std::string_view spec, const PassContext& conte
 }
 
 std::vector<std::string> DescribePasses() {
-  return {
-      "collective-matmul{direction=unidirectional|bidirectional, form=loop|unrolled, "
-      "min-bytes=N[K|M] (default 1M; without --target); with --target: max-unrolled-steps=N "
-      "(default 16), permutes-in-flight=N (default 1, as schedule's max-in-flight), "
-      "min-gain=F (default 0.005: the step must get faster by more than this fraction); "
-      "other-users=decline|keep, "
-      "forms=all-gather+reduce-scatter+all-reduce}: decompose collectives next to dots into "
-      "rings of collective-permutes overlapped with partial products",
-      "async-collectives: turn collectives and collective-permutes into start/done pairs",
-      "schedule{max-in-flight=N (default 1), max-in-flight.KIND=N, "
-      "order=best|top-down|bottom-up (default best)}: order every computation by list "
-      "scheduling on the --target's cost model, starts early and dones late, at most N "
-      "transfers of a kind in flight (KIND: collective-permute, all-gather, all-reduce, "
-      "reduce-scatter, all-to-all); best keeps whichever scheduler's order has the shorter "
-      "estimate",
-  };
+  std::vector<std::string> lines;
+  for (const PassEntry& entry : PassTable()) {
+    lines.push_back(fmt::format("{}: {}", entry.name, entry.summary));
+    for (const OptionSpec& option : entry.options) {
+      std::string value;
+      switch (option.type) {
+        case OptionType::kChoice:
+          value = std::string(option.choices);
+          break;
+        case OptionType::kChoiceSet:
+          value = fmt::format("{} joined by +", option.choices);
+          break;
+        case OptionType::kBytes:
+          value = "N[K|M]";
+          break;
+        case OptionType::kCount:
+          value = "N >= 1";
+          break;
+        case OptionType::kFraction:
+          value = "F in [0, 1)";
+          break;
+      }
+      std::string name(option.name);
+      if (!option.family_suffixes.empty()) {
+        name += fmt::format(" (KIND: {})", option.family_suffixes);
+      }
+      lines.push_back(fmt::format(
+          "    {}={}{}: {}", name, value,
+          option.default_value.empty() ? "" : fmt::format(" (default {})", option.default_value),
+          option.help));
+    }
+  }
+  return lines;
 }
 
 }  // namespace loom::pass

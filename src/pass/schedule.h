@@ -72,6 +72,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +109,9 @@ class Schedule : public Pass {
   // `model` must outlive the pass.
   explicit Schedule(const cost::CostModel& model, ScheduleOptions options = {})
       : model_(model), options_(std::move(options)) {}
+  // Shares `model` (passes made by name live as long as their pipeline).
+  explicit Schedule(std::shared_ptr<const cost::CostModel> model, ScheduleOptions options = {})
+      : shared_model_(std::move(model)), model_(*shared_model_), options_(std::move(options)) {}
   std::string_view name() const override { return "schedule"; }
   Expected<bool> Run(ir::Module& module) override;
   // Per computation: instruction count and the estimated time before and
@@ -115,6 +119,7 @@ class Schedule : public Pass {
   std::vector<std::string> Explain() const override { return explanation_; }
 
  private:
+  std::shared_ptr<const cost::CostModel> shared_model_;  // before model_: it may refer to it
   const cost::CostModel& model_;
   ScheduleOptions options_;
   std::vector<std::string> explanation_;
