@@ -110,7 +110,8 @@ fuzz: deps
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZERS)
 	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
 	mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
-	cp examples/*.hlo examples/*/*.hlo tests/ir/bad/*.hlo tests/exec/modules/*.hlo $(FUZZ_DIR)/seeds/
+	cp examples/*.hlo examples/*/*.hlo tests/ir/bad/*.hlo tests/exec/modules/*.hlo tests/lit/*/*.hlo \
+	  tests/cli/limits/*.hlo $(FUZZ_DIR)/seeds/
 	if [ -d $(CORPUS_DIR) ]; then cp $(CORPUS_DIR)/*.hlo $(FUZZ_DIR)/seeds/; fi
 	for fuzzer in $(FUZZERS); do \
 	  rm -rf $(FUZZ_DIR)/work-$$fuzzer && mkdir -p $(FUZZ_DIR)/work-$$fuzzer && \
