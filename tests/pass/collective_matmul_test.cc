@@ -376,65 +376,7 @@ ENTRY %main {
 }
 
 // --- what must not be rewritten --------------------------------------------------
-
-// The module is unchanged and the one decision (if any) declines with a
-// reason containing `reason`.
-void ExpectDeclined(std::string_view hlo, std::string_view reason,
-                    CollectiveMatmulOptions options = kUniLoop) {
-  Outcome out = Rewrite(hlo, options);
-  EXPECT_FALSE(out.changed) << out.text;
-  auto original = Parse(hlo);
-  ASSERT_TRUE(original);
-  EXPECT_EQ(out.text, ir::PrintModule(*original));
-  if (reason.empty()) {
-    EXPECT_TRUE(out.decisions.empty()) << out.Explain();
-    return;
-  }
-  ASSERT_EQ(out.decisions.size(), 1u) << out.Explain();
-  EXPECT_FALSE(out.decisions[0].rewritten);
-  EXPECT_NE(out.decisions[0].reason.find(reason), std::string::npos) << out.Explain();
-}
-
-TEST(CollectiveMatmulDeclines, GatherWithoutADot) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-ENTRY %main {
-  %x = f32[2,3] parameter(0)
-  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
-  ROOT %n = f32[4,3] negate(%g)
-}
-)",
-                 "");
-}
-
-TEST(CollectiveMatmulDeclines, DimensionMergedIntoAMoreMajorOne) {
-  // Gathered dimension 1 merges into dimension 0 behind dimension 0's rows:
-  // shard r is not one block of the reshaped operand.
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-ENTRY %main {
-  %x = f32[3,2,4] parameter(0)
-  %w = f32[4,5] parameter(1)
-  %g = f32[3,4,4] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={1}, use_global_device_ids=true
-  %r = f32[12,4] reshape(%g)
-  ROOT %y = f32[12,5] dot(%r, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)",
-                 "cannot be traced through %r (reshape)");
-}
-
-TEST(CollectiveMatmulDeclines, GroupOfOneDevice) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-ENTRY %main {
-  %x = f32[2,3] parameter(0)
-  %w = f32[3,4] parameter(1)
-  %g = f32[2,3] all-gather(%x), channel_id=1, replica_groups={{0},{1}}, dimensions={0}, use_global_device_ids=true
-  ROOT %y = f32[2,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)",
-                 "group has one device");
-}
+// The not-transformed cases are lit tests: tests/lit/collective-matmul/declines_*.hlo.
 
 constexpr std::string_view kGatherWithTwoUsers = R"(
 HloModule m, num_partitions=2
@@ -448,10 +390,6 @@ ENTRY %main {
 }
 )";
 
-TEST(CollectiveMatmulDeclines, GatherWithAnotherUser) {
-  ExpectDeclined(kGatherWithTwoUsers, "other users");
-}
-
 TEST(CollectiveMatmul, GatherWithAnotherUserIsKeptForItWhenAsked) {
   CollectiveMatmulOptions options = kUniUnrolled;
   options.keep_gather_for_other_users = true;
@@ -463,76 +401,6 @@ TEST(CollectiveMatmul, GatherWithAnotherUserIsKeptForItWhenAsked) {
     CHECK: negate(%g)
   )");
   ExpectSameResults(kGatherWithTwoUsers, out.text, 2);
-}
-
-TEST(CollectiveMatmulDeclines, BelowTheSizeThreshold) {
-  CollectiveMatmulOptions options;  // min_bytes 1 MiB
-  ExpectDeclined(kGatherLhsFree, "below min_bytes", options);
-}
-
-TEST(CollectiveMatmulDeclines, ReductionThatIsNotOneElementwiseOp) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-%sum_sq (p: f32[], q: f32[]) -> f32[] {
-  %p = f32[] parameter(0)
-  %q = f32[] parameter(1)
-  %s = f32[] add(%p, %q)
-  ROOT %m = f32[] multiply(%s, %s)
-}
-ENTRY %main {
-  %a = f32[4,3] parameter(0)
-  %b = f32[3,4] parameter(1)
-  %p = f32[4,4] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT %out = f32[2,4] reduce-scatter(%p), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true, to_apply=%sum_sq
-}
-)",
-                 "not a single elementwise binary op");
-}
-
-TEST(CollectiveMatmulDeclines, GroupsSpanningReplicasAndPartitions) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2, replica_count=2
-ENTRY %main {
-  %x = f32[2,3] parameter(0)
-  %w = f32[3,4] parameter(1)
-  %g = f32[4,3] all-gather(%x), channel_id=1, replica_groups={{0,3},{1,2}}, dimensions={0}, use_global_device_ids=true
-  ROOT %y = f32[4,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)",
-                 "no collective-permute can express");
-}
-
-TEST(CollectiveMatmulDeclines, AlreadyAsynchronousGather) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-ENTRY %main {
-  %x = f32[2,3] parameter(0)
-  %w = f32[3,4] parameter(1)
-  %s = (f32[2,3], f32[4,3]) all-gather-start(%x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
-  %g = f32[4,3] all-gather-done(%s)
-  ROOT %y = f32[4,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)",
-                 "already asynchronous");
-}
-
-TEST(CollectiveMatmulDeclines, DotWithAnotherUserThanTheReduceScatter) {
-  ExpectDeclined(R"(
-HloModule m, num_partitions=2
-%add (p: f32[], q: f32[]) -> f32[] {
-  %p = f32[] parameter(0)
-  %q = f32[] parameter(1)
-  ROOT %s = f32[] add(%p, %q)
-}
-ENTRY %main {
-  %a = f32[4,3] parameter(0)
-  %b = f32[3,4] parameter(1)
-  %p = f32[4,4] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  %rs = f32[2,4] reduce-scatter(%p), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
-  ROOT %t = (f32[2,4], f32[4,4]) tuple(%rs, %p)
-}
-)",
-                 "%p has other users");
 }
 
 TEST(CollectiveMatmul, OfTwoCandidatesTheLargerCollectiveWins) {
