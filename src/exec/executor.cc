@@ -429,9 +429,13 @@ class Executor::Evaluation {
 
   ~Evaluation() { DrainInFlight(); }
 
+  // Runs the program; on an error while collectives are in flight, first
+  // ends the run on every device with that error, so that the peers report
+  // the cause, not that this device stopped.
   Expected<Value> Run(std::vector<Value> arguments);
 
  private:
+  Expected<Value> RunSteps(std::vector<Value> arguments);
   // A collective between its start and its done: what it reads and writes
   // stays alive until then.
   struct InFlight {
@@ -490,6 +494,16 @@ Expected<Value> Executor::Run(const ir::Computation& computation, std::vector<Va
 }
 
 Expected<Value> Executor::Evaluation::Run(std::vector<Value> arguments) {
+  Expected<Value> result = RunSteps(std::move(arguments));
+  if (!result.ok() && !in_flight_.empty() && context_.collectives != nullptr) {
+    Communicator& comm = context_.collectives->comm();
+    comm.Abort(Error{fmt::format("device {}: {}", comm.rank(), result.error().message),
+                     result.error().loc});
+  }
+  return result;
+}
+
+Expected<Value> Executor::Evaluation::RunSteps(std::vector<Value> arguments) {
   for (size_t number = 0; number < program_.parameter_slots.size(); ++number) {
     const int32_t slot = program_.parameter_slots[number];
     if (slot < 0) continue;
