@@ -40,14 +40,15 @@ checksums() { grep -E '^ +[0-9]+ ' "$1" | awk '{print $1, $3, $4, $5}'; }
 shopt -s nullglob
 for module in "$corpus"/*.hlo; do
   name=$(basename "$module")
-  devices=$("$loom" verify "$module" | sed -nE 's/.* ([0-9]+) partition\(s\) x ([0-9]+) replica.*/\1 \2/p' |
-    awk '{print $1 * $2}')
+  # From the JSON reports (one key per line at two spaces for top-level keys).
+  devices=$("$loom" verify "$module" --json - 2>/dev/null | sed -nE 's/^  "devices": ([0-9]+),?$/\1/p')
   if [[ -z $devices ]]; then
     echo "FAIL: $name does not verify"
     failed=$((failed + 1))
     continue
   fi
-  gflop=$("$loom" stats "$module" | sed -nE 's/.*\(([0-9.]+) GFLOP\).*/\1/p')
+  flops=$("$loom" stats "$module" --json - 2>/dev/null | sed -nE 's/^  "dot_flops": ([0-9]+),?$/\1/p')
+  gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
   if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
     skipped+=("$name: too much compute for a CI run: $gflop GFLOP of dots per device x $devices devices")
     continue

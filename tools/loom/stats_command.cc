@@ -3,6 +3,9 @@
 // the peak of live bytes.
 #include <fmt/format.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
 #include "loom/command.h"
@@ -36,8 +39,42 @@ void PrintDynamicStats(const analysis::DynamicStats& dynamic, int64_t peak_live_
   }
 }
 
+nlohmann::json CollectivesJson(const std::map<std::string, analysis::CollectiveStats>& kinds) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [kind, collective] : kinds) {
+    json[kind] = {{"count", collective.count},
+                  {"result_bytes", collective.result_bytes},
+                  {"ring_bytes_per_device", collective.ring_bytes_per_device}};
+  }
+  return json;
+}
+
+nlohmann::json StatsJson(const ir::Module& module, const analysis::ModuleStats& stats,
+                         int64_t peak_live_bytes) {
+  const analysis::DynamicStats& dynamic = stats.dynamic;
+  return {
+      {"module", module.name()},
+      {"devices", stats.devices},
+      {"computations", stats.computation_count},
+      {"instructions", stats.instruction_count},
+      {"entry_parameter_bytes", stats.entry_parameter_bytes},
+      {"opcodes", stats.opcode_counts},
+      {"collectives", CollectivesJson(stats.collectives)},
+      {"dots", stats.dot_count},
+      {"dot_flops", stats.dot_flops},
+      {"dynamic",
+       {{"collectives", CollectivesJson(dynamic.collectives)},
+        {"bytes_sent_per_device", dynamic.bytes_sent_per_device},
+        {"dots", dynamic.dot_count},
+        {"dot_flops", dynamic.dot_flops},
+        {"unknown_trip_count_loops", dynamic.unknown_trip_count_loops},
+        {"peak_live_bytes", peak_live_bytes}}},
+      {"saturated", stats.saturated},
+  };
+}
+
 void PrintStats(const std::string& path, const ir::Module& module,
-                const analysis::ModuleStats& stats) {
+                const analysis::ModuleStats& stats, int64_t peak_live_bytes) {
   fmt::print("module {} ({})\n", module.name(), path);
   fmt::print("  devices: {}   computations: {}   instructions: {}   entry parameters: {}\n",
              stats.devices, stats.computation_count, stats.instruction_count,
@@ -56,7 +93,7 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);
-  PrintDynamicStats(stats.dynamic, analysis::PeakLiveBytes(module));
+  PrintDynamicStats(stats.dynamic, peak_live_bytes);
   if (stats.saturated) {
     fmt::print(
         "  note: some numbers exceed the 64-bit range; each of those is shown as its largest "
@@ -74,10 +111,19 @@ void AddStatsCommand(CLI::App& app) {
       "Print op counts, bytes moved per collective kind and dot FLOPs of a module, statically "
       "and over one run (loop bodies times their trip counts), and its peak live bytes");
   command->add_option("MODULE", *input, "HLO text file")->required();
-  command->callback([input] {
+  auto json = std::make_shared<std::string>();
+  command->add_option("--json", *json,
+                      "Also write the numbers as JSON to this file ('-': to stdout, instead of "
+                      "the text); a sum that saturated is 9223372036854775807, with "
+                      "\"saturated\": true");
+  command->callback([input, json] {
     ir::VerifyReport report;
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(*input, &report);
-    PrintStats(*input, *module, analysis::ComputeStats(*module, report));
+    const analysis::ModuleStats stats = analysis::ComputeStats(*module, report);
+    const int64_t peak_live_bytes = analysis::PeakLiveBytes(*module);
+    if (*json != "-") PrintStats(*input, *module, stats, peak_live_bytes);
+    if (!json->empty())
+      WriteOutput(*json, StatsJson(*module, stats, peak_live_bytes).dump(2) + "\n");
   });
 }
 
