@@ -31,9 +31,10 @@ for module in "$corpus"/*.hlo; do
     fi
     rewritten=$(grep -c ': rewritten ' "$work/explain")
     [[ $rewritten -eq 0 ]] && continue
-    devices=$("$loom" verify "$module" | sed -nE 's/.* ([0-9]+) partition\(s\) x ([0-9]+) replica.*/\1 \2/p' |
-      awk '{print $1 * $2}')
-    gflop=$("$loom" stats "$module" | sed -nE 's/^dots:.*\(([0-9.]+) GFLOP\).*/\1/p')
+    # From the JSON reports (top-level keys at two spaces).
+    devices=$("$loom" verify "$module" --json - 2>/dev/null | sed -nE 's/^  "devices": ([0-9]+),?$/\1/p')
+    flops=$("$loom" stats "$module" --json - 2>/dev/null | sed -nE 's/^  "dot_flops": ([0-9]+),?$/\1/p')
+    gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
     if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
       notes+=("$name ($passes): $rewritten rewritten, not run: $gflop GFLOP of dots per device x $devices devices")
       continue

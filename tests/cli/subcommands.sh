@@ -187,14 +187,16 @@ if run "$loom" simulate --compare "$example" "$tmp/ring.hlo" --target dgx-h100 &
 else
   fail "loom simulate --compare" "no speedup line"
 fi
-run "$loom" simulate "$example" --target tpu-v4-4x4x4
-base=$(sed -nE 's/^step time +([0-9.]+) us.*/\1/p' "$tmp/out")
-run "$loom" simulate "$example" --target tpu-v4-4x4x4 --compute-scale 2=1.5
-slow=$(sed -nE 's/^step time +([0-9.]+) us.*/\1/p' "$tmp/out")
+# The step times from the JSON reports (top-level keys at two spaces).
+step_seconds() { sed -nE 's/^  "step_seconds": ([0-9.e+-]+),?$/\1/p' "$1"; }
+run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/base.json"
+base=$(step_seconds "$tmp/base.json")
+run "$loom" simulate "$example" --target tpu-v4-4x4x4 --compute-scale 2=1.5 --json "$tmp/slow.json"
+slow=$(step_seconds "$tmp/slow.json")
 if [[ -n $base && -n $slow ]] && awk -v a="$base" -v b="$slow" 'BEGIN { exit !(b > a) }'; then
-  ok "loom simulate --compute-scale: a straggler slows the step ($base -> $slow us)"
+  ok "loom simulate --compute-scale: a straggler slows the step ($base -> $slow s)"
 else
-  fail "loom simulate --compute-scale" "step $base -> $slow us"
+  fail "loom simulate --compute-scale" "step $base -> $slow s"
 fi
 # Errors: an unknown target, a module larger than the target (exit 1), a
 # malformed link scale (an option error, exit 2).
