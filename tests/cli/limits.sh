@@ -18,18 +18,8 @@ example=$root/examples/mlp_block_tp4.hlo
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpirun --oversubscribe --mca btl self,vader)
 
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL $1: $2"
-  for f in "$tmp/out" "$tmp/err"; do
-    if [[ -s $f ]]; then sed 's/^/  | /' "$f" | head -8; fi
-  done
-  failed=$((failed + 1))
-}
+# shellcheck source=harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 # expect NAME CODE PATTERN -- CMD...: CMD exits CODE within 60 s and its
 # stderr matches the extended regular expression PATTERN.
@@ -43,8 +33,7 @@ expect() {
   elif [[ -n $pattern ]] && ! grep -qE -- "$pattern" "$tmp/err"; then
     fail "$name" "stderr does not match: $pattern"
   else
-    echo "ok   $name"
-    passed=$((passed + 1))
+    ok "$name"
   fi
 }
 
@@ -75,8 +64,7 @@ if command -v mpirun >/dev/null && mkdir -p "$tmp/outdir/device1.partial" &&
     --out "$tmp/outdir" --timeout 30
   chattr -i "$tmp/outdir/device1.partial"
   if ((SECONDS - start < 20)); then
-    echo "ok   run: ... and the job ends before the timeout"
-    passed=$((passed + 1))
+    ok "run: ... and the job ends before the timeout"
   else
     fail "run: a device that cannot write its outputs (mpi)" "took $((SECONDS - start)) s"
   fi
@@ -87,8 +75,7 @@ expect "simulate: nested 2^31-trip loops of transfers" 1 "would move at least 92
   "$loom" simulate "$limits/nested_transfer_loops.hlo" --target tpu-v4
 expect "stats: nested 2^31-trip loops" 0 "" -- "$loom" stats "$limits/nested_transfer_loops.hlo"
 if grep -q "bytes sent: *at least 8.00 EiB" "$tmp/out" && grep -q "largest value, 9223372036854775807" "$tmp/out"; then
-  echo "ok   stats: a saturated sum says so"
-  passed=$((passed + 1))
+  ok "stats: a saturated sum says so"
 else
   fail "stats: a saturated sum says so" "no 'at least' or no note"
 fi
@@ -129,10 +116,10 @@ expect "verify: unknown attributes are warned about" 0 \
   "unknown_attribute.hlo:5:[0-9]+: warning: attribute 'shardng' is not one XLA's HLO defines" -- \
   "$loom" verify "$limits/unknown_attribute.hlo"
 grep -q "1:[0-9]*: warning: module attribute 'num_partition'" "$tmp/err" &&
-  { echo "ok   verify: unknown header attribute"; passed=$((passed + 1)); } ||
+  ok "verify: unknown header attribute" ||
   fail "verify: unknown header attribute" "no warning"
 expect "verify: the example has no warnings" 0 "" -- "$loom" verify "$example"
-[[ ! -s $tmp/err ]] && { echo "ok   verify: silent on a clean module"; passed=$((passed + 1)); } ||
+[[ ! -s $tmp/err ]] && ok "verify: silent on a clean module" ||
   fail "verify: silent on a clean module" "stderr not empty"
 
 # .npy inputs of another dtype are refused, not converted (an f32 NaN must
@@ -170,5 +157,4 @@ expect "simulate --compute-scale garbage" 2 "compute-scale" -- \
 expect "simulate --max-messages -1" 2 "max-messages" -- \
   "$loom" simulate "$example" --target tpu-v4 --max-messages -1
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish

@@ -15,26 +15,8 @@ loom=$1
 root=$2
 example=$root/examples/mlp_block_tp4.hlo
 
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() {
-  echo "ok   $1"
-  passed=$((passed + 1))
-}
-fail() {
-  echo "FAIL $1: $2"
-  for f in "$tmp/out" "$tmp/err"; do
-    if [[ -s $f ]]; then sed 's/^/  | /' "$f" | head -10; fi
-  done
-  failed=$((failed + 1))
-}
-# run NAME CMD...: runs CMD with a timeout, stdout to $tmp/out, stderr to $tmp/err.
-run() {
-  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
-}
+# shellcheck source=harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 for sub in "" fmt verify stats opt targets simulate; do
   label="loom ${sub:+$sub }--help"
@@ -329,5 +311,4 @@ else
   fail "loom UNKNOWN-SUBCOMMAND" "exit status $status"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish
