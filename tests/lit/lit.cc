@@ -18,6 +18,8 @@
 //   CHECK-NEXT:  the line right after the last match matches
 //   CHECK-LABEL: like CHECK; CHECK-NOT never looks across it
 //   CHECK-NOT:   no line between the lines of the matches around it matches
+//   CHECK-COUNT-N: N CHECKs of the pattern in a row (FileCheck's meaning;
+//                with a CHECK-NOT of it after, exactly N from there on)
 //
 // A pattern is literal text with {{regex}} and captures: [[NAME:regex]]
 // binds what it matched, [[NAME]] must match it again. A failed check prints
@@ -301,14 +303,24 @@ int main(int argc, char** argv) {
   std::vector<Run> runs;
   std::map<std::string, std::vector<Check>> checks;  // by prefix
   static const std::regex kRun(R"(^\s*//\s*RUN(?:\(([A-Z0-9_-]+)\))?:\s*(.*)$)");
-  static const std::regex kCheck(R"(^\s*//\s*([A-Z][A-Z0-9_]*)(?:-(NEXT|LABEL|NOT))?:\s?(.*)$)");
+  static const std::regex kCheck(
+      R"(^\s*//\s*([A-Z][A-Z0-9_]*)(?:-(NEXT|LABEL|NOT|COUNT-[0-9]+))?:\s?(.*)$)");
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::smatch match;
     if (std::regex_match(line, match, kRun)) {
       runs.push_back({match[1].matched ? match[1].str() : "CHECK", Trim(match[2].str()), number});
     } else if (std::regex_match(line, match, kCheck) && match[1].str() != "EXPECT") {
-      checks[match[1].str()].push_back({match[2].str(), Trim(match[3].str()), number});
+      const std::string kind = match[2].str();
+      if (kind.rfind("COUNT-", 0) == 0) {
+        // N positive checks of the same pattern, one after the other.
+        const int times = std::stoi(kind.substr(6));
+        for (int i = 0; i < times; ++i) {
+          checks[match[1].str()].push_back({"", Trim(match[3].str()), number});
+        }
+        continue;
+      }
+      checks[match[1].str()].push_back({kind, Trim(match[3].str()), number});
     }
   }
   if (runs.empty()) {
@@ -317,7 +329,7 @@ int main(int argc, char** argv) {
   }
   // A misspelt directive of a prefix in use (CHECK-NXET:) must not be
   // ignored silently.
-  static const std::regex kAnyDirective(R"(^\s*//\s*([A-Z][A-Z0-9_]*)-([A-Z-]+):.*$)");
+  static const std::regex kAnyDirective(R"(^\s*//\s*([A-Z][A-Z0-9_]*)-([A-Z0-9-]+):.*$)");
   in.clear();
   in.seekg(0);
   for (int number = 1; std::getline(in, line); ++number) {
@@ -326,9 +338,11 @@ int main(int argc, char** argv) {
     const std::string suffix = match[2].str();
     const bool used = std::any_of(runs.begin(), runs.end(),
                                   [&](const Run& run) { return run.prefix == match[1].str(); });
-    if (used && suffix != "NEXT" && suffix != "LABEL" && suffix != "NOT") {
+    const bool count = suffix.rfind("COUNT-", 0) == 0 && suffix.size() > 6 &&
+                       suffix.find_first_not_of("0123456789", 6) == std::string::npos;
+    if (used && suffix != "NEXT" && suffix != "LABEL" && suffix != "NOT" && !count) {
       std::cerr << file << ":" << number << ": error: unknown directive " << match[1].str() << "-"
-                << suffix << " (NEXT, LABEL and NOT are known)\n";
+                << suffix << " (NEXT, LABEL, NOT and COUNT-N are known)\n";
       return 1;
     }
   }
