@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -267,21 +268,12 @@ std::pair<std::string, int> RunCommand(const std::string& command) {
   return {output, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
 }
 
-// `%s`: the test file; `%t`: a temporary path of this test's own; `loom`
-// at the start of a command (after `&&`, `||`, `|` or `;` too): the binary.
-std::string Substitute(std::string command, const std::string& loom, const std::string& file,
-                       const std::string& temporary) {
+// `%s`: the test file; `%t`: a temporary path of this test's own. (`loom`
+// is found on PATH, where main puts the binary under test first.)
+std::string Substitute(std::string command, const std::string& file, const std::string& temporary) {
   for (size_t at; (at = command.find("%s")) != std::string::npos;) command.replace(at, 2, file);
   for (size_t at; (at = command.find("%t")) != std::string::npos;) {
     command.replace(at, 2, temporary);
-  }
-  if (command.rfind("loom ", 0) == 0) command.replace(0, 4, loom);
-  for (const std::string separator : {"| ", "&& ", "|| ", "; "}) {
-    const std::string word = separator + "loom ";
-    for (size_t at = 0; (at = command.find(word, at)) != std::string::npos;) {
-      command.replace(at + separator.size(), 4, loom);
-      at += separator.size() + loom.size();
-    }
   }
   return command;
 }
@@ -295,6 +287,17 @@ int main(int argc, char** argv) {
   }
   const std::string loom = argv[1];
   const std::string file = argv[2];
+  // RUN lines say `loom`: the binary under test comes first on PATH.
+  std::error_code error;
+  const std::filesystem::path binary = std::filesystem::absolute(loom, error);
+  if (error || binary.filename() != "loom") {
+    std::cerr << "loom_lit: " << loom << " is not a binary called loom\n";
+    return 2;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string search =
+      binary.parent_path().string() + (path != nullptr ? ":" + std::string(path) : "");
+  ::setenv("PATH", search.c_str(), 1);
   std::ifstream in(file);
   if (!in) {
     std::cerr << "loom_lit: cannot read " << file << "\n";
@@ -302,7 +305,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Run> runs;
   std::map<std::string, std::vector<Check>> checks;  // by prefix
-  static const std::regex kRun(R"(^\s*//\s*RUN(?:\(([A-Z0-9_-]+)\))?:\s*(.*)$)");
+  static const std::regex kRun(R"(^\s*//\s*RUN(?:\(([A-Z][A-Z0-9_]*)\))?:\s*(.*)$)");
   static const std::regex kCheck(
       R"(^\s*//\s*([A-Z][A-Z0-9_]*)(?:-(NEXT|LABEL|NOT|COUNT-[0-9]+))?:\s?(.*)$)");
   std::string line;
@@ -355,7 +358,7 @@ int main(int argc, char** argv) {
         (std::filesystem::temp_directory_path() /
          ("loom_lit_" + std::to_string(::getpid()) + "_" + std::to_string(run.line)))
             .string();
-    command = Substitute(command, loom, file, temporary);
+    command = Substitute(command, file, temporary);
     auto [output, status] = RunCommand(command);
     std::error_code ignored;
     for (const char* suffix : {"", ".2"}) std::filesystem::remove(temporary + suffix, ignored);

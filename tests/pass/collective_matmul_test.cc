@@ -70,72 +70,8 @@ const CollectiveMatmulOptions kBiLoop = With(RingDirection::kBidirectional, Ring
 
 // --- all-gather -> dot ---------------------------------------------------------
 
-constexpr std::string_view kGatherLhsFree = R"(
-HloModule ag, num_partitions=4
-ENTRY %main {
-  %x = f32[2,6] parameter(0)
-  %w = f32[6,5] parameter(1)
-  %x.full = f32[8,6] all-gather(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
-  ROOT %y = f32[8,5] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)";
-
-TEST(CollectiveMatmul, GatherFreeDimensionUnrolled) {
-  Outcome out = Rewrite(kGatherLhsFree, kUniUnrolled);
-  ASSERT_TRUE(out.changed) << out.Explain();
-  EXPECT_CHECKS(out.text, R"(
-    CHECK-NOT: all-gather
-    CHECK-NOT: while
-    CHECK-COUNT-3: collective-permute(
-    CHECK-COUNT-4: f32[2,5] dot(
-    CHECK-COUNT-4: dynamic-update-slice(
-    CHECK: %partition = u32[] partition-id()
-    CHECK: collective-permute(%x), channel_id=2, source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
-    CHECK: f32[2,5] dot(%x, %w)
-    CHECK: ROOT
-  )");
-  ASSERT_EQ(out.decisions.size(), 1u);
-  EXPECT_TRUE(out.decisions[0].rewritten);
-  EXPECT_EQ(out.decisions[0].form, "all-gather -> dot (lhs free dimension 0, N=4)");
-  ExpectSameResults(kGatherLhsFree, out.text, 4);
-}
-
-TEST(CollectiveMatmul, GatherFreeDimensionLoop) {
-  Outcome out = Rewrite(kGatherLhsFree, kUniLoop);
-  ASSERT_TRUE(out.changed) << out.Explain();
-  // Steps 0..2 send and multiply in the loop; step 3 only multiplies.
-  EXPECT_CHECKS(out.text, R"(
-    CHECK: %windowed_dot_general_body_ag
-    CHECK: collective-permute(
-    CHECK: dot(
-    CHECK: dynamic-update-slice(
-    CHECK: %windowed_dot_general_cond_ag
-    CHECK: s32[] constant(3)
-    CHECK: direction=LT
-    CHECK: ENTRY
-    CHECK: while(
-    CHECK: condition=%windowed_dot_general_cond_ag, body=%windowed_dot_general_body_ag
-    CHECK: dot(
-    CHECK-COUNT-1: collective-permute(
-    CHECK-COUNT-2: dot(
-  )");
-  ExpectSameResults(kGatherLhsFree, out.text, 4);
-}
-
-TEST(CollectiveMatmul, GatherBidirectionalSendsBothWays) {
-  for (const auto& options : {kBiUnrolled, kBiLoop}) {
-    Outcome out = Rewrite(kGatherLhsFree, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    // Own shard both ways, then one more clockwise: 3 transfers, critical
-    // path 2 instead of 3.
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-COUNT-3: collective-permute(
-      CHECK: collective-permute(%x), channel_id=2, source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
-      CHECK: collective-permute(%x), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
-    )");
-    ExpectSameResults(kGatherLhsFree, out.text, 4);
-  }
-}
+// The free-dimension gather in every ring mode is a lit test:
+// tests/lit/collective-matmul/gather_free_dimension.hlo.
 
 TEST(CollectiveMatmul, GatherBatchDimensionSlicesTheOtherOperand) {
   constexpr std::string_view kHlo = R"(
