@@ -70,31 +70,8 @@ const CollectiveMatmulOptions kBiLoop = With(RingDirection::kBidirectional, Ring
 
 // --- all-gather -> dot ---------------------------------------------------------
 
-// The free-dimension gather in every ring mode is a lit test:
-// tests/lit/collective-matmul/gather_free_dimension.hlo.
-
-TEST(CollectiveMatmul, GatherBatchDimensionSlicesTheOtherOperand) {
-  constexpr std::string_view kHlo = R"(
-HloModule ag_batch, num_partitions=3
-ENTRY %main {
-  %a = f32[4,3,6] parameter(0)
-  %b = f32[4,2,5] parameter(1)
-  %b.full = f32[4,6,5] all-gather(%b), channel_id=1, replica_groups={{0,1,2}}, dimensions={1}, use_global_device_ids=true
-  ROOT %y = f32[6,3,5] dot(%a, %b.full), lhs_batch_dims={2}, lhs_contracting_dims={0}, rhs_batch_dims={1}, rhs_contracting_dims={0}
-}
-)";
-  for (const auto& options : {kUniUnrolled, kUniLoop, kBiUnrolled, kBiLoop}) {
-    Outcome out = Rewrite(kHlo, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    EXPECT_EQ(out.decisions[0].form, "all-gather -> dot (rhs batch dimension 1, N=3)");
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-NOT: all-gather
-      CHECK: f32[4,3,2] dynamic-slice(%a
-      CHECK: f32[2,3,5] dot(
-    )");
-    ExpectSameResults(kHlo, out.text, 3);
-  }
-}
+// Gathers along a free or batch dimension, through a transpose and reshape,
+// and over replicas are lit tests: tests/lit/collective-matmul/gather_*.hlo.
 
 TEST(CollectiveMatmul, GatherContractingDimensionAccumulatesInF32) {
   constexpr std::string_view kHlo = R"(
@@ -126,31 +103,6 @@ ENTRY %main {
   }
 }
 
-TEST(CollectiveMatmul, GatherThroughTransposeAndReshape) {
-  constexpr std::string_view kHlo = R"(
-HloModule ag_chain, num_partitions=2
-ENTRY %main {
-  %x = f32[3,2,4] parameter(0)
-  %w = f32[4,5] parameter(1)
-  %x.full = f32[3,4,4] all-gather(%x), channel_id=1, replica_groups={{0,1}}, dimensions={1}, use_global_device_ids=true
-  %t = f32[4,3,4] transpose(%x.full), dimensions={1,0,2}
-  %r = f32[12,4] reshape(%t)
-  ROOT %y = f32[12,5] dot(%r, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)";
-  for (const auto& options : {kUniUnrolled, kBiLoop}) {
-    Outcome out = Rewrite(kHlo, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-NOT: all-gather
-      CHECK: f32[2,3,4] transpose(%x), dimensions={1,0,2}
-      CHECK: f32[6,4] reshape(
-      CHECK: f32[6,5] dot(
-    )");
-    ExpectSameResults(kHlo, out.text, 2);
-  }
-}
-
 TEST(CollectiveMatmul, SubgroupsOfAMeshUseAPositionTable) {
   // Two groups of 2 on 4 devices, ring order = group order: {0,2} and {1,3}.
   constexpr std::string_view kHlo = R"(
@@ -169,30 +121,6 @@ ENTRY %main {
     CHECK: source_target_pairs={{0,2},{2,0},{1,3},{3,1}}
   )");
   ExpectSameResults(kHlo, out.text, 4);
-}
-
-TEST(CollectiveMatmul, CrossReplicaGroupsPermuteReplicas) {
-  constexpr std::string_view kHlo = R"(
-HloModule ag_replicas, replica_count=3
-ENTRY %main {
-  %x = f32[2,3] parameter(0)
-  %w = f32[3,4] parameter(1)
-  %x.full = f32[6,3] all-gather(%x), replica_groups={{2,0,1}}, dimensions={0}
-  ROOT %y = f32[6,4] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)";
-  for (const auto& options : {kUniLoop, kBiUnrolled}) {
-    Outcome out = Rewrite(kHlo, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-NOT: channel_id
-      CHECK-NOT: partition-id
-      CHECK: replica-id()
-      CHECK: s32[3] constant({1, 2, 0})
-    )");
-    EXPECT_CHECKS(out.text, "CHECK: source_target_pairs={{2,1},{0,2},{1,0}}");
-    ExpectSameResults(kHlo, out.text, 3);
-  }
 }
 
 // --- dot -> reduce-scatter / all-reduce -----------------------------------------
