@@ -125,54 +125,8 @@ ENTRY %main {
 
 // --- dot -> reduce-scatter / all-reduce -----------------------------------------
 
-constexpr std::string_view kReduceScatter = R"(
-HloModule rs, num_partitions=4
-%add (p: f32[], q: f32[]) -> f32[] {
-  %p = f32[] parameter(0)
-  %q = f32[] parameter(1)
-  ROOT %s = f32[] add(%p, %q)
-}
-ENTRY %main {
-  %a = f32[3,4] parameter(0)
-  %b = f32[4,8] parameter(1)
-  %p = f32[3,8] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT %out = f32[3,2] reduce-scatter(%p), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true, to_apply=%add
-}
-)";
-
-TEST(CollectiveMatmul, ReduceScatterUnidirectionalIsBitwise) {
-  for (const auto& options : {kUniUnrolled, kUniLoop}) {
-    Outcome out = Rewrite(kReduceScatter, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    EXPECT_EQ(out.decisions[0].form, "dot -> reduce-scatter (output dimension 1, rhs free, N=4)");
-    // Partial sums travel to the successor: block r arrives summed in the
-    // executor's ring order, so the result is bitwise the same.
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-NOT: reduce-scatter
-      CHECK-NOT: source_target_pairs={{0,3}
-      CHECK: f32[4,2] dynamic-slice(%b
-      CHECK: f32[3,2] dot(%a
-      CHECK: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
-    )");
-    if (options.form == RingForm::kUnrolled) {
-      EXPECT_CHECKS(out.text, "CHECK-COUNT-3: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}");
-    }
-    ExpectSameResults(kReduceScatter, out.text, 4);
-  }
-}
-
-TEST(CollectiveMatmul, ReduceScatterBidirectional) {
-  for (const auto& options : {kBiUnrolled, kBiLoop}) {
-    Outcome out = Rewrite(kReduceScatter, options);
-    ASSERT_TRUE(out.changed) << out.Explain();
-    // Block q: devices q+1, q+2 one way (2 transfers), q-1 the other way.
-    EXPECT_CHECKS(out.text, R"(
-      CHECK-COUNT-2: source_target_pairs={{0,3},{1,0},{2,1},{3,2}}
-      CHECK-COUNT-1: source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
-    )");
-    ExpectSameResults(kReduceScatter, out.text, 4, 1e-6);
-  }
-}
+// The reduce-scatter ring in every mode is a lit test:
+// tests/lit/collective-matmul/reduce_scatter.hlo.
 
 TEST(CollectiveMatmul, ReduceScatterOfABatchDimensionThroughConvert) {
   constexpr std::string_view kHlo = R"(
