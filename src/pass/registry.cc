@@ -241,8 +241,20 @@ Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
   return std::unique_ptr<Pass>(std::make_unique<Schedule>(context.cost_model, config));
 }
 
-Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions&, const PassContext&) {
-  return std::unique_ptr<Pass>(std::make_unique<AsyncCollectives>());
+Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions& options,
+                                                       const PassContext&) {
+  AsyncCollectivesOptions config;
+  if (auto kinds = options.find("kinds"); kinds != options.end()) {
+    const auto has = [&](std::string_view kind) {
+      return ("+" + kinds->second + "+").find("+" + std::string(kind) + "+") != std::string::npos;
+    };
+    config.all_gather = has("all-gather");
+    config.all_reduce = has("all-reduce");
+    config.collective_permute = has("collective-permute");
+    config.reduce_scatter = has("reduce-scatter");
+    config.all_to_all = has("all-to-all");
+  }
+  return std::unique_ptr<Pass>(std::make_unique<AsyncCollectives>(config));
 }
 
 constexpr std::string_view kTransferKinds =
@@ -277,7 +289,12 @@ const std::vector<PassEntry>& PassTable() {
        CreateCollectiveMatmul},
       {"async-collectives",
        "turn collectives and collective-permutes into start/done pairs",
-       {},
+       {
+           {"kinds", OptionType::kChoiceSet,
+            "all-gather|all-reduce|collective-permute|reduce-scatter|all-to-all", "",
+            "all-gather+all-reduce+collective-permute+reduce-scatter+all-to-all",
+            "which collectives to make asynchronous"},
+       },
        CreateAsyncCollectives},
       {"schedule",
        "order every computation by list scheduling on the --target's cost model, starts early "

@@ -55,6 +55,7 @@ TEST(PassTable, ErrorsNameWhatTheTableAllows) {
   EXPECT_FALSE(CreatePass("collective-matmul{forms=all-gather+broadcast}").ok());
   EXPECT_FALSE(CreatePass("collective-matmul{min-gain=1}", WithTarget()).ok());
   EXPECT_FALSE(CreatePass("async-collectives{x=1}").ok());
+  EXPECT_FALSE(CreatePass("async-collectives{kinds=all-gather+send}").ok());
   Expected<std::unique_ptr<Pass>> no_pass = CreatePass("fuse");
   ASSERT_FALSE(no_pass.ok());
   EXPECT_EQ(no_pass.error().message,
@@ -67,6 +68,22 @@ TEST(PassTable, ListingShowsEveryPassAndOption) {
   for (const PassEntry& entry : PassTable()) expected += 1 + entry.options.size();
   EXPECT_EQ(lines.size(), expected);
   EXPECT_EQ(lines.front().rfind("collective-matmul: ", 0), 0u);
+}
+
+TEST(PassTable, ParsesCollectiveMatmulOptionsAndPipelines) {
+  auto pass = CreatePass("collective-matmul{direction=bidirectional, form=unrolled, min-bytes=4K}");
+  ASSERT_TRUE(pass.ok()) << pass.error().message;
+  EXPECT_EQ((*pass)->name(), "collective-matmul");
+  EXPECT_FALSE(CreatePass("collective-matmul{direction=sideways}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{colour=blue}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{min-bytes=-3}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{min-bytes=9223372036854775807M}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{max-unrolled-steps=0}").ok());
+  EXPECT_FALSE(CreatePass("collective-matmul{permutes-in-flight=2K}").ok());
+  EXPECT_FALSE(CreatePass("no-such-pass").ok());
+  auto pipeline = ParsePipeline("collective-matmul{form=loop,min-bytes=0},collective-matmul");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.error().message;
+  EXPECT_EQ(pipeline->passes().size(), 2u);
 }
 
 }  // namespace
