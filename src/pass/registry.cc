@@ -193,8 +193,10 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
     } else if (key == "other-users") {
       config.keep_gather_for_other_users = value == "keep";
     } else if (key == "forms") {
-      const auto has = [&](std::string_view form) {
-        return ("+" + value + "+").find("+" + std::string(form) + "+") != std::string::npos;
+      // A named copy: clang 14 cannot capture a structured binding.
+      const std::string forms = "+" + value + "+";
+      const auto has = [&forms](std::string_view form) {
+        return forms.find("+" + std::string(form) + "+") != std::string::npos;
       };
       config.all_gather = has("all-gather");
       config.reduce_scatter = has("reduce-scatter");
