@@ -50,7 +50,7 @@ for module in "$corpus"/*.hlo; do
       notes+=("$name ($passes): $rewritten rewritten, not run: no end within ${seconds}s")
     elif [[ $code -eq 0 ]]; then
       compared=$((compared + 1))
-      echo "ok: $name ($passes, ${kernels:-OpenBLAS}): $rewritten rewritten; $(grep -c ' yes ' "$work/compare") output(s) bitwise equal; $(tail -1 "$work/compare")"
+      echo "ok: $name ($passes, ${kernels:-OpenBLAS}): $rewritten rewritten; $(grep -cE ' same$' "$work/compare") output(s) bitwise equal; $(tail -1 "$work/compare")"
     elif grep -q 'unsupported\|memory' "$work/err"; then
       notes+=("$name ($passes): $rewritten rewritten, not run: $(head -1 "$work/err" | sed 's/^[^ ]* error: //')")
     else

@@ -17,9 +17,13 @@
 namespace loom::cli {
 namespace {
 
-// What --tolerance asks for: bitwise equality (0, the default), differences
-// within the rounding of reordered sums ("rounding"), or |a-b| within T times
-// max(1, |a|, |b|) per element.
+// What --tolerance asks for: bitwise equality (0), differences within the
+// rounding of reordered sums ("rounding"), or |a-b| within T times
+// max(1, |a|, |b|) per element. Without it, what the dot kernels guarantee:
+// bitwise with --deterministic, within rounding with OpenBLAS, whose
+// kernels sum a block of a product differently from the whole on some CPUs
+// (README, "Exactness of the executor"), so that the verdict is the same on
+// every CPU.
 struct Tolerance {
   bool rounding = false;
   double value = 0;
@@ -179,7 +183,7 @@ void AddCompareCommand(CLI::App& app) {
     std::string a;
     std::string b;
     ExecutionFlags flags;
-    std::string tolerance = "0";
+    std::string tolerance;  // empty: what the kernels guarantee (DefaultTolerance)
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -190,13 +194,15 @@ void AddCompareCommand(CLI::App& app) {
   command
       ->add_option(
           "--tolerance", options->tolerance,
-          "0 (the default): bitwise equality; 'rounding': differences within the rounding of "
-          "reordered sums (max|a-b| <= E u max|b|, u the unit roundoff of the output type, E = "
-          "max(8, 2 sqrt(n) u_f32 / u) for sums of n terms); a number T: |a-b| <= T max(1, |a|, "
-          "|b|) per element")
+          "0: bitwise equality (the default with --deterministic); 'rounding': differences "
+          "within the rounding of reordered sums, the default with OpenBLAS (max|a-b| <= E u "
+          "max|b|, u the unit roundoff of the output type, E = max(8, 2 sqrt(n) u_f32 / u) for "
+          "sums of n terms); a number T: |a-b| <= T max(1, |a|, |b|) per element")
       ->check(IsTolerance());
   command->callback([options] {
-    const Tolerance tolerance = ParseTolerance(options->tolerance).value_or(Tolerance{});
+    const Tolerance tolerance = options->tolerance.empty()
+                                    ? Tolerance{.rounding = !options->flags.deterministic}
+                                    : ParseTolerance(options->tolerance).value_or(Tolerance{});
     std::unique_ptr<ir::Module> a = LoadVerifiedModule(options->a, nullptr);
     std::unique_ptr<ir::Module> b = LoadVerifiedModule(options->b, nullptr);
     const ir::DeviceGrid grid = GridOf(*a, options->flags);
