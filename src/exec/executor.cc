@@ -1084,7 +1084,7 @@ Expected<Value> Executor::Evaluation::FinishCollective(const Instruction& start)
   if (!status.ok()) return OpError(start, status.error().message);
   if (context_.trace) {
     context_.trace->Add(start.name(), std::string(ir::OpcodeName(start.opcode())),
-                        Track::kCommunication, flight.started_us, context_.trace->NowUs());
+                        trace::Lane::kTransfers, flight.started_us, context_.trace->NowUs());
   }
   return std::move(flight.result);
 }
@@ -1110,7 +1110,7 @@ void Executor::Evaluation::Record(const Step& step, double start_us) const {
   if (IsBookkeeping(step.kind)) return;
   const Instruction& instruction = *step.instruction;
   context_.trace->Add(instruction.name(), std::string(ir::OpcodeName(instruction.opcode())),
-                      Track::kCompute, start_us, context_.trace->NowUs());
+                      trace::Lane::kCompute, start_us, context_.trace->NowUs());
 }
 
 }  // namespace loom::exec

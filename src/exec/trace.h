@@ -1,9 +1,6 @@
 // A run's timeline: per device, what computed and what communicated when,
-// written as Chrome trace-event JSON (`{"traceEvents":[...]}`, complete
-// events `ph:"X"` with `ts`/`dur` in microseconds) that Perfetto and
-// chrome://tracing open. Compute and communication go on separate tracks
-// (tids) of each device's process (pid), since Perfetto rejects overlapping
-// events on one track.
+// recorded as the run goes and written by the one timeline writer
+// (trace/chrome_trace.h), which the simulator's traces share.
 #pragma once
 
 #include <chrono>
@@ -12,16 +9,15 @@
 #include <vector>
 
 #include "support/status.h"
+#include "trace/chrome_trace.h"
 
 namespace loom::exec {
-
-enum class Track { kCompute = 0, kCommunication = 1 };
 
 struct TraceEvent {
   std::string name;      // the instruction
   std::string category;  // its opcode
   int64_t device = 0;
-  Track track = Track::kCompute;
+  trace::Lane lane = trace::Lane::kCompute;
   double start_us = 0;
   double duration_us = 0;
 };
@@ -36,9 +32,10 @@ class TraceRecorder {
   double NowUs() const {
     return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
   }
-  void Add(std::string name, std::string category, Track track, double start_us, double end_us) {
+  void Add(std::string name, std::string category, trace::Lane lane, double start_us,
+           double end_us) {
     events_.push_back(
-        {std::move(name), std::move(category), device_, track, start_us, end_us - start_us});
+        {std::move(name), std::move(category), device_, lane, start_us, end_us - start_us});
   }
   std::vector<TraceEvent>& events() { return events_; }
 

@@ -1,11 +1,13 @@
 // SimReport as JSON and as a table.
+#include "sim/report.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "sim/simulator.h"
+#include "support/check.h"
 #include "support/units.h"
 namespace loom::sim {
 

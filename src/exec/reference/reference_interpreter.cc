@@ -883,7 +883,7 @@ Expected<Tensor> Evaluation::FinishCollective(const Instruction& instruction) {
   if (!result.ok()) return OpError(instruction, result.error().message);
   if (device_.trace) {
     device_.trace->Add(start->name(), std::string(ir::OpcodeName(start->opcode())),
-                       Track::kCommunication, started_us_[start], device_.trace->NowUs());
+                       trace::Lane::kTransfers, started_us_[start], device_.trace->NowUs());
     started_us_.erase(start);
   }
   return result;
@@ -898,8 +898,8 @@ void Evaluation::RecordCompute(const Instruction& instruction, double start_us) 
     return;  // bookkeeping, not work
   }
   if (IsCollectiveLike(instruction) && !ir::IsAsyncDone(op)) return;
-  device_.trace->Add(instruction.name(), std::string(ir::OpcodeName(op)), Track::kCompute, start_us,
-                     device_.trace->NowUs());
+  device_.trace->Add(instruction.name(), std::string(ir::OpcodeName(op)), trace::Lane::kCompute,
+                     start_us, device_.trace->NowUs());
 }
 
 // Elementwise to_apply(a, b) over two same-shaped tensors, for the

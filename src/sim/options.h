@@ -1,0 +1,42 @@
+// What a simulation is asked to do beyond the module and the target:
+// stragglers, slow links, a trace, and the bound on its own cost; with the
+// parsers of the CLI's spellings of them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "sim/network.h"
+#include "support/status.h"
+
+namespace loom::sim {
+
+struct SimOptions {
+  // Per device multiplier of compute time (1.5: a straggler 50% slower).
+  // Devices beyond the end of the vector run at 1.
+  std::vector<double> compute_scale;
+  // Per link bandwidth multiplier (0.5: a link at half speed), keyed by
+  // (from device, to device); see LinkScales in network.h for what a pair
+  // names on each topology. ParseLinkScale reads the CLI's form.
+  LinkScales link_scale;
+  // Write a Chrome trace-event timeline into SimReport::trace_json.
+  bool trace = false;
+  // Only the first trace_devices devices appear in the trace, and at most
+  // max_trace_events events (the report says when it was cut short).
+  int64_t trace_devices = 64;
+  int64_t max_trace_events = 2'000'000;
+  // A simulation that would move more point-to-point messages than this
+  // (all devices, loops that transfer replayed trip by trip) is refused up
+  // front instead of running for hours; 0: no limit.
+  int64_t max_messages = 200'000'000;
+};
+
+// "5=1.5": device 5's compute takes 1.5 times as long. Sets
+// options->compute_scale[5], growing the vector with 1s.
+Status ParseComputeScale(std::string_view spec, SimOptions* options);
+// "3-4=0.5": the link(s) between devices 3 and 4, both directions, at half
+// bandwidth; "3>4=0.5": only from 3 to 4.
+Status ParseLinkScale(std::string_view spec, SimOptions* options);
+
+}  // namespace loom::sim
