@@ -13,6 +13,8 @@ PACKAGES=(
   libopenblas-dev libhwy-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libcli11-dev libfmt-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # shell tests read the JSON reports
+  jq
   # `ip` for the bandwidth-shaped loopback testbed
   iproute2
 )

@@ -130,15 +130,7 @@ struct CollectiveMatmulOptions {
   Gate gate;
 };
 
-// One decision, rewritten or declined, with its reason.
-struct Decision {
-  std::string computation;
-  std::string collective;
-  std::string dot;
-  std::string form;  // "all-gather -> dot, bidirectional loop, N=4", or what was matched
-  bool rewritten = false;
-  std::string reason;
-};
+// One decision as a line of --explain.
 std::string FormatDecision(const Decision& decision);
 
 class CollectiveMatmul : public Pass {
@@ -148,7 +140,7 @@ class CollectiveMatmul : public Pass {
   Expected<bool> Run(ir::Module& module) override;
 
   std::vector<std::string> Explain() const override;
-  const std::vector<Decision>& decisions() const { return decisions_; }
+  std::vector<Decision> Decisions() const override { return decisions_; }
 
  private:
   CollectiveMatmulOptions options_;

@@ -75,7 +75,7 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
   };
   CollectiveMatmul pass(matching);
   LOOM_RETURN_IF_ERROR(pass.Run(module).status());
-  for (const Decision& decision : pass.decisions()) {
+  for (const Decision& decision : pass.Decisions()) {
     if (decision.reason != "a candidate") {
       found.not_candidates.push_back(decision);
     } else {
@@ -102,7 +102,7 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
   CollectiveMatmul pass(matching);
   LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(*module));
   if (!changed) return std::unique_ptr<ir::Module>();
-  for (const Decision& d : pass.decisions()) {
+  for (const Decision& d : pass.Decisions()) {
     if (d.rewritten && decision != nullptr) *decision = d;
   }
   return module;
@@ -234,7 +234,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
             (!forced_best || seconds < forced_best->second)) {
           forced_best = {ring, seconds};
           forced_module = std::move(all);
-          forced_decisions = pass.decisions();
+          forced_decisions = pass.Decisions();
         }
       }
     }

@@ -82,7 +82,7 @@ class GatedCollectiveMatmul : public Pass {
   std::string_view name() const override { return "collective-matmul"; }
   Expected<bool> Run(ir::Module& module) override;
   std::vector<std::string> Explain() const override { return explanation_; }
-  const std::vector<Decision>& decisions() const { return decisions_; }
+  std::vector<Decision> Decisions() const override { return decisions_; }
 
  private:
   CollectiveMatmulOptions matching_;

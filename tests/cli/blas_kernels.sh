@@ -19,6 +19,7 @@
 # Kernels the CPU lacks the instructions for are skipped and listed.
 # Usage: blas_kernels.sh LOOM_BINARY LOOM_TESTS_BINARY REPO_ROOT
 set -uo pipefail
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
 loom=$1
 unit_tests=$2
 root=$3
@@ -58,20 +59,20 @@ pairs=("ag_dot:$ring/ag_dot.hlo:$ring/ag_dot_ring.hlo"
 # verdict line.
 compare_as() {
   local kernel=$1 name=$2 a=$3 b=$4 mode=$5 flags=() expect
-  expect="^(bitwise equal on every device|equal within the rounding of reordered sums)"
+  expect='.verdict == "bitwise" or .verdict == "rounding"'
   if [[ $mode == deterministic ]]; then
     flags=(--deterministic)
-    expect="^bitwise equal on every device"
+    expect='.verdict == "bitwise"'
   fi
   OPENBLAS_CORETYPE=$kernel timeout 300 "$loom" compare "$a" "$b" --devices 4 "${flags[@]}" \
-    >"$work/compare" 2>&1
+    --json "$work/compare.json" >"$work/compare" 2>&1
   local code=$?
-  if [[ $code -ne 0 ]] || ! grep -qE "$expect" "$work/compare"; then
+  if [[ $code -ne 0 ]] || ! jq -e "$expect" "$work/compare.json" >/dev/null; then
     fail "$kernel: $name ($mode): exit $code"
     cat "$work/compare"
     return
   fi
-  echo "    $name, $mode: $(tail -1 "$work/compare")"
+  echo "    $name, $mode: $(jq -r '"\(.verdict) (worst error \(.worst_error_over_envelope) of the envelope)"' "$work/compare.json")"
 }
 
 declare -A seen
@@ -85,8 +86,8 @@ for entry in "${kernels[@]}"; do
     continue
   fi
   # What OpenBLAS really runs: it maps some names onto others.
-  actual=$(OPENBLAS_CORETYPE=$kernel "$loom" run "$ring/ag_dot.hlo" --devices 4 |
-    sed -nE '1s/.*dot kernels OpenBLAS (.*)$/\1/p')
+  actual=$(OPENBLAS_CORETYPE=$kernel "$loom" run "$ring/ag_dot.hlo" --devices 4 --json - |
+    jq -r '.dot_kernels | select(startswith("OpenBLAS ")) | ltrimstr("OpenBLAS ")')
   if [[ -z $actual ]]; then
     fail "$kernel: loom run does not say which OpenBLAS kernel it used"
     continue

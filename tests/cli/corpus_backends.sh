@@ -34,26 +34,26 @@ is_known_reason() {
   return 1
 }
 
-# The checksum columns (device, output, shape, checksum) of `loom run`.
-checksums() { grep -E '^ +[0-9]+ ' "$1" | awk '{print $1, $3, $4, $5}'; }
+# Device, shape and checksum of every output, from `loom run --json`.
+checksums() { jq -r '.per_device[] | .device as $d | .outputs[] | "\($d) \(.shape) \(.checksum)"' "$1"; }
 
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
 shopt -s nullglob
 for module in "$corpus"/*.hlo; do
   name=$(basename "$module")
-  # From the JSON reports (one key per line at two spaces for top-level keys).
-  devices=$("$loom" verify "$module" --json - 2>/dev/null | sed -nE 's/^  "devices": ([0-9]+),?$/\1/p')
+  devices=$("$loom" verify "$module" --json - 2>/dev/null | jq -e '.devices')
   if [[ -z $devices ]]; then
     echo "FAIL: $name does not verify"
     failed=$((failed + 1))
     continue
   fi
-  flops=$("$loom" stats "$module" --json - 2>/dev/null | sed -nE 's/^  "dot_flops": ([0-9]+),?$/\1/p')
+  flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops')
   gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
   if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
     skipped+=("$name: too much compute for a CI run: $gflop GFLOP of dots per device x $devices devices")
     continue
   fi
-  timeout "$seconds" "$loom" run "$module" --devices "$devices" --seed 1 >"$work/threads" 2>"$work/err"
+  timeout "$seconds" "$loom" run "$module" --devices "$devices" --seed 1 --json - >"$work/threads" 2>"$work/err"
   code=$?
   if [[ $code -eq 124 ]]; then
     skipped+=("$name: no end within ${seconds}s on $devices devices")
@@ -74,13 +74,17 @@ for module in "$corpus"/*.hlo; do
     continue
   fi
   timeout $((seconds * 2)) mpirun --oversubscribe --mca btl self,vader -np "$devices" \
-    "$loom" run "$module" --devices "$devices" --seed 1 --backend mpi >"$work/mpi" 2>"$work/err"
+    "$loom" run "$module" --devices "$devices" --seed 1 --backend mpi --json - >"$work/mpi" 2>"$work/err"
   code=$?
   if [[ $code -ne 0 ]]; then
     echo "FAIL: $name failed under MPI (exit $code)"
     cat "$work/err"
     failed=$((failed + 1))
-  elif ! diff <(checksums "$work/threads") <(checksums "$work/mpi") >"$work/diff"; then
+  elif ! checksums "$work/threads" >"$work/sums_threads" || [[ ! -s $work/sums_threads ]] ||
+    ! checksums "$work/mpi" >"$work/sums_mpi"; then
+    echo "FAIL: $name: loom run --json gave no checksums"
+    failed=$((failed + 1))
+  elif ! diff "$work/sums_threads" "$work/sums_mpi" >"$work/diff"; then
     echo "FAIL: $name: threads and MPI outputs differ"
     cat "$work/diff"
     failed=$((failed + 1))

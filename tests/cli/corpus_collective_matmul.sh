@@ -18,22 +18,22 @@ compared=0
 failed=0
 notes=()
 
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
 shopt -s nullglob
 for module in "$corpus"/*.hlo; do
   name=$(basename "$module")
   for passes in 'collective-matmul{min-bytes=0}' \
     'collective-matmul{min-bytes=0,direction=bidirectional,form=unrolled}'; do
-    if ! "$loom" opt "$module" --passes="$passes" -o "$work/out.hlo" --explain >"$work/explain" 2>"$work/err"; then
+    if ! "$loom" opt "$module" --passes="$passes" -o "$work/out.hlo" --json "$work/opt.json" 2>"$work/err"; then
       echo "FAIL: $name: loom opt --passes=$passes failed"
       cat "$work/err"
       failed=$((failed + 1))
       continue
     fi
-    rewritten=$(grep -c ': rewritten ' "$work/explain")
+    rewritten=$(jq '[.passes[].decisions[] | select(.rewritten)] | length' "$work/opt.json")
     [[ $rewritten -eq 0 ]] && continue
-    # From the JSON reports (top-level keys at two spaces).
-    devices=$("$loom" verify "$module" --json - 2>/dev/null | sed -nE 's/^  "devices": ([0-9]+),?$/\1/p')
-    flops=$("$loom" stats "$module" --json - 2>/dev/null | sed -nE 's/^  "dot_flops": ([0-9]+),?$/\1/p')
+    devices=$("$loom" verify "$module" --json - 2>/dev/null | jq -e '.devices')
+    flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops')
     gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
     if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
       notes+=("$name ($passes): $rewritten rewritten, not run: $gflop GFLOP of dots per device x $devices devices")
@@ -44,13 +44,13 @@ for module in "$corpus"/*.hlo; do
       kernels=
     fi
     timeout "$seconds" "$loom" compare "$module" "$work/out.hlo" --devices "$devices" $kernels \
-      --tolerance 0.01 >"$work/compare" 2>"$work/err"
+      --tolerance 0.01 --json "$work/compare.json" >"$work/compare" 2>"$work/err"
     code=$?
     if [[ $code -eq 124 ]]; then
       notes+=("$name ($passes): $rewritten rewritten, not run: no end within ${seconds}s")
     elif [[ $code -eq 0 ]]; then
       compared=$((compared + 1))
-      echo "ok: $name ($passes, ${kernels:-OpenBLAS}): $rewritten rewritten; $(grep -cE ' same$' "$work/compare") output(s) bitwise equal; $(tail -1 "$work/compare")"
+      echo "ok: $name ($passes, ${kernels:-OpenBLAS}): $rewritten rewritten; $(jq -r '"\([.outputs[] | select(.bitwise)] | length) of \(.outputs | length) output(s) bitwise equal; verdict \(.verdict)"' "$work/compare.json")"
     elif grep -q 'unsupported\|memory' "$work/err"; then
       notes+=("$name ($passes): $rewritten rewritten, not run: $(head -1 "$work/err" | sed 's/^[^ ]* error: //')")
     else

@@ -34,28 +34,34 @@ expect_exit() {
 }
 
 ring=$root/examples/ring
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
+# Device, output checksum and sum of every output of `loom run --json`.
+checksums='.per_device[] | .device as $d | .outputs[] | "\($d) \(.checksum) \(.sum)"'
 for backend in threads mpi; do
   launcher=()
   [[ $backend == mpi ]] && launcher=("${mpirun[@]}" -np 4)
   expect_exit 0 "compare ring ($backend, deterministic)" -- "${launcher[@]}" "$loom" compare \
-    "$ring/ag_dot.hlo" "$ring/ag_dot_ring.hlo" --devices 4 --backend "$backend" --deterministic
-  grep -q "bitwise equal on every device" "$work/out" && pass ||
+    "$ring/ag_dot.hlo" "$ring/ag_dot_ring.hlo" --devices 4 --backend "$backend" --deterministic \
+    --json "$work/verdict.json"
+  jq -e '.verdict == "bitwise" and .deterministic' "$work/verdict.json" >/dev/null && pass ||
     fail "compare ($backend, deterministic) not bitwise"
   expect_exit 0 "compare ring ($backend, OpenBLAS)" -- "${launcher[@]}" "$loom" compare \
     "$ring/ag_dot.hlo" "$ring/ag_dot_ring.hlo" --devices 4 --backend "$backend" \
-    --tolerance rounding
-  grep -qE "^(bitwise equal on every device|equal within the rounding of reordered sums)" \
-    "$work/out" && pass || fail "compare ($backend, OpenBLAS) neither bitwise nor rounding"
+    --tolerance rounding --json "$work/verdict.json"
+  jq -e '.verdict == "bitwise" or .verdict == "rounding"' "$work/verdict.json" >/dev/null &&
+    pass || fail "compare ($backend, OpenBLAS) neither bitwise nor rounding"
 done
 
 # A ring that turns the wrong way computes the blocks in the wrong places.
 sed 's/{{1,0},{2,1},{3,2},{0,3}}/{{0,1},{1,2},{2,3},{3,0}}/' "$ring/ag_dot_ring.hlo" >"$work/wrong.hlo"
-expect_exit 1 "compare wrong ring" -- "$loom" compare "$ring/ag_dot.hlo" "$work/wrong.hlo" --devices 4
-grep -q "DIFFER" "$work/out" && pass || fail "wrong ring not reported as DIFFER"
+expect_exit 1 "compare wrong ring" -- "$loom" compare "$ring/ag_dot.hlo" "$work/wrong.hlo" --devices 4 \
+  --json "$work/verdict.json"
+jq -e '.verdict == "differ" and .outputs[0].verdict == "DIFFER"' "$work/verdict.json" >/dev/null &&
+  pass || fail "wrong ring not reported as DIFFER"
 expect_exit 1 "compare wrong ring, rounding accepted" -- "$loom" compare "$ring/ag_dot.hlo" \
-  "$work/wrong.hlo" --devices 4 --tolerance rounding
-grep -q "DIFFER" "$work/out" && grep -q "^the programs differ$" "$work/out" && pass ||
-  fail "wrong ring passed as rounding"
+  "$work/wrong.hlo" --devices 4 --tolerance rounding --json "$work/verdict.json"
+jq -e '.verdict == "differ" and (.outputs[0].rounding | not)' "$work/verdict.json" >/dev/null &&
+  pass || fail "wrong ring passed as rounding"
 expect_exit 2 "compare --tolerance nonsense (an option error)" -- "$loom" compare "$ring/ag_dot.hlo" \
   "$ring/ag_dot.hlo" --devices 4 --tolerance nan
 expect_exit 0 "compare within tolerance" -- "$loom" compare "$ring/ag_dot.hlo" "$ring/ag_dot.hlo" \
@@ -63,14 +69,14 @@ expect_exit 0 "compare within tolerance" -- "$loom" compare "$ring/ag_dot.hlo" "
 
 # run: outputs, trace, and the same checksums on both backends.
 expect_exit 0 "run threads" -- "$loom" run "$ring/ag_dot_ring.hlo" --devices 4 --seed 7 \
-  --out "$work/out_threads" --trace "$work/trace.json"
-grep -E '^ +[0-9]+ ' "$work/out" | awk '{print $1, $4, $5}' >"$work/sums_threads"
+  --out "$work/out_threads" --trace "$work/trace.json" --json "$work/run.json"
+jq -r "$checksums" "$work/run.json" >"$work/sums_threads"
 [[ -f $work/out_threads/device3/output0.npy ]] && pass || fail "run wrote no device3/output0.npy"
-grep -q '"traceEvents"' "$work/trace.json" && grep -q '"tid":1' "$work/trace.json" && pass ||
-  fail "trace lacks events on the communication track"
+jq -e '[.traceEvents[] | select(.ph == "X" and .tid >= 1 and (.cat | startswith("collective-permute")))] |
+  length > 0' "$work/trace.json" >/dev/null && pass || fail "trace lacks transfers on their own tracks"
 expect_exit 0 "run mpi" -- "${mpirun[@]}" -np 4 "$loom" run "$ring/ag_dot_ring.hlo" --devices 4 \
-  --seed 7 --backend mpi --out "$work/out_mpi"
-grep -E '^ +[0-9]+ ' "$work/out" | awk '{print $1, $4, $5}' >"$work/sums_mpi"
+  --seed 7 --backend mpi --out "$work/out_mpi" --json "$work/run.json"
+jq -r "$checksums" "$work/run.json" >"$work/sums_mpi"
 cmp -s "$work/sums_threads" "$work/sums_mpi" && [[ -s $work/sums_mpi ]] && pass ||
   fail "threads and MPI checksums differ"
 cmp -s "$work/out_threads/device2/output0.npy" "$work/out_mpi/device2/output0.npy" && pass ||

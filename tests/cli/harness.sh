@@ -6,6 +6,7 @@
 #                    stdout and stderr ($tmp/out, $tmp/err)
 #   run CMD...       runs CMD with a 60 s timeout, output to $tmp/out, $tmp/err
 #   finish           prints the counts; its status is the script's
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
 passed=0
 failed=0
 tmp=$(mktemp -d)

@@ -94,8 +94,10 @@ fi
 
 # opt: the demo block's pairs are rewritten (without a target, by the size
 # threshold), the output verifies, and every decision is explained.
-if run "$loom" opt "$example" --passes=collective-matmul --explain -o "$tmp/ring.hlo" &&
-  [[ $(grep -c ': rewritten ' "$tmp/out") -eq 2 ]] && run "$loom" verify "$tmp/ring.hlo" &&
+if run "$loom" opt "$example" --passes=collective-matmul --explain -o "$tmp/ring.hlo" \
+  --json "$tmp/opt.json" && [[ $(grep -c . "$tmp/out") -eq 2 ]] &&
+  jq -e '[.passes[0].decisions[] | select(.rewritten)] | length == 2' "$tmp/opt.json" >/dev/null &&
+  run "$loom" verify "$tmp/ring.hlo" &&
   ! grep -q 'all-gather\|reduce-scatter' "$tmp/ring.hlo"; then
   ok "loom opt --passes=collective-matmul --explain"
 else
@@ -105,9 +107,10 @@ fi
 # opt with a target: the gate gives the scheduled step with and without the
 # rewrites; the whole pipeline to a schedule verifies and says it is scheduled.
 if run "$loom" opt "$root/examples/mlp_block_tp8_large.hlo" --target tpu-v4-4x4x4 --estimate \
-  --explain --passes=collective-matmul,async-collectives,schedule -o "$tmp/sched.hlo" &&
-  grep -q 'with async-collectives and schedule alone' "$tmp/out" &&
-  grep -q 'estimated step on' "$tmp/out" &&
+  --explain --passes=collective-matmul,async-collectives,schedule -o "$tmp/sched.hlo" \
+  --json "$tmp/opt.json" && grep -q 'estimated step on' "$tmp/out" &&
+  jq -e '.estimate.after_seconds < .estimate.before_seconds and
+    ([.passes[0].decisions[] | select(.rewritten)] | length > 0)' "$tmp/opt.json" >/dev/null &&
   grep -q 'is_scheduled=true' "$tmp/sched.hlo" && run "$loom" verify "$tmp/sched.hlo"; then
   ok "loom opt --target --estimate, scheduled"
 else
@@ -157,20 +160,22 @@ fi
 # simulate: the table, a JSON report and a trace Perfetto opens; the same
 # times as the cost model where nothing contends; --compare and knobs.
 if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/sim.json" \
-  --trace "$tmp/sim.trace.json" && grep -q '^step time *240.980 us *(cost model, no contention: 240.980 us)' "$tmp/out" &&
-  grep -q '"traceEvents"' "$tmp/sim.trace.json" && grep -q '"step_seconds"' "$tmp/sim.json"; then
+  --trace "$tmp/sim.trace.json" && grep -q '^step time' "$tmp/out" &&
+  jq -e '(.step_seconds * 1e9 | round) == 240980 and .step_seconds == .cost_model_step_seconds' \
+    "$tmp/sim.json" >/dev/null &&
+  jq -e '[.traceEvents[] | select(.ph == "X")] | length > 0' "$tmp/sim.trace.json" >/dev/null; then
   ok "loom simulate: table, JSON, trace"
 else
   fail "loom simulate: table, JSON, trace" "missing output"
 fi
-if run "$loom" simulate --compare "$example" "$tmp/ring.hlo" --target dgx-h100 &&
-  grep -q '^speedup of B over A: ' "$tmp/out"; then
+if run "$loom" simulate --compare "$example" "$tmp/ring.hlo" --target dgx-h100 \
+  --json "$tmp/compare.json" && grep -q '^speedup of B over A: ' "$tmp/out" &&
+  jq -e '.speedup == .a.step_seconds / .b.step_seconds' "$tmp/compare.json" >/dev/null; then
   ok "loom simulate --compare"
 else
   fail "loom simulate --compare" "no speedup line"
 fi
-# The step times from the JSON reports (top-level keys at two spaces).
-step_seconds() { sed -nE 's/^  "step_seconds": ([0-9.e+-]+),?$/\1/p' "$1"; }
+step_seconds() { jq -e '.step_seconds' "$1"; }
 run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/base.json"
 base=$(step_seconds "$tmp/base.json")
 run "$loom" simulate "$example" --target tpu-v4-4x4x4 --compute-scale 2=1.5 --json "$tmp/slow.json"

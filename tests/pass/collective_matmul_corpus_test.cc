@@ -80,7 +80,7 @@ TEST_P(CollectiveMatmulCorpus, DecidesEveryPairAndKeepsTheModuleValid) {
     ASSERT_TRUE(changed.ok()) << changed.error().message;
     std::set<std::string> decided;
     std::string explained;
-    for (const Decision& decision : pass.decisions()) {
+    for (const Decision& decision : pass.Decisions()) {
       decided.insert(decision.dot);
       explained += FormatDecision(decision) + "\n";
     }

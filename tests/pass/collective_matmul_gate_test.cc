@@ -46,7 +46,7 @@ GateRun RunGate(ir::Module& module, const std::string& target) {
   GatedCollectiveMatmul pass(CollectiveMatmulOptions{}, ModelOf(target));
   Expected<bool> changed = pass.Run(module);
   EXPECT_TRUE(changed.ok()) << changed.error().ToString();
-  return {changed.ok() && *changed, pass.decisions(), pass.Explain()};
+  return {changed.ok() && *changed, pass.Decisions(), pass.Explain()};
 }
 
 GateRun RunGate(const std::string& hlo, const std::string& target) {

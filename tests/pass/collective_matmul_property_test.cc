@@ -1308,7 +1308,7 @@ std::string CheckCase(const Case& c, Stats& stats) {
                      mode.direction == RingDirection::kBidirectional ? "bi" : "uni",
                      mode.form == RingForm::kLoop ? "loop" : "unrolled"),
          printed);
-    const auto& decisions = matmul->decisions();
+    const auto& decisions = matmul->Decisions();
     const auto fail = [&](const std::string& what) {
       return fmt::format("mode {}: {}\ndecisions:\n{}--- rewritten module ---\n{}", spec, what,
                          Explain(decisions), printed);

@@ -86,7 +86,7 @@ TEST(CollectiveMatmulStepGateCorpus, NeverSlowerThanScheduleAloneAndAsGoodAsTheB
         }
       }
       int rewritten = 0, declined = 0;
-      for (const Decision& d : gate.decisions()) (d.rewritten ? rewritten : declined)++;
+      for (const Decision& d : gate.Decisions()) (d.rewritten ? rewritten : declined)++;
       std::string why;
       for (const std::string& line : gate.Explain()) why += "\n  " + line;
       EXPECT_LE(*v2, *v1 * 1.005) << why;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "exec/cpu/cpu_device.h"
 #include "ir/parser.h"
 #include "support/output_file.h"
 
@@ -146,6 +147,15 @@ exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags) {
   options.native_collectives = flags.collectives == "native";
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_seconds * 1000));
   return options;
+}
+
+nlohmann::json RunHeaderJson(const ExecutionFlags& flags) {
+  return {{"devices", flags.devices},
+          {"backend", flags.backend},
+          {"seed", flags.seed},
+          {"collectives", flags.collectives},
+          {"deterministic", flags.deterministic},
+          {"dot_kernels", exec::cpu::DotKernelName(flags.deterministic)}};
 }
 
 std::unique_ptr<exec::Launch> StartLaunch(const ExecutionFlags& flags) {

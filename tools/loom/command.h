@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,9 @@ struct ExecutionFlags {
 };
 void AddExecutionFlags(CLI::App& command, ExecutionFlags& flags);
 exec::RunOptions RunOptionsFrom(const ExecutionFlags& flags);
+// What `run --json` and `compare --json` say about how they ran: devices,
+// backend, seed, collectives and the dot kernels.
+nlohmann::json RunHeaderJson(const ExecutionFlags& flags);
 // Starts the backend; throws CommandError when it cannot.
 std::unique_ptr<exec::Launch> StartLaunch(const ExecutionFlags& flags);
 

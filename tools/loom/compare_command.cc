@@ -129,51 +129,109 @@ struct Worst {
   }
 };
 
-// Prints one row per output (worst over devices); true when all are within
-// the tolerance.
-bool PrintReport(const std::vector<nlohmann::json>& devices, const Tolerance& tolerance,
-                 int64_t longest_sum) {
-  std::vector<Worst> worst;
-  double seconds_a = 0;
+// The verdict over every device: per output the worst difference, and
+// what the whole comparison amounts to.
+struct Comparison {
+  std::vector<Worst> outputs;
+  double seconds_a = 0;  // slowest device
   double seconds_b = 0;
-  for (const nlohmann::json& device : devices) {
-    seconds_a = std::max(seconds_a, device["seconds_a"].get<double>());
-    seconds_b = std::max(seconds_b, device["seconds_b"].get<double>());
-    const nlohmann::json& outputs = device["outputs"];
-    if (worst.size() < outputs.size()) worst.resize(outputs.size());
-    for (size_t i = 0; i < outputs.size(); ++i) worst[i].Add(outputs[i]);
+  bool within = true;  // every output within the tolerance asked for
+  bool bitwise = true;
+  bool rounding = true;    // every output bitwise or within rounding
+  double worst_ratio = 0;  // error / envelope, over outputs
+
+  // "bitwise", "rounding", "tolerance" (within the tolerance asked for,
+  // not within rounding) or "differ".
+  std::string_view Verdict() const {
+    if (bitwise) return "bitwise";
+    if (within && rounding) return "rounding";
+    if (within) return "tolerance";
+    return "differ";
   }
+};
+
+Comparison Compare(const std::vector<nlohmann::json>& devices, const Tolerance& tolerance) {
+  Comparison comparison;
+  for (const nlohmann::json& device : devices) {
+    comparison.seconds_a = std::max(comparison.seconds_a, device["seconds_a"].get<double>());
+    comparison.seconds_b = std::max(comparison.seconds_b, device["seconds_b"].get<double>());
+    const nlohmann::json& outputs = device["outputs"];
+    if (comparison.outputs.size() < outputs.size()) comparison.outputs.resize(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) comparison.outputs[i].Add(outputs[i]);
+  }
+  for (const Worst& w : comparison.outputs) {
+    comparison.within = comparison.within && w.Within(tolerance);
+    comparison.bitwise = comparison.bitwise && w.bitwise;
+    comparison.rounding = comparison.rounding && w.rounding;
+    if (w.envelope > 0) {
+      comparison.worst_ratio = std::max(comparison.worst_ratio, w.error_in_u / w.envelope);
+    }
+  }
+  return comparison;
+}
+
+// One row per output (worst over devices), then the verdict in words.
+void PrintReport(const Comparison& comparison, const Tolerance& tolerance, int64_t longest_sum) {
   fmt::print("{:>6} {:<24} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9}\n", "output", "shape",
              "max abs diff", "max rel diff", "max ulps", "error (u)", "envelope", "verdict");
-  bool all_within = true, all_bitwise = true, all_rounding = true;
-  double worst_ratio = 0;  // error / envelope
-  for (size_t i = 0; i < worst.size(); ++i) {
-    const Worst& w = worst[i];
-    all_within = all_within && w.Within(tolerance);
-    all_bitwise = all_bitwise && w.bitwise;
-    all_rounding = all_rounding && w.rounding;
-    if (w.envelope > 0) worst_ratio = std::max(worst_ratio, w.error_in_u / w.envelope);
+  for (size_t i = 0; i < comparison.outputs.size(); ++i) {
+    const Worst& w = comparison.outputs[i];
     fmt::print("{:>6} {:<24} {:>12.6g} {:>12.6g} {:>9.4g} {:>10.4g} {:>9.4g} {:>9}\n", i, w.shape,
                w.max_abs, w.max_rel, w.max_ulps, w.error_in_u, w.envelope, w.Verdict(tolerance));
   }
-  fmt::print("slowest device: A {:.3f} ms, B {:.3f} ms\n", seconds_a * 1e3, seconds_b * 1e3);
+  fmt::print("slowest device: A {:.3f} ms, B {:.3f} ms\n", comparison.seconds_a * 1e3,
+             comparison.seconds_b * 1e3);
   const std::string rounding_note = fmt::format(
       "within the rounding of reordered sums (max|a-b| / (u max|b|) at most {:.2g} of the "
       "envelope for sums of up to {} terms)",
-      worst_ratio, longest_sum);
-  if (all_bitwise) {
+      comparison.worst_ratio, longest_sum);
+  if (comparison.bitwise) {
     fmt::print("bitwise equal on every device\n");
-  } else if (all_within && all_rounding) {
+  } else if (comparison.within && comparison.rounding) {
     fmt::print("equal {}\n", rounding_note);
-  } else if (all_within) {
+  } else if (comparison.within) {
     fmt::print("equal within the tolerance on every device\n");
-  } else if (all_rounding) {
+  } else if (comparison.rounding) {
     fmt::print("the programs differ, but only {} (--tolerance rounding accepts that)\n",
                rounding_note);
   } else {
     fmt::print("the programs differ\n");
   }
-  return all_within;
+}
+
+// JSON has no infinity: a difference that is infinite (an output missing,
+// or a NaN against a number) is written as null.
+nlohmann::json Finite(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json ComparisonJson(const Comparison& comparison, const Tolerance& tolerance,
+                              int64_t longest_sum) {
+  nlohmann::json outputs = nlohmann::json::array();
+  for (size_t i = 0; i < comparison.outputs.size(); ++i) {
+    const Worst& w = comparison.outputs[i];
+    outputs.push_back({{"output", i},
+                       {"shape", w.shape},
+                       {"max_abs", Finite(w.max_abs)},
+                       {"max_rel", Finite(w.max_rel)},
+                       {"max_ulps", Finite(w.max_ulps)},
+                       {"max_scaled", Finite(w.max_scaled)},
+                       {"error_in_u", Finite(w.error_in_u)},
+                       {"envelope_in_u", w.envelope},
+                       {"bitwise", w.bitwise},
+                       {"rounding", w.rounding},
+                       {"within", w.Within(tolerance)},
+                       {"verdict", w.Verdict(tolerance)}});
+  }
+  return {{"tolerance",
+           tolerance.rounding ? nlohmann::json("rounding") : nlohmann::json(tolerance.value)},
+          {"verdict", comparison.Verdict()},
+          {"within", comparison.within},
+          {"longest_sum", longest_sum},
+          {"worst_error_over_envelope", comparison.worst_ratio},
+          {"slowest_seconds_a", comparison.seconds_a},
+          {"slowest_seconds_b", comparison.seconds_b},
+          {"outputs", outputs}};
 }
 
 }  // namespace
@@ -184,6 +242,7 @@ void AddCompareCommand(CLI::App& app) {
     std::string b;
     ExecutionFlags flags;
     std::string tolerance;  // empty: what the kernels guarantee (DefaultTolerance)
+    std::string json;
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -199,6 +258,9 @@ void AddCompareCommand(CLI::App& app) {
           "max|b|, u the unit roundoff of the output type, E = max(8, 2 sqrt(n) u_f32 / u) for "
           "sums of n terms); a number T: |a-b| <= T max(1, |a|, |b|) per element")
       ->check(IsTolerance());
+  command->add_option("--json", options->json,
+                      "Also write the verdict as JSON to this file ('-': to stdout, instead of "
+                      "the text)");
   command->callback([options] {
     const Tolerance tolerance = options->tolerance.empty()
                                     ? Tolerance{.rounding = !options->flags.deterministic}
@@ -232,10 +294,22 @@ void AddCompareCommand(CLI::App& app) {
       if (launch->is_root()) {
         std::vector<nlohmann::json> devices;
         for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
-        fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
-                   options->a, options->b, options->flags.devices, options->flags.backend,
-                   options->flags.seed, exec::cpu::DotKernelName(options->flags.deterministic));
-        all_same = PrintReport(devices, tolerance, longest_sum);
+        const Comparison comparison = Compare(devices, tolerance);
+        const std::string_view kernels = exec::cpu::DotKernelName(options->flags.deterministic);
+        if (options->json != "-") {
+          fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
+                     options->a, options->b, options->flags.devices, options->flags.backend,
+                     options->flags.seed, kernels);
+          PrintReport(comparison, tolerance, longest_sum);
+        }
+        if (!options->json.empty()) {
+          nlohmann::json json = RunHeaderJson(options->flags);
+          json["a"] = options->a;
+          json["b"] = options->b;
+          json.update(ComparisonJson(comparison, tolerance, longest_sum));
+          WriteOutput(options->json, json.dump(2) + "\n");
+        }
+        all_same = comparison.within;
       }
       if (Status synced = launch->AwaitRoot(); !synced.ok()) {
         throw CommandError(synced.error().ToString());

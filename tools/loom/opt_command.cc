@@ -26,6 +26,25 @@ std::string DumpPath(const std::string& dir, size_t index, std::string_view name
   return (std::filesystem::path(dir) / fmt::format("{:02}-{}.hlo", index, name)).string();
 }
 
+double EstimateSeconds(const ir::Module& module, const cost::CostModel& model) {
+  Expected<cost::StepEstimate> estimate = cost::EstimateStep(module, model);
+  if (!estimate.ok()) throw CommandError("--json: " + estimate.error().message);
+  return estimate->total_seconds;
+}
+
+nlohmann::json PassJson(const pass::Pass& pass) {
+  nlohmann::json decisions = nlohmann::json::array();
+  for (const pass::Decision& d : pass.Decisions()) {
+    decisions.push_back({{"computation", d.computation},
+                         {"collective", d.collective},
+                         {"dot", d.dot},
+                         {"form", d.form},
+                         {"rewritten", d.rewritten},
+                         {"reason", d.reason}});
+  }
+  return {{"name", pass.name()}, {"explain", pass.Explain()}, {"decisions", decisions}};
+}
+
 }  // namespace
 
 void AddOptCommand(CLI::App& app) {
@@ -39,6 +58,7 @@ void AddOptCommand(CLI::App& app) {
     bool list = false;
     bool print_after_all = false;
     std::string dump_dir;
+    std::string json;
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -64,6 +84,10 @@ void AddOptCommand(CLI::App& app) {
   command->add_option("--dump-dir", options->dump_dir,
                       "Write DIR/00-input.hlo and, after each pass, DIR/NN-NAME.hlo (numbered "
                       "from 01 in pipeline order)");
+  command->add_option("--json", options->json,
+                      "Write what each pass decided as JSON to this file ('-': stdout; then -o "
+                      "is needed for the module), with the estimated step before and after "
+                      "when --target is given");
   command->callback([options] {
     if (options->list) {
       for (const std::string& line : pass::DescribePasses()) fmt::print("{}\n", line);
@@ -81,8 +105,16 @@ void AddOptCommand(CLI::App& app) {
     Expected<pass::Pipeline> pipeline = pass::ParsePipeline(options->passes, context);
     if (!pipeline.ok()) throw CommandError("--passes: " + pipeline.error().message);
     if (options->estimate && !context.cost_model) throw CommandError("--estimate needs --target");
+    if (options->json == "-" && (options->output.empty() || options->output == "-")) {
+      throw CommandError("opt: --json - needs -o for the module");
+    }
     std::string before;
     if (options->estimate) before = Estimate(*module, *context.cost_model);
+    nlohmann::json json = {{"module", module->name()}, {"passes", nlohmann::json::array()}};
+    if (!options->json.empty() && context.cost_model) {
+      json["estimate"] = {{"target", context.cost_model->target().name()},
+                          {"before_seconds", EstimateSeconds(*module, *context.cost_model)}};
+    }
     if (!options->dump_dir.empty()) {
       std::filesystem::create_directories(options->dump_dir);
       WriteOutput(DumpPath(options->dump_dir, 0, "input"), ir::PrintModule(*module));
@@ -114,6 +146,13 @@ void AddOptCommand(CLI::App& app) {
                  Estimate(*module, *context.cost_model));
     }
     WriteOutput(options->output, ir::PrintModule(*module));
+    if (!options->json.empty()) {
+      for (const auto& pass : pipeline->passes()) json["passes"].push_back(PassJson(*pass));
+      if (context.cost_model) {
+        json["estimate"]["after_seconds"] = EstimateSeconds(*module, *context.cost_model);
+      }
+      WriteOutput(options->json, json.dump(2) + "\n");
+    }
   });
 }
 

@@ -59,6 +59,19 @@ std::vector<std::pair<fs::path, fs::path>> WriteOutputs(
   return renames;
 }
 
+nlohmann::json ReportJson(const std::string& module_name, const ExecutionFlags& flags,
+                          const std::vector<nlohmann::json>& summaries) {
+  nlohmann::json json = {{"module", module_name}};
+  json.update(RunHeaderJson(flags));
+  nlohmann::json devices = nlohmann::json::array();
+  for (nlohmann::json summary : summaries) {
+    summary.erase("trace");
+    devices.push_back(std::move(summary));
+  }
+  json["per_device"] = std::move(devices);
+  return json;
+}
+
 void PrintReport(const std::string& module_name, const ExecutionFlags& flags,
                  const std::vector<nlohmann::json>& summaries) {
   fmt::print("module {} on {} device(s), backend {}, seed {}, dot kernels {}\n", module_name,
@@ -85,6 +98,7 @@ void AddRunCommand(CLI::App& app) {
     ExecutionFlags flags;
     std::string out;
     std::string trace;
+    std::string json;
   };
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
@@ -93,6 +107,9 @@ void AddRunCommand(CLI::App& app) {
   AddExecutionFlags(*command, options->flags);
   command->add_option("--out", options->out, "Write outputs to DIR/device<D>/output<I>.npy");
   command->add_option("--trace", options->trace, "Write a Chrome trace-event JSON timeline");
+  command->add_option("--json", options->json,
+                      "Also write each device's time and output checksums as JSON to this file "
+                      "('-': to stdout, instead of the text)");
   command->callback([options] {
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->module, nullptr);
     const ir::DeviceGrid grid = GridOf(*module, options->flags);
@@ -133,12 +150,17 @@ void AddRunCommand(CLI::App& app) {
         events.insert(events.end(), device_events->begin(), device_events->end());
       }
     }
-    PrintReport(module->name(), options->flags, summaries);
+    const bool text = options->json != "-";
+    if (text) PrintReport(module->name(), options->flags, summaries);
     if (run_options.trace) {
       if (Status written = exec::WriteChromeTrace(options->trace, events); !written.ok()) {
         throw CommandError(written.error().ToString());
       }
-      fmt::print("trace: {} ({} events)\n", options->trace, events.size());
+      if (text) fmt::print("trace: {} ({} events)\n", options->trace, events.size());
+    }
+    if (!options->json.empty()) {
+      WriteOutput(options->json,
+                  ReportJson(module->name(), options->flags, summaries).dump(2) + "\n");
     }
   });
 }

@@ -159,7 +159,9 @@ void AddSimulateCommand(CLI::App& app) {
                     "and with collective-matmul,async-collectives,schedule, all for --target");
   command->add_option("--trace", flags->trace,
                       "Write a Chrome trace-event JSON (open in Perfetto); with --compare, of B");
-  command->add_option("--json", flags->json, "Write the report as JSON");
+  command->add_option("--json", flags->json,
+                      "Also write the report as JSON to this file ('-': to stdout, instead of "
+                      "the text)");
   command
       ->add_option("--compute-scale", flags->compute_scale,
                    "DEVICE=FACTOR: that device computes FACTOR times slower (a straggler)")
@@ -211,14 +213,15 @@ void AddSimulateCommand(CLI::App& app) {
       reports.push_back(
           SimulateOne(*AfterPasses(module, "collective-matmul,async-collectives,schedule", target),
                       path, target, options));
-      PrintBaseline(reports);
+      if (flags->json != "-") PrintBaseline(reports);
     } else {
       for (size_t i = 0; i < modules.size(); ++i) {
         reports.push_back(SimulateOne(*modules[i], flags->modules[i], target, options));
       }
-      if (flags->compare) {
+      const bool text = flags->json != "-";
+      if (text && flags->compare) {
         PrintComparison(reports[0], reports[1], Describe(*modules[0]), Describe(*modules[1]));
-      } else {
+      } else if (text) {
         fmt::print("{}", sim::ReportTable(reports[0]));
       }
     }
@@ -228,6 +231,13 @@ void AddSimulateCommand(CLI::App& app) {
       if (flags->compare) {
         json = fmt::format("{{\"a\": {}, \"b\": {}, \"speedup\": {}}}", sim::ReportJson(reports[0]),
                            json, reports[0].step_seconds / reports[1].step_seconds);
+      } else if (flags->baseline) {
+        json = fmt::format(
+            "{{\"as_written\": {}, \"async_schedule\": {}, \"full_pipeline\": {}, "
+            "\"speedup_over_as_written\": {}, \"speedup_over_async_schedule\": {}}}",
+            sim::ReportJson(reports[0]), sim::ReportJson(reports[1]), json,
+            reports[0].step_seconds / reports[2].step_seconds,
+            reports[1].step_seconds / reports[2].step_seconds);
       }
       WriteOutput(flags->json, json + "\n");
     }
