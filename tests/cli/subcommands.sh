@@ -316,4 +316,38 @@ else
   fail "loom UNKNOWN-SUBCOMMAND" "exit status $status"
 fi
 
+
+# model: every preset builds at full size under a plan that divides it, in
+# well under a second; the step verifies and `loom fmt` is a fixed point of
+# it (text -> IR -> text). A small step runs; a plan that does not divide
+# the model is refused with the reason.
+for spec in "tiny 2 2" "tiny-gqa 2 2" "gpt3-175b 8 16" "megatron-22b 8 8" "megatron-530b 8 32" \
+  "megatron-1t 8 64" "paxml-1t 8 256" "paxml-500b 16 64" "llama3-8b 8 4" "llama3-70b 8 16" \
+  "llama3-405b 8 256"; do
+  read -r preset tensor data <<<"$spec"
+  start=$(date +%s%N)
+  if run "$loom" model --model "$preset" --tensor "$tensor" --data "$data" -o "$tmp/step.hlo" &&
+    elapsed_ms=$((($(date +%s%N) - start) / 1000000)) && [[ $elapsed_ms -lt 5000 ]] &&
+    run "$loom" verify "$tmp/step.hlo" --json "$tmp/verify.json" &&
+    jq -e --argjson n $((tensor * data)) '.devices == $n' "$tmp/verify.json" >/dev/null &&
+    "$loom" fmt "$tmp/step.hlo" -o "$tmp/step2.hlo" && cmp -s "$tmp/step.hlo" "$tmp/step2.hlo"; then
+    ok "loom model $preset (tensor $tensor, data $data): ${elapsed_ms} ms, verifies, fmt fixed point"
+  else
+    fail "loom model $preset (tensor $tensor, data $data)" "does not build, verify or round-trip"
+  fi
+done
+if run "$loom" model --model tiny --tensor 2 --data 2 -o "$tmp/tiny.hlo" &&
+  run "$loom" run "$tmp/tiny.hlo" --devices 4 --json "$tmp/tiny.json" &&
+  jq -e '.per_device | length == 4' "$tmp/tiny.json" >/dev/null; then
+  ok "loom model tiny runs on 4 devices"
+else
+  fail "loom model tiny runs on 4 devices" "run failed"
+fi
+run "$loom" model --model tiny --tensor 3
+if [[ $? -eq 1 ]] && grep -q "heads (4) does not divide by the tensor axis (3)" "$tmp/err"; then
+  ok "loom model: a plan that does not divide the model is refused"
+else
+  fail "loom model --tensor 3" "not refused with its reason"
+fi
+
 finish

@@ -81,6 +81,7 @@ void AddVerifyCommand(CLI::App& app);
 void AddStatsCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddCompareCommand(CLI::App& app);
+void AddModelCommand(CLI::App& app);
 void AddOptCommand(CLI::App& app);
 void AddTargetsCommand(CLI::App& app);
 void AddSimulateCommand(CLI::App& app);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   loom::cli::AddSimulateCommand(app);
   loom::cli::AddRunCommand(app);
   loom::cli::AddCompareCommand(app);
+  loom::cli::AddModelCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,178 @@
+// Model presets (figures from ../shared/BRIEF.md section 8 and the papers it
+// cites) and the JSON forms of configs and plans.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "model/training_step.h"
+
+namespace loom::model {
+namespace {
+
+ModelConfig Decoder(std::string name, int64_t layers, int64_t d_model, int64_t d_ff, int64_t heads,
+                    int64_t kv_heads, int64_t head_dim, int64_t vocab, int64_t seq, int64_t batch,
+                    std::string mlp, std::string norm, std::string source) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.layers = layers;
+  m.d_model = d_model;
+  m.d_ff = d_ff;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.head_dim = head_dim;
+  m.vocab = vocab;
+  m.seq = seq;
+  m.batch = batch;
+  m.mlp = std::move(mlp);
+  m.norm = std::move(norm);
+  m.compute_type = "bf16";
+  m.source = std::move(source);
+  return m;
+}
+
+std::vector<ModelConfig> Presets() {
+  return {
+      Decoder("tiny", 2, 64, 256, 4, 4, 16, 128, 16, 4, "gelu", "layernorm",
+              "a small decoder for tests (not a published model)"),
+      Decoder("tiny-gqa", 2, 64, 192, 4, 2, 16, 96, 8, 4, "swiglu", "rmsnorm",
+              "a small Llama-like decoder for tests (not a published model)"),
+      Decoder("gpt3-175b", 96, 12288, 49152, 96, 96, 128, 51200, 2048, 1536, "gelu", "layernorm",
+              "Brown et al. 2020, table 2.1 (batch 3.2M tokens = 1536 x 2048)"),
+      Decoder("megatron-22b", 48, 6144, 24576, 64, 64, 96, 51200, 2048, 1536, "gelu", "layernorm",
+              "Korthikanti et al. 2022 (Megatron-LM), table 3; batch assumed as GPT-3's"),
+      Decoder("megatron-530b", 105, 20480, 81920, 128, 128, 160, 51200, 2048, 2240, "gelu",
+              "layernorm", "Smith et al. 2022 (MT-NLG), batch 1920-2240 (the largest)"),
+      Decoder("megatron-1t", 128, 25600, 102400, 160, 160, 160, 51200, 2048, 3072, "gelu",
+              "layernorm", "Narayanan et al. 2021, table 1 (1T: batch 3072)"),
+      Decoder("paxml-1t", 142, 24576, 98304, 192, 192, 128, 32000, 1024, 4096, "gelu", "layernorm",
+              "paxml LmCloudSpmd1024B; vocab 32000 assumed (paxml's default SentencePiece)"),
+      Decoder("paxml-500b", 102, 20480, 81920, 160, 160, 128, 32000, 1024, 4096, "gelu",
+              "layernorm", "paxml LmCloudSpmd512B; vocab 32000 assumed"),
+      Decoder("llama3-8b", 32, 4096, 14336, 32, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
+              "Llama 3 model card; batch assumed (4M tokens = 512 x 8192)"),
+      Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
+              "Llama 3 model card; batch assumed (4M tokens)"),
+      Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
+              "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
+  };
+}
+
+template <typename T>
+Status Read(const nlohmann::json& json, std::string_view key, T* out, std::string_view where) {
+  if (!json.contains(key)) return OkStatus();
+  const nlohmann::json& value = json.at(std::string(key));
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!value.is_string()) return Error{fmt::format("{}: '{}' must be a string", where, key)};
+    *out = value.get<std::string>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!value.is_number_integer()) {
+      return Error{fmt::format("{}: '{}' must be an integer", where, key)};
+    }
+    *out = value.get<T>();
+  } else {
+    if (!value.is_number()) return Error{fmt::format("{}: '{}' must be a number", where, key)};
+    *out = value.get<T>();
+  }
+  return OkStatus();
+}
+
+Expected<nlohmann::json> ParseObject(const std::string& text, std::string_view where,
+                                     std::initializer_list<std::string_view> keys) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return Error{fmt::format("{}: not a JSON object", where)};
+  }
+  for (const auto& [key, value] : json.items()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      return Error{fmt::format("{}: unknown key '{}'", where, key)};
+    }
+  }
+  return json;
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() {
+  std::vector<std::string> names;
+  for (const ModelConfig& m : Presets()) names.push_back(m.name);
+  return names;
+}
+
+Expected<ModelConfig> ModelPreset(std::string_view name) {
+  for (const ModelConfig& m : Presets()) {
+    if (m.name == name) return m;
+  }
+  return Error{
+      fmt::format("no model preset '{}' (presets: {})", name, fmt::join(ModelPresetNames(), ", "))};
+}
+
+Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view where) {
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
+                        ParseObject(text, where,
+                                    {"preset", "name", "layers", "d_model", "d_ff", "heads",
+                                     "kv_heads", "head_dim", "vocab", "seq", "batch", "mlp", "norm",
+                                     "compute_type", "param_type", "source"}));
+  ModelConfig m;
+  std::string preset;
+  LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
+  if (!preset.empty()) {
+    LOOM_ASSIGN_OR_RETURN(m, ModelPreset(preset));
+  }
+  LOOM_RETURN_IF_ERROR(Read(json, "name", &m.name, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "layers", &m.layers, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "d_model", &m.d_model, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "d_ff", &m.d_ff, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "heads", &m.heads, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "kv_heads", &m.kv_heads, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "head_dim", &m.head_dim, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "vocab", &m.vocab, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "seq", &m.seq, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "batch", &m.batch, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "mlp", &m.mlp, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "norm", &m.norm, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "source", &m.source, where));
+  return m;
+}
+
+Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where) {
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
+                        ParseObject(text, where,
+                                    {"name", "tensor", "data", "optimizer", "learning_rate",
+                                     "beta1", "beta2", "epsilon"}));
+  ParallelPlan p;
+  LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "data", &p.data, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "learning_rate", &p.learning_rate, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "beta2", &p.beta2, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "epsilon", &p.epsilon, where));
+  return p;
+}
+
+std::string ModelConfigJson(const ModelConfig& m) {
+  return nlohmann::ordered_json{{"name", m.name},
+                                {"layers", m.layers},
+                                {"d_model", m.d_model},
+                                {"d_ff", m.d_ff},
+                                {"heads", m.heads},
+                                {"kv_heads", m.kv_heads},
+                                {"head_dim", m.head_dim},
+                                {"vocab", m.vocab},
+                                {"seq", m.seq},
+                                {"batch", m.batch},
+                                {"mlp", m.mlp},
+                                {"norm", m.norm},
+                                {"compute_type", m.compute_type},
+                                {"param_type", m.param_type},
+                                {"source", m.source}}
+             .dump(2) +
+         "\n";
+}
+
+}  // namespace loom::model

@@ -1,0 +1,549 @@
+#include "model/training_step.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cctype>
+#include <cmath>
+#include <numbers>
+
+#include "model/hlo_emitter.h"
+
+namespace loom::model {
+namespace {
+
+// Sizes of one device's part of the step.
+struct LocalSizes {
+  int64_t b, S, T, M, H, K, G, hd, F, V, L;
+};
+
+struct LayerWeights {
+  Value g1, wq, wk, wv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
+};
+
+struct NormActs {
+  Value n, r;  // normalised input and 1/rms (per row)
+};
+
+// What backward needs of one layer's forward.
+struct LayerActs {
+  Value x, h, q, k, v, p, o, x1, h2, u, z, act, out;
+  NormActs norm1, norm2;
+};
+
+class StepWriter {
+ public:
+  StepWriter(const ModelConfig& model, const ParallelPlan& plan)
+      : m_(model), plan_(plan), module_(ModuleName(model, plan), plan.tensor * plan.data) {
+    const int64_t t = plan.tensor;
+    s_.b = model.batch / plan.data;
+    s_.S = model.seq;
+    s_.T = s_.b * s_.S;
+    s_.M = model.d_model;
+    s_.H = model.heads / t;
+    s_.K = model.kv_heads / t;
+    s_.G = s_.H / s_.K;
+    s_.hd = model.head_dim;
+    s_.F = model.d_ff / t;
+    s_.V = model.vocab;
+    s_.L = model.layers;
+    P_ = model.param_type;
+    C_ = model.compute_type;
+    for (int64_t d = 0; d < plan.data; ++d) {
+      std::vector<int64_t> group;
+      for (int64_t j = 0; j < t; ++j) group.push_back(d * t + j);
+      tensor_groups_.push_back(group);
+    }
+    for (int64_t j = 0; j < t; ++j) {
+      std::vector<int64_t> group;
+      for (int64_t d = 0; d < plan.data; ++d) group.push_back(d * t + j);
+      data_groups_.push_back(group);
+    }
+  }
+
+  std::string Write();
+
+ private:
+  static std::string ModuleName(const ModelConfig& m, const ParallelPlan& p) {
+    std::string name = fmt::format("{}_{}_train_step", m.name, p.name);
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    return name;
+  }
+
+  // --- products ---------------------------------------------------------------------
+  // a[T,K] . w[K,N], operands in the compute type, accumulated in P.
+  Value MatMul(ComputationEmitter& c, const Value& a, const Value& w) {
+    return c.Dot(c.Convert(a, C_), c.Convert(w, C_), {{}, {}, {1}, {0}}, P_);
+  }
+  // dy[T,N] . w[K,N]^T
+  Value MatMulT(ComputationEmitter& c, const Value& dy, const Value& w) {
+    return c.Dot(c.Convert(dy, C_), c.Convert(w, C_), {{}, {}, {1}, {1}}, P_);
+  }
+  // x[T,K]^T . dy[T,N]: a weight gradient.
+  Value WeightGrad(ComputationEmitter& c, const Value& x, const Value& dy) {
+    return c.Dot(c.Convert(x, C_), c.Convert(dy, C_), {{}, {}, {0}, {0}}, P_);
+  }
+
+  // --- norms over the last dimension of x[T,M] -------------------------------------
+  Value RowMean(ComputationEmitter& c, const Value& x) {
+    return c.Scale(c.ReduceSum(x, {1}), 1.0 / static_cast<double>(x.dim(1)));
+  }
+  Value PerRow(ComputationEmitter& c, const Value& row, const Value& like) {
+    return c.BroadcastLike(row, like, {0});
+  }
+  Value PerColumn(ComputationEmitter& c, const Value& column, const Value& like) {
+    return c.BroadcastLike(column, like, {1});
+  }
+
+  NormActs NormForward(ComputationEmitter& c, const Value& x) {
+    Value centred = x;
+    if (m_.norm == "layernorm") centred = c.Sub(x, PerRow(c, RowMean(c, x), x));
+    const Value variance = RowMean(c, c.Mul(centred, centred));
+    const Value r = c.Unary("rsqrt", c.Add(variance, c.Full(P_, 1e-5, variance.dims)));
+    return {c.Mul(centred, PerRow(c, r, x)), r};
+  }
+  // dx and dg of y = n * g, given dy.
+  std::pair<Value, Value> NormBackward(ComputationEmitter& c, const Value& dy, const NormActs& norm,
+                                       const Value& g) {
+    const Value dg = c.ReduceSum(c.Mul(dy, norm.n), {0});
+    const Value dn = c.Mul(dy, PerColumn(c, g, dy));
+    Value inner = c.Sub(dn, c.Mul(norm.n, PerRow(c, RowMean(c, c.Mul(dn, norm.n)), dn)));
+    if (m_.norm == "layernorm") inner = c.Sub(inner, PerRow(c, RowMean(c, dn), dn));
+    return {c.Mul(inner, PerRow(c, norm.r, dn)), dg};
+  }
+
+  // --- attention --------------------------------------------------------------------
+  // [T, heads*hd] -> [b, S, heads, hd]
+  Value Heads(ComputationEmitter& c, const Value& x, int64_t heads) {
+    return c.Reshape(x, {s_.b, s_.S, heads, s_.hd});
+  }
+  // k or v [b,S,K,hd] shared by G query heads each: [b,S,H,hd].
+  Value ExpandKv(ComputationEmitter& c, const Value& kv) {
+    if (s_.G == 1) return kv;
+    const Value wide = c.Broadcast(kv, {s_.b, s_.S, s_.K, s_.G, s_.hd}, {0, 1, 2, 4});
+    return c.Reshape(wide, {s_.b, s_.S, s_.H, s_.hd});
+  }
+  Value ReduceKv(ComputationEmitter& c, const Value& dkv) {
+    if (s_.G == 1) return dkv;
+    return c.ReduceSum(c.Reshape(dkv, {s_.b, s_.S, s_.K, s_.G, s_.hd}), {3});
+  }
+  // Last-axis helpers on [b,H,S,S].
+  Value Lanes(ComputationEmitter& c, const Value& row, const Value& like) {
+    return c.BroadcastLike(row, like, {0, 1, 2});
+  }
+
+  // p = softmax(q k^T / sqrt(hd) + causal mask), q, k: [b,S,H,hd] -> [b,H,S,S]
+  Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k) {
+    Value scores = c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const std::vector<int64_t> dims = scores.dims;
+    const Value row = c.Iota("s32", dims, 2);
+    const Value column = c.Iota("s32", dims, 3);
+    const Value visible = c.Compare(column, row, "LE");
+    scores = c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
+    const Value shifted = c.Sub(scores, Lanes(c, c.ReduceMax(scores, {3}), scores));
+    const Value e = c.Unary("exponential", shifted);
+    return c.Div(e, Lanes(c, c.ReduceSum(e, {3}), e));
+  }
+  // o[b,S,H,hd] = p[b,H,S,S] . v[b,S,H,hd]
+  Value AttentionOutput(ComputationEmitter& c, const Value& p, const Value& v) {
+    const Value o = c.Dot(c.Convert(p, C_), c.Convert(v, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_);
+    return c.Transpose(o, {0, 2, 1, 3});
+  }
+
+  // --- one layer ---------------------------------------------------------------------
+  LayerActs LayerForward(ComputationEmitter& c, const Value& x, const LayerWeights& w) {
+    LayerActs a;
+    a.x = x;
+    a.norm1 = NormForward(c, x);
+    a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
+    a.q = Heads(c, MatMul(c, a.h, w.wq), s_.H);
+    a.k = ExpandKv(c, Heads(c, MatMul(c, a.h, w.wk), s_.K));
+    a.v = ExpandKv(c, Heads(c, MatMul(c, a.h, w.wv), s_.K));
+    a.p = AttentionProbabilities(c, a.q, a.k);
+    a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
+    a.x1 = c.Add(x, c.AllReduce(MatMul(c, a.o, w.wo), tensor_groups_));
+    a.norm2 = NormForward(c, a.x1);
+    a.h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1));
+    a.u = MatMul(c, a.h2, w.w1);
+    if (m_.mlp == "swiglu") {
+      a.z = MatMul(c, a.h2, w.w3);
+      a.act = c.Mul(c.Mul(a.u, c.Unary("logistic", a.u)), a.z);
+    } else {
+      a.act = Gelu(c, a.u);
+    }
+    a.out = c.Add(a.x1, c.AllReduce(MatMul(c, a.act, w.w2), tensor_groups_));
+    return a;
+  }
+
+  // GELU, tanh form: 0.5 u (1 + tanh(c (u + 0.044715 u^3))).
+  Value GeluInner(ComputationEmitter& c, const Value& u) {
+    const Value u3 = c.Mul(c.Mul(u, u), u);
+    return c.Scale(c.Add(u, c.Scale(u3, 0.044715)), std::sqrt(2.0 / std::numbers::pi));
+  }
+  Value Gelu(ComputationEmitter& c, const Value& u) {
+    const Value t = c.Unary("tanh", GeluInner(c, u));
+    return c.Mul(c.Scale(u, 0.5), c.Add(c.Full(P_, 1.0, u.dims), t));
+  }
+  Value GeluDerivative(ComputationEmitter& c, const Value& u) {
+    const Value t = c.Unary("tanh", GeluInner(c, u));
+    const Value one = c.Full(P_, 1.0, u.dims);
+    const Value sech2 = c.Sub(one, c.Mul(t, t));
+    const Value inner_d =
+        c.Scale(c.Add(one, c.Scale(c.Mul(u, u), 3 * 0.044715)), std::sqrt(2.0 / std::numbers::pi));
+    return c.Add(c.Scale(c.Add(one, t), 0.5), c.Mul(c.Scale(u, 0.5), c.Mul(sech2, inner_d)));
+  }
+
+  struct LayerGrads {
+    Value dx;
+    std::vector<Value> weights;  // in StackedNames order
+  };
+
+  LayerGrads LayerBackward(ComputationEmitter& c, const LayerActs& a, const LayerWeights& w,
+                           const Value& dout) {
+    // MLP: out = x1 + act . w2
+    const Value dw2 = WeightGrad(c, a.act, dout);
+    const Value dact = MatMulT(c, dout, w.w2);
+    Value du, dz, dw3;
+    if (m_.mlp == "swiglu") {
+      const Value s = c.Unary("logistic", a.u);
+      const Value silu = c.Mul(a.u, s);
+      dz = c.Mul(dact, silu);
+      const Value one = c.Full(P_, 1.0, a.u.dims);
+      const Value dsilu = c.Mul(s, c.Add(one, c.Mul(a.u, c.Sub(one, s))));
+      du = c.Mul(c.Mul(dact, a.z), dsilu);
+      dw3 = WeightGrad(c, a.h2, dz);
+    } else {
+      du = c.Mul(dact, GeluDerivative(c, a.u));
+    }
+    const Value dw1 = WeightGrad(c, a.h2, du);
+    Value dh2 = MatMulT(c, du, w.w1);
+    if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3));
+    dh2 = c.AllReduce(dh2, tensor_groups_);
+    const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
+    const Value dx1 = c.Add(dout, dx1_norm);
+
+    // Attention: x1 = x + o . wo
+    const Value dwo = WeightGrad(c, a.o, dx1);
+    const Value dO = Heads(c, MatMulT(c, dx1, w.wo), s_.H);
+    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    const Value dv = c.Transpose(
+        c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, a.p), {3}), dp);
+    const Value ds =
+        c.Scale(c.Mul(a.p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const Value dq = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
+    const Value dk = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const Value dq2 = c.Reshape(dq, {s_.T, s_.H * s_.hd});
+    const Value dk2 = c.Reshape(ReduceKv(c, dk), {s_.T, s_.K * s_.hd});
+    const Value dv2 = c.Reshape(ReduceKv(c, dv), {s_.T, s_.K * s_.hd});
+    const Value dwq = WeightGrad(c, a.h, dq2);
+    const Value dwk = WeightGrad(c, a.h, dk2);
+    const Value dwv = WeightGrad(c, a.h, dv2);
+    Value dh = c.Add(c.Add(MatMulT(c, dq2, w.wq), MatMulT(c, dk2, w.wk)), MatMulT(c, dv2, w.wv));
+    dh = c.AllReduce(dh, tensor_groups_);
+    const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
+
+    LayerGrads grads;
+    grads.dx = c.Add(dx1, dx_norm);
+    grads.weights = {dg1, dwq, dwk, dwv, dwo, dg2, dw1};
+    if (m_.mlp == "swiglu") grads.weights.push_back(dw3);
+    grads.weights.push_back(dw2);
+    return grads;
+  }
+
+  // --- the loops over layers ------------------------------------------------------------
+  // Layer `index` of each stacked weight, as 1- or 2-D values.
+  LayerWeights SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
+                          const Value& index) {
+    std::vector<Value> w;
+    for (const Value& s : stacked) {
+      std::vector<Value> starts = {index};
+      std::vector<int64_t> sizes = {1};
+      for (int64_t i = 1; i < s.rank(); ++i) {
+        starts.push_back(c.ScalarInt(0));
+        sizes.push_back(s.dim(i));
+      }
+      const Value slice = c.DynamicSlice(s, starts, sizes);
+      w.push_back(c.Reshape(slice, std::vector<int64_t>(s.dims.begin() + 1, s.dims.end())));
+    }
+    LayerWeights lw;
+    size_t i = 0;
+    lw.g1 = w[i++], lw.wq = w[i++], lw.wk = w[i++], lw.wv = w[i++], lw.wo = w[i++];
+    lw.g2 = w[i++], lw.w1 = w[i++];
+    if (m_.mlp == "swiglu") lw.w3 = w[i++];
+    lw.w2 = w[i++];
+    return lw;
+  }
+
+  Value Store(ComputationEmitter& c, const Value& stack, const Value& value, const Value& index) {
+    std::vector<int64_t> dims = {1};
+    dims.insert(dims.end(), value.dims.begin(), value.dims.end());
+    std::vector<Value> starts = {index};
+    for (size_t i = 0; i < value.dims.size(); ++i) starts.push_back(c.ScalarInt(0));
+    return c.DynamicUpdateSlice(stack, c.Reshape(value, dims), starts);
+  }
+
+  Value Load(ComputationEmitter& c, const Value& stack, const Value& index) {
+    std::vector<Value> starts = {index};
+    std::vector<int64_t> sizes = {1};
+    for (int64_t i = 1; i < stack.rank(); ++i) {
+      starts.push_back(c.ScalarInt(0));
+      sizes.push_back(stack.dim(i));
+    }
+    return c.Reshape(c.DynamicSlice(stack, starts, sizes),
+                     std::vector<int64_t>(stack.dims.begin() + 1, stack.dims.end()));
+  }
+
+  // A condition `tuple[0] < layers`.
+  ComputationEmitter& LoopCondition(std::string_view name, const Value& carry) {
+    ComputationEmitter& c = module_.AddComputation(name);
+    const Value state = c.TupleParameter(carry.elements, "state");
+    const Value i = c.Element(state, 0);
+    c.SetRoot(c.Compare(i, c.ScalarInt(s_.L), "LT"));
+    return c;
+  }
+
+  // Runs the layers forward; returns (final x, saved layer inputs).
+  std::pair<Value, Value> ForwardLoop(ComputationEmitter& e, const Value& x,
+                                      const std::vector<Value>& stacked) {
+    const Value saved = e.Full(P_, 0, {s_.L, s_.T, s_.M});
+    std::vector<Value> init = {e.ScalarInt(0), x, saved};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    const Value carry = e.Tuple(init);
+    ComputationEmitter& condition = LoopCondition("forward_condition", carry);
+    ComputationEmitter& body = module_.AddComputation("forward_layer");
+    {
+      ComputationEmitter& c = body;
+      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+      const std::vector<Value> weights(in.begin() + 3, in.end());
+      const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, in[0]));
+      std::vector<Value> out = {c.Add(in[0], c.ScalarInt(1)), a.out, Store(c, in[2], in[1], in[0])};
+      out.insert(out.end(), weights.begin(), weights.end());
+      c.SetRoot(c.Tuple(out));
+    }
+    const Value done = e.While(carry, condition, body);
+    return {e.Element(done, 1), e.Element(done, 2)};
+  }
+
+  // Runs the layers backward from dx (the gradient of the last layer's
+  // output); returns (the gradient of the first layer's input, stacked
+  // weight gradients).
+  std::pair<Value, std::vector<Value>> BackwardLoop(ComputationEmitter& e, const Value& dx,
+                                                    const Value& saved,
+                                                    const std::vector<Value>& stacked) {
+    std::vector<Value> init = {e.ScalarInt(0), dx, saved};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
+    const Value carry = e.Tuple(init);
+    const size_t n = stacked.size();
+    ComputationEmitter& condition = LoopCondition("backward_condition", carry);
+    ComputationEmitter& body = module_.AddComputation("backward_layer");
+    {
+      ComputationEmitter& c = body;
+      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+      const std::vector<Value> weights(in.begin() + 3, in.begin() + 3 + static_cast<long>(n));
+      const std::vector<Value> grads(in.begin() + 3 + static_cast<long>(n), in.end());
+      const Value layer = c.Sub(c.ScalarInt(s_.L - 1), in[0]);
+      const LayerWeights w = SliceLayer(c, weights, layer);
+      const LayerActs a = LayerForward(c, Load(c, in[2], layer), w);  // recomputed
+      const LayerGrads g = LayerBackward(c, a, w, in[1]);
+      std::vector<Value> out = {c.Add(in[0], c.ScalarInt(1)), g.dx, in[2]};
+      out.insert(out.end(), weights.begin(), weights.end());
+      for (size_t k = 0; k < n; ++k) out.push_back(Store(c, grads[k], g.weights[k], layer));
+      c.SetRoot(c.Tuple(out));
+    }
+    const Value done = e.While(carry, condition, body);
+    std::vector<Value> weight_grads;
+    for (size_t k = 0; k < n; ++k) weight_grads.push_back(e.Element(done, 3 + n + k));
+    return {e.Element(done, 1), weight_grads};
+  }
+
+  // onehot(ids)[T, V] in `type`
+  Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
+    const Value flat = c.Reshape(ids, {s_.T});
+    const Value wide = c.Broadcast(flat, {s_.T, s_.V}, {0});
+    const Value column = c.Iota("s32", {s_.T, s_.V}, 1);
+    return c.Convert(c.Compare(wide, column, "EQ"), type);
+  }
+
+  // Adam on one weight: returns (w, m, v) updated.
+  std::vector<Value> Adam(ComputationEmitter& c, const Value& w, const Value& g, const Value& m,
+                          const Value& v, const Value& step) {
+    const double b1 = plan_.beta1, b2 = plan_.beta2;
+    const Value m1 = c.Add(c.Scale(m, b1), c.Scale(g, 1 - b1));
+    const Value v1 = c.Add(c.Scale(v, b2), c.Scale(c.Mul(g, g), 1 - b2));
+    // Bias corrections 1 - beta^t, t the step (from 1).
+    const auto correction = [&](double beta) {
+      const Value power = c.Unary("exponential", c.Mul(step, c.Scalar(P_, std::log(beta))));
+      return c.Sub(c.Scalar(P_, 1.0), power);
+    };
+    const Value m_hat = c.Div(m1, c.Broadcast(correction(b1), w.dims, {}));
+    const Value v_hat = c.Div(v1, c.Broadcast(correction(b2), w.dims, {}));
+    const Value denominator = c.Add(c.Unary("sqrt", v_hat), c.Full(P_, plan_.epsilon, w.dims));
+    const Value w1 = c.Sub(w, c.Scale(c.Div(m_hat, denominator), plan_.learning_rate));
+    return {w1, m1, v1};
+  }
+
+  const ModelConfig& m_;
+  const ParallelPlan& plan_;
+  ModuleEmitter module_;
+  LocalSizes s_{};
+  std::string P_, C_;
+  Groups tensor_groups_, data_groups_;
+};
+
+std::vector<int64_t> LocalDims(const WeightInfo& w, int64_t tensor) {
+  std::vector<int64_t> dims = w.dims;
+  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= tensor;
+  return dims;
+}
+
+std::string StepWriter::Write() {
+  ComputationEmitter& e = module_.Entry();
+  const Value tokens = e.Parameter("s32", {s_.b, s_.S}, "tokens");
+  const Value targets = e.Parameter("s32", {s_.b, s_.S}, "targets");
+  const Value step = e.Parameter(P_, {}, "step");
+  std::vector<Value> weights;
+  const std::vector<WeightInfo> infos = Weights(m_);
+  for (const WeightInfo& info : infos) {
+    weights.push_back(e.Parameter(P_, LocalDims(info, plan_.tensor), info.name));
+  }
+  std::vector<Value> moments, variances;
+  if (plan_.optimizer == "adam") {
+    for (const Value& w : weights) moments.push_back(e.Parameter(P_, w.dims, "m." + w.name));
+    for (const Value& w : weights) variances.push_back(e.Parameter(P_, w.dims, "v." + w.name));
+  }
+  const Value& embed = weights[0];
+  const Value& gf = weights[1];
+  const Value& wout = weights[2];
+  const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+
+  // Forward.
+  const Value onehot_in = OneHot(e, tokens, C_);
+  const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, P_);
+  const auto [xl, saved] = ForwardLoop(e, x0, stacked);
+  const NormActs final_norm = NormForward(e, xl);
+  const Value hf = e.Mul(final_norm.n, PerColumn(e, gf, xl));
+  const Value logits = MatMul(e, hf, wout);  // [T, V]
+  const Value mx = e.ReduceMax(logits, {1});
+  const Value shifted = e.Sub(logits, PerRow(e, mx, logits));
+  const Value exp = e.Unary("exponential", shifted);
+  const Value z = e.ReduceSum(exp, {1});
+  const Value onehot_target = OneHot(e, targets, P_);
+  const Value picked = e.ReduceSum(e.Mul(shifted, onehot_target), {1});
+  const double tokens_total = static_cast<double>(m_.batch * m_.seq);
+  const Value local_loss = e.ReduceSum(e.Sub(e.Unary("log", z), picked), {0});
+  const Value loss = e.Scale(e.AllReduce(local_loss, data_groups_), 1.0 / tokens_total);
+
+  // Backward.
+  const Value softmax = e.Div(exp, PerRow(e, z, exp));
+  const Value dlogits = e.Scale(e.Sub(softmax, onehot_target), 1.0 / tokens_total);
+  const Value dwout = WeightGrad(e, hf, dlogits);
+  const Value dhf = MatMulT(e, dlogits, wout);
+  const auto [dxl, dgf] = NormBackward(e, dhf, final_norm, gf);
+  const auto [dx0, stacked_grads] = BackwardLoop(e, dxl, saved, stacked);
+  const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
+
+  std::vector<Value> grads = {dembed, dgf, dwout};
+  grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+  for (Value& g : grads) g = e.AllReduce(g, data_groups_);
+
+  std::vector<Value> outputs = {loss};
+  if (plan_.optimizer == "none") {
+    outputs.insert(outputs.end(), grads.begin(), grads.end());
+  } else if (plan_.optimizer == "sgd") {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      outputs.push_back(e.Sub(weights[i], e.Scale(grads[i], plan_.learning_rate)));
+    }
+  } else {
+    std::vector<Value> new_w, new_m, new_v;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const std::vector<Value> updated =
+          Adam(e, weights[i], grads[i], moments[i], variances[i], step);
+      new_w.push_back(updated[0]);
+      new_m.push_back(updated[1]);
+      new_v.push_back(updated[2]);
+    }
+    outputs.insert(outputs.end(), new_w.begin(), new_w.end());
+    outputs.insert(outputs.end(), new_m.begin(), new_m.end());
+    outputs.insert(outputs.end(), new_v.begin(), new_v.end());
+  }
+  e.SetRoot(e.Tuple(outputs));
+  return module_.Text();
+}
+
+Status Positive(int64_t value, std::string_view what) {
+  if (value > 0) return OkStatus();
+  return Error{fmt::format("{} must be positive, is {}", what, value)};
+}
+
+Status Divides(int64_t value, int64_t by, std::string_view what, std::string_view axis) {
+  if (value % by == 0) return OkStatus();
+  return Error{fmt::format("{} ({}) does not divide by the {} axis ({})", what, value, axis, by)};
+}
+
+}  // namespace
+
+std::vector<WeightInfo> Weights(const ModelConfig& m) {
+  const int64_t L = m.layers, M = m.d_model, F = m.d_ff;
+  const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  std::vector<WeightInfo> weights = {
+      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1},      {"wout", {M, m.vocab}, -1},
+      {"g1", {L, M}, -1},          {"wq", {L, M, q}, 2}, {"wk", {L, M, kv}, 2},
+      {"wv", {L, M, kv}, 2},       {"wo", {L, q, M}, 1}, {"g2", {L, M}, -1},
+      {"w1", {L, M, F}, 2},
+  };
+  if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2});
+  weights.push_back({"w2", {L, F, M}, 1});
+  return weights;
+}
+
+Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
+  for (const auto& [value, what] :
+       std::vector<std::pair<int64_t, std::string_view>>{{m.layers, "layers"},
+                                                         {m.d_model, "d_model"},
+                                                         {m.d_ff, "d_ff"},
+                                                         {m.heads, "heads"},
+                                                         {m.kv_heads, "kv_heads"},
+                                                         {m.head_dim, "head_dim"},
+                                                         {m.vocab, "vocab"},
+                                                         {m.seq, "seq"},
+                                                         {m.batch, "batch"},
+                                                         {p.tensor, "tensor"},
+                                                         {p.data, "data"}}) {
+    LOOM_RETURN_IF_ERROR(Positive(value, what));
+  }
+  if (m.heads % m.kv_heads != 0) {
+    return Error{fmt::format("heads ({}) is not a multiple of kv_heads ({})", m.heads, m.kv_heads)};
+  }
+  LOOM_RETURN_IF_ERROR(Divides(m.heads, p.tensor, "heads", "tensor"));
+  LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
+  LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
+  LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
+  const auto one_of = [](const std::string& value, std::initializer_list<std::string_view> allowed,
+                         std::string_view what) -> Status {
+    for (std::string_view a : allowed) {
+      if (value == a) return OkStatus();
+    }
+    return Error{fmt::format("{} '{}' is not one of {}", what, value, fmt::join(allowed, ", "))};
+  };
+  LOOM_RETURN_IF_ERROR(one_of(m.mlp, {"gelu", "swiglu"}, "mlp"));
+  LOOM_RETURN_IF_ERROR(one_of(m.norm, {"layernorm", "rmsnorm"}, "norm"));
+  LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
+  LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
+  LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
+  return OkStatus();
+}
+
+Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan) {
+  LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
+  StepWriter writer(model, plan);
+  return writer.Write();
+}
+
+}  // namespace loom::model

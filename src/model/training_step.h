@@ -1,0 +1,89 @@
+// `loom model`: the per-device SPMD HLO of one training step of a decoder
+// transformer (forward, backward written out op by op, optimizer update),
+// under a tensor- and data-parallel plan, as Megatron-LM and JAX write it.
+//
+// The step, per device of a [data, model] grid (device = d * tp + t):
+//   x = onehot(tokens) . embed                     (embedding, vocab rows)
+//   while i < L (layers as a scan over stacked weights, saving each input):
+//     h  = norm(x) * g1
+//     q, k, v = h . wq, h . wk, h . wv             (column-parallel: heads / tp)
+//     o  = softmax(q k^T / sqrt(hd) + causal) v    (multi-head, grouped-query or
+//                                                   multi-query: kv heads shared)
+//     x += all-reduce_model(o . wo)                (row-parallel)
+//     h2 = norm(x) * g2
+//     x += all-reduce_model(act(h2 . w1 [, h2 . w3]) . w2)   (GELU or SwiGLU)
+//   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
+//   backward: the same in reverse, each layer recomputed from its saved input
+//   (full recomputation), input gradients of the column-parallel products
+//   all-reduced over the model axis; every weight gradient all-reduced over
+//   the data axis; then Adam (or SGD) on the f32 master weights.
+//
+// Dot operands are converted to the compute type (bf16, or f32/f64) and
+// accumulate in the parameter type (f32, or f64 for gradient checks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/status.h"
+
+namespace loom::model {
+
+struct ModelConfig {
+  std::string name = "model";
+  int64_t layers = 2;
+  int64_t d_model = 64;
+  int64_t d_ff = 256;
+  int64_t heads = 4;
+  int64_t kv_heads = 4;  // = heads: multi-head; 1: multi-query; else grouped-query
+  int64_t head_dim = 16;
+  int64_t vocab = 128;
+  int64_t seq = 16;
+  int64_t batch = 4;                 // global batch, sequences
+  std::string mlp = "gelu";          // gelu | swiglu
+  std::string norm = "layernorm";    // layernorm | rmsnorm
+  std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
+  std::string param_type = "f32";    // master weights, activations, accumulation: f32 | f64
+  std::string source;                // where the figures come from
+};
+
+struct ParallelPlan {
+  std::string name = "plan";
+  int64_t tensor = 1;              // model axis: Megatron column/row split
+  int64_t data = 1;                // data axis: batch split, gradient all-reduce
+  std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double epsilon = 1e-8;
+};
+
+// Checks that the plan divides the model (heads, kv heads, d_ff and batch
+// by their axes) and that every size is positive.
+Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
+
+// The HLO text of one step: parameters (tokens s32[b,S], targets s32[b,S],
+// the Adam step count f32[], then every weight shard, then the optimizer
+// state), and a tuple of (loss, updated weights..., updated state...), or
+// (loss, gradients...) with optimizer "none".
+Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan);
+
+// The weights in parameter order: name and full (unsharded) dims, and the
+// dimension the model axis splits (-1: replicated).
+struct WeightInfo {
+  std::string name;
+  std::vector<int64_t> dims;
+  int64_t split_dim = -1;
+};
+std::vector<WeightInfo> Weights(const ModelConfig& model);
+
+// Presets: model configurations and plans by name, and their JSON forms.
+std::vector<std::string> ModelPresetNames();
+Expected<ModelConfig> ModelPreset(std::string_view name);
+Expected<ModelConfig> ParseModelConfig(const std::string& json_text, std::string_view where);
+Expected<ParallelPlan> ParsePlan(const std::string& json_text, std::string_view where);
+std::string ModelConfigJson(const ModelConfig& model);
+
+}  // namespace loom::model

@@ -1,0 +1,124 @@
+// `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--layers N]
+// [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
+// per-device HLO of one training step (model/training_step.h).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "loom/command.h"
+#include "model/training_step.h"
+
+namespace loom::cli {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandError(fmt::format("{}: cannot read", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+template <typename T>
+T OrFail(Expected<T> value) {
+  if (!value.ok()) throw CommandError(value.error().ToString());
+  return std::move(value).value();
+}
+
+}  // namespace
+
+void AddModelCommand(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::string plan;
+    int64_t tensor = 0;
+    int64_t data = 0;
+    int64_t layers = 0;
+    int64_t batch = 0;
+    int64_t seq = 0;
+    std::string optimizer;
+    std::string param_type;
+    std::string compute_type;
+    std::string output;
+    bool list = false;
+    bool show = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* command = app.add_subcommand(
+      "model", "Write the per-device HLO of one training step of a transformer under a plan");
+  command->add_option("--model", options->model,
+                      "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
+                      "overrides})");
+  command->add_option("--plan", options->plan,
+                      "A JSON file: tensor, data, optimizer, learning_rate, beta1, beta2, epsilon");
+  command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--data", options->data, "Data-parallel ways")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--layers", options->layers, "Override the number of layers")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--batch", options->batch, "Override the global batch (sequences)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  command->add_option("--seq", options->seq, "Override the sequence length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  command->add_option("--optimizer", options->optimizer, "adam, sgd, or none (outputs gradients)")
+      ->check(CLI::IsMember({"adam", "sgd", "none"}));
+  command->add_option("--param-type", options->param_type, "f32 or f64 (master weights)")
+      ->check(CLI::IsMember({"f32", "f64"}));
+  command->add_option("--compute-type", options->compute_type, "bf16, f32 or f64 (dot operands)")
+      ->check(CLI::IsMember({"bf16", "f32", "f64"}));
+  command->add_option("-o,--output", options->output, "Write here instead of stdout");
+  command->add_flag("--list", options->list, "List the model presets");
+  command->add_flag("--show", options->show, "Print the model config as JSON instead");
+  command->callback([options] {
+    if (options->list) {
+      for (const std::string& name : model::ModelPresetNames()) {
+        const model::ModelConfig m = OrFail(model::ModelPreset(name));
+        fmt::print("{:<14} L={} d_model={} d_ff={} heads={}/{} vocab={}  {}\n", name, m.layers,
+                   m.d_model, m.d_ff, m.heads, m.kv_heads, m.vocab, m.source);
+      }
+      return;
+    }
+    if (options->model.empty()) throw CommandError("model: --model is required");
+    model::ModelConfig m =
+        options->model.ends_with(".json")
+            ? OrFail(model::ParseModelConfig(ReadFile(options->model), options->model))
+            : OrFail(model::ModelPreset(options->model));
+    model::ParallelPlan plan;
+    if (!options->plan.empty())
+      plan = OrFail(model::ParsePlan(ReadFile(options->plan), options->plan));
+    if (options->tensor > 0) plan.tensor = options->tensor;
+    if (options->data > 0) plan.data = options->data;
+    if (options->layers > 0) m.layers = options->layers;
+    if (options->batch > 0) m.batch = options->batch;
+    if (options->seq > 0) m.seq = options->seq;
+    if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
+    if (!options->param_type.empty()) m.param_type = options->param_type;
+    if (!options->compute_type.empty()) m.compute_type = options->compute_type;
+    if (options->plan.empty()) plan.name = fmt::format("tp{}_dp{}", plan.tensor, plan.data);
+    if (options->show) {
+      WriteOutput(options->output, model::ModelConfigJson(m));
+      return;
+    }
+    const std::string text = OrFail(model::BuildTrainingStep(m, plan));
+    // What is written is what Loom reads back: parsed and verified first.
+    Expected<std::unique_ptr<ir::Module>> module = ir::ParseModule(text);
+    if (!module.ok()) {
+      throw CommandError("internal: the generated step does not parse: " +
+                         module.error().ToString("<model>"));
+    }
+    if (Expected<ir::VerifyReport> report = ir::VerifyModule(**module); !report.ok()) {
+      throw CommandError("internal: the generated step does not verify: " +
+                         report.error().ToString("<model>"));
+    }
+    WriteOutput(options->output, ir::PrintModule(**module));
+  });
+}
+
+}  // namespace loom::cli
