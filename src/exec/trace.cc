@@ -22,7 +22,10 @@ Expected<std::vector<TraceEvent>> TraceEventsFromJson(const std::string& text) {
   if (!array.is_array()) return Error{"malformed trace events"};
   std::vector<TraceEvent> events;
   for (const nlohmann::json& item : array) {
-    if (!item.is_array() || item.size() != 6) return Error{"malformed trace event"};
+    if (!item.is_array() || item.size() != 6 || !item[3].is_number_integer() ||
+        item[3].get<int>() < 0 || item[3].get<int>() > static_cast<int>(trace::Lane::kTransfers)) {
+      return Error{"malformed trace event"};
+    }
     events.push_back({item[0].get<std::string>(), item[1].get<std::string>(),
                       item[2].get<int64_t>(), static_cast<trace::Lane>(item[3].get<int>()),
                       item[4].get<double>(), item[5].get<double>()});
