@@ -258,19 +258,35 @@ class StepWriter {
 
   // --- the loops over layers ------------------------------------------------------------
   // Layer `index` of each stacked weight, as 1- or 2-D values.
+  // Entry `index` of a stack [L, ...] (a stacked weight, the saved inputs,
+  // a gradient) is read and written at (index, 0, ..., 0).
+  static std::vector<Value> EntryStarts(ComputationEmitter& c, const Value& stack,
+                                        const Value& index) {
+    std::vector<Value> starts = {index};
+    for (int64_t i = 1; i < stack.rank(); ++i) starts.push_back(c.ScalarInt(0));
+    return starts;
+  }
+  static std::vector<int64_t> EntryDims(const Value& stack) {
+    return std::vector<int64_t>(stack.dims.begin() + 1, stack.dims.end());
+  }
+
+  Value Load(ComputationEmitter& c, const Value& stack, const Value& index) {
+    std::vector<int64_t> sizes = EntryDims(stack);
+    sizes.insert(sizes.begin(), 1);
+    return c.Reshape(c.DynamicSlice(stack, EntryStarts(c, stack, index), sizes), EntryDims(stack));
+  }
+
+  Value Store(ComputationEmitter& c, const Value& stack, const Value& value, const Value& index) {
+    std::vector<int64_t> dims = value.dims;
+    dims.insert(dims.begin(), 1);
+    return c.DynamicUpdateSlice(stack, c.Reshape(value, dims), EntryStarts(c, stack, index));
+  }
+
+  // Layer `index` of each stacked weight.
   LayerWeights SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
                           const Value& index) {
     std::vector<Value> w;
-    for (const Value& s : stacked) {
-      std::vector<Value> starts = {index};
-      std::vector<int64_t> sizes = {1};
-      for (int64_t i = 1; i < s.rank(); ++i) {
-        starts.push_back(c.ScalarInt(0));
-        sizes.push_back(s.dim(i));
-      }
-      const Value slice = c.DynamicSlice(s, starts, sizes);
-      w.push_back(c.Reshape(slice, std::vector<int64_t>(s.dims.begin() + 1, s.dims.end())));
-    }
+    for (const Value& s : stacked) w.push_back(Load(c, s, index));
     LayerWeights lw;
     size_t i = 0;
     lw.g1 = w[i++], lw.wq = w[i++], lw.wk = w[i++], lw.wv = w[i++], lw.wo = w[i++];
@@ -278,25 +294,6 @@ class StepWriter {
     if (m_.mlp == "swiglu") lw.w3 = w[i++];
     lw.w2 = w[i++];
     return lw;
-  }
-
-  Value Store(ComputationEmitter& c, const Value& stack, const Value& value, const Value& index) {
-    std::vector<int64_t> dims = {1};
-    dims.insert(dims.end(), value.dims.begin(), value.dims.end());
-    std::vector<Value> starts = {index};
-    for (size_t i = 0; i < value.dims.size(); ++i) starts.push_back(c.ScalarInt(0));
-    return c.DynamicUpdateSlice(stack, c.Reshape(value, dims), starts);
-  }
-
-  Value Load(ComputationEmitter& c, const Value& stack, const Value& index) {
-    std::vector<Value> starts = {index};
-    std::vector<int64_t> sizes = {1};
-    for (int64_t i = 1; i < stack.rank(); ++i) {
-      starts.push_back(c.ScalarInt(0));
-      sizes.push_back(stack.dim(i));
-    }
-    return c.Reshape(c.DynamicSlice(stack, starts, sizes),
-                     std::vector<int64_t>(stack.dims.begin() + 1, stack.dims.end()));
   }
 
   // A condition `tuple[0] < layers`.

@@ -15,21 +15,15 @@ namespace loom::cli {
 
 namespace {
 
-std::string Estimate(const ir::Module& module, const cost::CostModel& model) {
+cost::StepEstimate Estimate(const ir::Module& module, const cost::CostModel& model) {
   Expected<cost::StepEstimate> estimate = cost::EstimateStep(module, model);
-  if (!estimate.ok()) throw CommandError("--estimate: " + estimate.error().message);
-  return estimate->ToString();
+  if (!estimate.ok()) throw CommandError("estimate: " + estimate.error().message);
+  return std::move(estimate).value();
 }
 
 // DIR/NN-NAME.hlo: the module after pass NN (00: as read).
 std::string DumpPath(const std::string& dir, size_t index, std::string_view name) {
   return (std::filesystem::path(dir) / fmt::format("{:02}-{}.hlo", index, name)).string();
-}
-
-double EstimateSeconds(const ir::Module& module, const cost::CostModel& model) {
-  Expected<cost::StepEstimate> estimate = cost::EstimateStep(module, model);
-  if (!estimate.ok()) throw CommandError("--json: " + estimate.error().message);
-  return estimate->total_seconds;
 }
 
 nlohmann::json PassJson(const pass::Pass& pass) {
@@ -109,11 +103,11 @@ void AddOptCommand(CLI::App& app) {
       throw CommandError("opt: --json - needs -o for the module");
     }
     std::string before;
-    if (options->estimate) before = Estimate(*module, *context.cost_model);
+    if (options->estimate) before = Estimate(*module, *context.cost_model).ToString();
     nlohmann::json json = {{"module", module->name()}, {"passes", nlohmann::json::array()}};
     if (!options->json.empty() && context.cost_model) {
       json["estimate"] = {{"target", context.cost_model->target().name()},
-                          {"before_seconds", EstimateSeconds(*module, *context.cost_model)}};
+                          {"before_seconds", Estimate(*module, *context.cost_model).total_seconds}};
     }
     if (!options->dump_dir.empty()) {
       std::filesystem::create_directories(options->dump_dir);
@@ -143,13 +137,13 @@ void AddOptCommand(CLI::App& app) {
       fmt::print(sink, "estimated step on {}: before {}\n", context.cost_model->target().name(),
                  before);
       fmt::print(sink, "estimated step on {}: after  {}\n", context.cost_model->target().name(),
-                 Estimate(*module, *context.cost_model));
+                 Estimate(*module, *context.cost_model).ToString());
     }
     WriteOutput(options->output, ir::PrintModule(*module));
     if (!options->json.empty()) {
       for (const auto& pass : pipeline->passes()) json["passes"].push_back(PassJson(*pass));
       if (context.cost_model) {
-        json["estimate"]["after_seconds"] = EstimateSeconds(*module, *context.cost_model);
+        json["estimate"]["after_seconds"] = Estimate(*module, *context.cost_model).total_seconds;
       }
       WriteOutput(options->json, json.dump(2) + "\n");
     }
