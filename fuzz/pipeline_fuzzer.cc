@@ -7,7 +7,8 @@
 //    is a finding);
 //  - ComputeStats and PeakLiveBytes of the original and of each result;
 //  - sim::Simulate on a TPU v4 slice sized to the module, of the original
-//    and each result, with a bound on the messages it may move;
+//    and each result, with bounds on the messages it may move and the steps
+//    it may replay;
 //  - when the module is tiny (at most 8 devices and 256 KiB per device),
 //    the executor on in-process devices with the
 //    deterministic dot kernels and a budget of steps and time: the original
@@ -52,6 +53,7 @@ constexpr int64_t kMaxRunDevices = 8;
 constexpr int64_t kMaxRunBytesPerDevice = int64_t{1} << 18;
 constexpr int64_t kMaxRunSteps = 200'000;
 constexpr int64_t kMaxSimulatedMessages = 200'000;
+constexpr int64_t kMaxSimulatedSteps = 2'000'000;
 constexpr int64_t kMaxInstructions = 20'000;  // per module, for the passes
 
 // What a pipeline may do to the arithmetic.
@@ -110,6 +112,7 @@ void Analyse(const Module& module) {
 void Simulate(const Module& module, const loom::cost::Target& target) {
   loom::sim::SimOptions options;
   options.max_messages = kMaxSimulatedMessages;
+  options.max_steps = kMaxSimulatedSteps;
   (void)loom::sim::Simulate(module, target, options);
 }
 

@@ -30,6 +30,9 @@ struct SimOptions {
   // (all devices, loops that transfer replayed trip by trip) is refused up
   // front instead of running for hours; 0: no limit.
   int64_t max_messages = 200'000'000;
+  // The same for the steps of the program walked, summed over devices (a
+  // loop whose collectives move nothing walks its steps every trip).
+  int64_t max_steps = 1'000'000'000;
 };
 
 // "5=1.5": device 5's compute takes 1.5 times as long. Sets

@@ -12,6 +12,43 @@
 
 namespace loom::sim {
 
+namespace {
+
+std::string AtLeast(int64_t count) { return count == kSaturated ? "at least " : ""; }
+
+// " (the while %w at line 9 runs 4096 times, with the loops around it)"
+std::string LoopThatMultiplies(const ReplayCost& cost) {
+  if (cost.loop == nullptr) return "";
+  return fmt::format(" (the while %{} at line {} runs {}{} times, with the loops around it)",
+                     cost.loop->name(), cost.loop->loc().line, AtLeast(cost.loop_trips),
+                     cost.loop_trips);
+}
+
+// Refuses up front a replay that would run for hours: too many messages,
+// or too many steps walked (a loop whose collectives move nothing still
+// walks its steps every trip).
+Status CheckReplayCost(const ir::Module& module, const ReplayCost& cost, int64_t devices,
+                       const SimOptions& options) {
+  if (options.max_messages > 0 && cost.messages > options.max_messages) {
+    return Error{
+        fmt::format("simulating module {} would move {}{} messages{}, more than the limit of {} "
+                    "(--max-messages): loops that transfer are replayed trip by trip",
+                    module.name(), AtLeast(cost.messages), cost.messages, LoopThatMultiplies(cost),
+                    options.max_messages)};
+  }
+  const int64_t steps = SaturatingMul(cost.steps_per_device, devices);
+  if (options.max_steps > 0 && steps > options.max_steps) {
+    return Error{fmt::format(
+        "simulating module {} would replay {}{} steps over its {} devices{}, more than the limit "
+        "of {} (--max-steps): loops that transfer are replayed trip by trip",
+        module.name(), AtLeast(steps), steps, devices, LoopThatMultiplies(cost),
+        options.max_steps)};
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& target,
                              const SimOptions& options) {
   const auto wall_start = std::chrono::steady_clock::now();
@@ -55,21 +92,7 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
   report.unknown_trip_counts = std::move(tape.unknown_trip_counts);
   report.collective_plans = std::move(tape.collective_plans);
   report.notes.insert(report.notes.end(), tape.notes.begin(), tape.notes.end());
-  if (const ReplayCost cost = tape.CostOfReplay();
-      options.max_messages > 0 && cost.messages > options.max_messages) {
-    std::string loop;
-    if (cost.loop != nullptr) {
-      loop = fmt::format(" (the while %{} at line {} runs {}{} times, with the loops around it)",
-                         cost.loop->name(), cost.loop->loc().line,
-                         cost.loop_trips == kSaturated ? "at least " : "", cost.loop_trips);
-    }
-    return Error{
-        fmt::format("simulating module {} would move {}{} messages{}, more than the limit of {} "
-                    "(--max-messages): loops that transfer are replayed trip by trip",
-                    module.name(), cost.messages == kSaturated ? "at least " : "", cost.messages,
-                    loop, options.max_messages)};
-  }
-
+  LOOM_RETURN_IF_ERROR(CheckReplayCost(module, tape.CostOfReplay(), devices, options));
   LOOM_RETURN_IF_ERROR(ReplayTape(tape, network, devices, options, &report));
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -268,6 +268,8 @@ ReplayCost Tape::CostOfReplay() const {
   ReplayCost cost;
   std::vector<int64_t> repeats = {1};  // the enclosing loops' trips, multiplied
   for (const Step& step : steps) {
+    // A loop's begin is walked once per entry and its end once per trip.
+    cost.steps_per_device = SaturatingAdd(cost.steps_per_device, repeats.back());
     switch (step.kind) {
       case StepKind::kLoopBegin:
         repeats.push_back(SaturatingMul(repeats.back(), std::max<int64_t>(step.trips, 0)));

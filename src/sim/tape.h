@@ -61,11 +61,14 @@ struct Slot {
   std::vector<int64_t> links;  // CostModel::TransferLinks
 };
 
-// The messages one replay of the tape moves, over all devices, with loops
-// replayed trip by trip (saturating), and the loop that multiplies them
-// most: what the event engine will have to process.
+// What one replay of the tape costs the event engine, with loops replayed
+// trip by trip (saturating): the messages it moves over all devices, the
+// steps one device walks through (a loop whose collectives move nothing,
+// such as a collective-permute with no pairs, still costs its steps every
+// trip), and the loop that multiplies them most.
 struct ReplayCost {
   int64_t messages = 0;
+  int64_t steps_per_device = 0;
   const ir::Instruction* loop = nullptr;  // the loop whose trips multiply the most
   int64_t loop_trips = 1;                 // its trips times those of the loops around it
 };

@@ -73,6 +73,9 @@ else
 fi
 expect "simulate: nested 2^31-trip loops of transfers" 1 "would move at least 9223372036854775807 messages .*--max-messages" -- \
   "$loom" simulate "$limits/nested_transfer_loops.hlo" --target tpu-v4
+# The permute moves nothing, so only the steps walked bound this one.
+expect "simulate: nested 2^31-trip loops of empty transfers" 1 "would replay at least 9223372036854775807 steps over its 4 devices .*--max-steps" -- \
+  "$loom" simulate "$limits/empty_transfer_loops.hlo" --target tpu-v4
 expect "stats: nested 2^31-trip loops" 0 "" -- "$loom" stats "$limits/nested_transfer_loops.hlo"
 if grep -q "bytes sent: *at least 8.00 EiB" "$tmp/out" && grep -q "largest value, 9223372036854775807" "$tmp/out"; then
   ok "stats: a saturated sum says so"
@@ -156,5 +159,7 @@ expect "simulate --compute-scale garbage" 2 "compute-scale" -- \
   "$loom" simulate "$example" --target tpu-v4 --compute-scale 3=x
 expect "simulate --max-messages -1" 2 "max-messages" -- \
   "$loom" simulate "$example" --target tpu-v4 --max-messages -1
+expect "simulate --max-steps -1" 2 "max-steps" -- \
+  "$loom" simulate "$example" --target tpu-v4 --max-steps -1
 
 finish

@@ -7,6 +7,7 @@
 #include "sim/simulator.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -551,6 +552,61 @@ ENTRY %main {
   EXPECT_EQ(report.collectives, 3);
   EXPECT_EQ(report.op_kinds.at("dot").count, 3 * 2);
   EXPECT_TRUE(report.unknown_trip_counts.empty());
+}
+
+// A permute with no pairs moves nothing, so only the steps bound its loop:
+// the replay is refused up front when they pass --max-steps, and the count
+// it names is exact (that many is allowed).
+TEST(Simulator, LoopOfTransfersThatMoveNothingIsBoundedByItsSteps) {
+  const auto loop = [](int64_t trips) {
+    return fmt::format(R"(
+HloModule loop, num_partitions=2
+%cond (p: (s32[], f32[8])) -> pred[] {{
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant({})
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}}
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8] get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %z = f32[8] collective-permute(%x), channel_id=1, source_target_pairs={{}}
+  ROOT %t = (s32[], f32[8]) tuple(%next, %z)
+}}
+ENTRY %main {{
+  %x = f32[8] parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[8]) tuple(%zero, %x)
+  %w = (s32[], f32[8]) while(%init), condition=%cond, body=%body
+  ROOT %r = f32[8] get-tuple-element(%w), index=1
+}}
+)",
+                       trips);
+  };
+  const Target target = Torus({2, 1, 1}, {false, false, false});
+  auto endless = Parse(loop(2147483647));
+  auto refused = Simulate(*endless, target);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, ::testing::HasSubstr("--max-steps"));
+
+  auto small = Parse(loop(1000));
+  SimOptions options;
+  options.max_steps = 1;
+  auto counted = Simulate(*small, target, options);
+  ASSERT_FALSE(counted.ok());
+  const std::string& message = counted.error().message;
+  const size_t at = message.find("would replay ");
+  ASSERT_NE(at, std::string::npos) << message;
+  const int64_t steps = std::stoll(message.substr(at + 13));
+  EXPECT_GT(steps, 2 * 1000 * 2) << message;  // each trip: the permute and the loop end, twice
+  options.max_steps = steps;
+  const SimReport report = SimulateOk(*small, target, options);
+  EXPECT_EQ(report.collectives, 1000);
+  options.max_steps = steps - 1;
+  EXPECT_FALSE(Simulate(*small, target, options).ok());
 }
 
 TEST(Simulator, AsyncStartWrappingACollectiveOverlapsCompute) {

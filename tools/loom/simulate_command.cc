@@ -29,6 +29,7 @@ struct SimulateFlags {
   std::vector<std::string> compute_scale;
   std::vector<std::string> link_scale;
   int64_t max_messages = sim::SimOptions{}.max_messages;
+  int64_t max_steps = sim::SimOptions{}.max_steps;
 };
 
 // A check of one --compute-scale or --link-scale value, so that a malformed
@@ -177,6 +178,12 @@ void AddSimulateCommand(CLI::App& app) {
                    "than this (all devices; loops that transfer run trip by trip); 0: no limit")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  command
+      ->add_option("--max-steps", flags->max_steps,
+                   "Refuse up front a simulation that would replay more program steps than this "
+                   "(summed over devices; loops that transfer run trip by trip); 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   command->callback([flags] {
     if (flags->compare && flags->baseline) {
       throw CommandError("simulate: --compare and --baseline do not go together");
@@ -193,6 +200,7 @@ void AddSimulateCommand(CLI::App& app) {
     sim::SimOptions options;
     options.trace = !flags->trace.empty();
     options.max_messages = flags->max_messages;
+    options.max_steps = flags->max_steps;
     for (const std::string& spec : flags->compute_scale) {
       if (Status status = sim::ParseComputeScale(spec, &options); !status.ok()) {
         throw CommandError("--compute-scale: " + status.error().message);
