@@ -10,6 +10,8 @@
 #include "ir/builder.h"
 #include "ir/reduction.h"
 #include "ir/verifier.h"
+#include "pass/ring/all_to_all_exchange.h"
+#include "pass/ring/block_ops.h"
 #include "pass/ring/dimension_trace.h"
 #include "pass/ring/dot_geometry.h"
 #include "pass/ring/ring_group.h"
@@ -59,30 +61,6 @@ struct Found {
   Instruction* collective = nullptr;
   Expected<Match> match;
 };
-
-bool UsedOnlyBy(const Instruction& value, const Instruction& user) {
-  const ir::Computation& computation = *value.parent();
-  if (computation.root() == &value) return false;
-  const auto users = computation.Users(&value);
-  return users.size() == 1 && users.front() == &user &&
-         std::count(user.operands().begin(), user.operands().end(), &value) == 1;
-}
-
-bool HasControlDependencies(const Instruction& instruction) {
-  if (!instruction.attrs().control_predecessors.empty()) return true;
-  for (const auto& other : instruction.parent()->instructions()) {
-    const auto& predecessors = other->attrs().control_predecessors;
-    if (std::find(predecessors.begin(), predecessors.end(), &instruction) != predecessors.end()) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool IsPlainArray(const ir::Shape& shape) {
-  return shape.IsArray() &&
-         std::none_of(shape.dynamic().begin(), shape.dynamic().end(), [](bool d) { return d; });
-}
 
 // The op an async-start wraps (its called computation's root), if any.
 std::optional<Opcode> WrappedOpcode(const Instruction& async_start) {
@@ -281,87 +259,8 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
 // ---------------------------------------------------------------------------
 // Emission helpers
 
-// The value of an s32[] constant (unrolled steps are constants, so their
-// index arithmetic folds away and the printed ring stays readable).
-std::optional<int64_t> ConstantS32(const Instruction* value) {
-  if (value->opcode() != Opcode::kConstant || value->shape().type() != ir::PrimitiveType::kS32 ||
-      value->shape().rank() != 0) {
-    return std::nullopt;
-  }
-  return std::stoll(value->literal());
-}
-
-// lhs + rhs (or lhs - rhs), folded when both are constants.
-Expected<Instruction*> AddS32(Builder& builder, Instruction* lhs, Instruction* rhs,
-                              bool subtract = false) {
-  const auto a = ConstantS32(lhs);
-  const auto b = ConstantS32(rhs);
-  if (a && b) return builder.S32(subtract ? *a - *b : *a + *b);
-  if (b == 0) return lhs;
-  return builder.Binary(subtract ? Opcode::kSubtract : Opcode::kAdd, lhs, rhs);
-}
-
-// (position + step) mod n, for a non-negative step and n > 0.
-Expected<Instruction*> Block(Builder& builder, Instruction* position, Instruction* step,
-                             int64_t n) {
-  if (const auto s = ConstantS32(step); s && *s % n == 0) return position;
-  LOOM_ASSIGN_OR_RETURN(Instruction * sum, AddS32(builder, position, step));
-  return builder.Binary(Opcode::kRemainder, sum, builder.S32(n));
-}
-
-Expected<Instruction*> BlockAt(Builder& builder, Instruction* position, int64_t offset,
-                               Instruction* step, int64_t n) {
-  LOOM_ASSIGN_OR_RETURN(Instruction * shifted, AddS32(builder, step, builder.S32(offset)));
-  return Block(builder, position, shifted, n);
-}
-
-// n - step, for a step counting down the other way round the ring.
-Expected<Instruction*> Backwards(Builder& builder, Instruction* step, int64_t n) {
-  return AddS32(builder, builder.S32(n), step, /*subtract=*/true);
-}
-
-// Start indices selecting block `block` (of size `size`) along `dim`.
-Expected<std::vector<Instruction*>> BlockStarts(Builder& builder, int64_t rank, int64_t dim,
-                                                Instruction* block, int64_t size) {
-  std::vector<Instruction*> starts;
-  LOOM_ASSIGN_OR_RETURN(Instruction * offset,
-                        builder.Binary(Opcode::kMultiply, block, builder.S32(size)));
-  for (int64_t d = 0; d < rank; ++d) starts.push_back(d == dim ? offset : builder.S32(0));
-  return starts;
-}
-
-Expected<Instruction*> SliceBlock(Builder& builder, Instruction* value, int64_t dim,
-                                  Instruction* block, int64_t blocks) {
-  std::vector<int64_t> sizes = value->shape().dims();
-  const int64_t size = sizes[static_cast<size_t>(dim)] / blocks;
-  sizes[static_cast<size_t>(dim)] = size;
-  LOOM_ASSIGN_OR_RETURN(auto starts, BlockStarts(builder, value->shape().rank(), dim, block, size));
-  return builder.DynamicSlice(value, starts, std::move(sizes));
-}
-
-// A dot like `prototype` (dimensions, precision, ...) on new operands.
-Expected<Instruction*> PartialDot(Builder& builder, const Instruction& prototype, Instruction* lhs,
-                                  Instruction* rhs, ir::PrimitiveType type) {
-  LOOM_ASSIGN_OR_RETURN(Instruction * dot, builder.Dot(lhs, rhs, *prototype.attrs().dot, type));
-  for (const auto& raw : prototype.attrs().raw) {
-    if (raw.key != "sharding") dot->mutable_attrs().raw.push_back(raw);
-  }
-  return dot;
-}
-
 bool IsNarrowFloat(ir::PrimitiveType type) {
   return ir::IsFloatingPoint(type) && ir::PrimitiveTypeBits(type) < 32;
-}
-
-// Removes what the rewrite left without users, from `last` back along its
-// operand chain, stopping at the first value still in use.
-void RemoveDeadChain(ir::Computation& computation, Instruction* last) {
-  while (last != nullptr && last->opcode() != Opcode::kParameter &&
-         computation.Users(last).empty() && computation.root() != last) {
-    Instruction* next = last->operand_count() == 1 ? last->operand(0) : nullptr;
-    computation.RemoveInstruction(last);
-    last = next;
-  }
 }
 
 std::string_view DirectionName(RingDirection direction) {
@@ -423,7 +322,6 @@ class GatherRing {
       LOOM_ASSIGN_OR_RETURN(window,
                             ReplayOnBlock(builder, *m_.chain[k], window, m_.chain_dims[k], n_));
     }
-    const int64_t size = window->shape().dim(m_.operand_dim);
     if (m_.dim.other_operand_dim) {
       LOOM_ASSIGN_OR_RETURN(other,
                             SliceBlock(builder, other, *m_.dim.other_operand_dim, block, n_));
@@ -435,9 +333,7 @@ class GatherRing {
     if (m_.dim.dim_class == DimClass::kContracting) {
       return builder.Binary(Opcode::kAdd, result, partial);
     }
-    LOOM_ASSIGN_OR_RETURN(
-        auto starts, BlockStarts(builder, result->shape().rank(), *m_.dim.output_dim, block, size));
-    return builder.DynamicUpdateSlice(result, partial, starts);
+    return UpdateBlock(builder, result, partial, *m_.dim.output_dim, block);
   }
 
   // Step i: multiply window (r+i) mod N, passing it to the predecessor
@@ -667,7 +563,7 @@ class ScatterRing {
 // ---------------------------------------------------------------------------
 // Driver
 
-using AnyMatch = std::variant<GatherMatch, ScatterMatch>;
+using AnyMatch = std::variant<GatherMatch, ScatterMatch, AllToAllMatch>;
 
 struct Pending {
   Candidate candidate;
@@ -706,6 +602,23 @@ Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {
     c.collective_bytes = g->gather->shape().ByteSize();
     c.dot_flops = analysis::DotFlops(*g->dot);
     c.dimension_class = DimClassName(g->dim.dim_class);
+  } else if (const auto* x = std::get_if<AllToAllMatch>(&any)) {
+    c.dot_instruction = x->dot;
+    c.collective_instruction = x->exchange;
+    c.shard_bytes = x->exchange->shape().ByteSize() / x->ring.size();
+    c.ring_pairs = x->ring.GlobalPairsToSuccessor(grid);
+    c.kind = CandidateKind::kAllToAll;
+    c.collective = x->exchange->name();
+    c.dot = x->dot->name();
+    c.computation = x->dot->parent()->name();
+    c.group_size = x->ring.size();
+    c.ring_forms = false;
+    c.collective_bytes = x->exchange->shape().ByteSize();
+    c.dot_flops = analysis::DotFlops(*x->dot);
+    c.dimension_class = x->before_dot ? std::string(DimClassName(x->operand_class.dim_class))
+                        : x->output_class.dim_class == DimClass::kBatch ? "batch"
+                        : x->output_class.operand == 0                  ? "lhs free"
+                                                                        : "rhs free";
   } else {
     const auto& s = std::get<ScatterMatch>(any);
     c.dot_instruction = s.dot;
@@ -737,6 +650,8 @@ std::string_view CandidateKindName(CandidateKind kind) {
       return "reduce-scatter";
     case CandidateKind::kAllReduce:
       return "all-reduce";
+    case CandidateKind::kAllToAll:
+      return "all-to-all";
   }
   return "?";
 }
@@ -748,7 +663,11 @@ std::string FormatDecision(const Decision& d) {
 
 namespace {
 
-std::string RingSummary(const GateVerdict& verdict, int64_t group_size) {
+std::string RingSummary(const GateVerdict& verdict, const Candidate& candidate) {
+  const int64_t group_size = candidate.group_size;
+  if (!candidate.ring_forms) {
+    return fmt::format("pairwise exchange of {} permutes", group_size - 1);
+  }
   const bool bidirectional = verdict.direction == RingDirection::kBidirectional && group_size >= 3;
   return fmt::format(
       "{} {} ring",
@@ -768,6 +687,16 @@ class Rewriter {
     for (int64_t operand : {1, 0}) {  // XLA tries the rhs first
       if (!options_.all_gather) break;
       if (auto found = MatchGather(dot, operand, grid_)) Consider(dot, std::move(*found), pending);
+    }
+    if (options_.all_to_all) {
+      for (int64_t operand : {1, 0}) {
+        if (auto found = MatchAllToAllBeforeDot(dot, operand, grid_)) {
+          Consider(dot, Found<AllToAllMatch>{found->exchange, std::move(found->match)}, pending);
+        }
+      }
+      if (auto found = MatchAllToAllAfterDot(dot, grid_)) {
+        Consider(dot, Found<AllToAllMatch>{found->exchange, std::move(found->match)}, pending);
+      }
     }
     if (options_.reduce_scatter || options_.all_reduce) {
       if (auto found = MatchScatter(dot, grid_)) {
@@ -791,9 +720,9 @@ class Rewriter {
     // match points at.
     std::string form = Describe(best->match);
     LOOM_RETURN_IF_ERROR(Apply(*best));
-    RecordDescribed(best->candidate, std::move(form), true,
-                    fmt::format("{}; {}", RingSummary(best->verdict, best->candidate.group_size),
-                                best->verdict.reason));
+    RecordDescribed(
+        best->candidate, std::move(form), true,
+        fmt::format("{}; {}", RingSummary(best->verdict, best->candidate), best->verdict.reason));
     return true;
   }
 
@@ -845,14 +774,17 @@ class Rewriter {
     if (const auto* g = std::get_if<GatherMatch>(&p.match)) {
       return GatherRing(*g, names_).Emit(p.verdict.direction, p.verdict.form);
     }
+    if (const auto* x = std::get_if<AllToAllMatch>(&p.match)) {
+      return EmitPairwiseExchange(*x, names_);
+    }
     return ScatterRing(std::get<ScatterMatch>(p.match), names_)
         .Emit(p.verdict.direction, p.verdict.form);
   }
 
   static std::string Describe(const AnyMatch& match) {
-    return std::holds_alternative<GatherMatch>(match)
-               ? DescribeGather(std::get<GatherMatch>(match))
-               : DescribeScatter(std::get<ScatterMatch>(match));
+    if (const auto* g = std::get_if<GatherMatch>(&match)) return DescribeGather(*g);
+    if (const auto* x = std::get_if<AllToAllMatch>(&match)) return DescribeAllToAll(*x);
+    return DescribeScatter(std::get<ScatterMatch>(match));
   }
 
   void Record(const Candidate& c, const AnyMatch& match, bool rewritten, std::string reason) {

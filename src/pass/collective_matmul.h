@@ -45,6 +45,11 @@
 //   ...
 //   %out = f32[64,96] add(%s3, %c3)                       // block r
 //
+// all-to-all -> dot and dot -> all-to-all (a mixture-of-experts dispatch and
+// combine) become a pairwise exchange of N-1 collective-permutes, one block
+// each, interleaved with the products of the blocks already exchanged:
+// pass/ring/all_to_all_exchange.h shows that rewrite.
+//
 // dot -> all-reduce becomes a reduce-scatter ring followed by an all-gather
 // of the result, which this pass then decomposes against the dot that
 // consumes it, when there is one.
@@ -73,22 +78,26 @@ enum class RingDirection { kUnidirectional, kBidirectional };
 enum class RingForm { kLoop, kUnrolled };
 
 // What a candidate decomposes.
-enum class CandidateKind { kAllGather, kReduceScatter, kAllReduce };
+enum class CandidateKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 std::string_view CandidateKindName(CandidateKind kind);
 
 // One collective/dot pair the pass could rewrite, as the gate sees it.
 struct Candidate {
   CandidateKind kind = CandidateKind::kAllGather;
   std::string computation;
-  std::string collective;  // the all-gather, reduce-scatter or all-reduce
+  std::string collective;  // the all-gather, reduce-scatter, all-reduce or all-to-all
   std::string dot;
   int64_t group_size = 0;
+  // Whether direction and form choose between rings; false for an
+  // all-to-all, whose pairwise exchange has one form.
+  bool ring_forms = true;
   // Bytes of the whole buffer the collective gathers or reduces (per device).
   int64_t collective_bytes = 0;
   int64_t dot_flops = 0;
   // How the collective's dimension enters the dot: "free", "batch" or
-  // "contracting" (all-gather); "lhs free", "rhs free" or "batch" (the
-  // output dimension a reduce-scatter or all-reduce splits).
+  // "contracting" (all-gather, or an all-to-all before the dot); "lhs
+  // free", "rhs free" or "batch" (the output dimension a reduce-scatter,
+  // all-reduce or all-to-all after the dot splits).
   std::string dimension_class;
   // For a cost model: the instructions, the bytes one ring step moves (a
   // shard, or a block of partial sums), and the ring as (device, next
@@ -116,6 +125,8 @@ struct CollectiveMatmulOptions {
   bool all_gather = true;
   bool reduce_scatter = true;
   bool all_reduce = true;
+  bool all_to_all = true;
+  // Rings only: an all-to-all's exchange is always straight-line rounds.
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
   // Collectives whose whole buffer is smaller than this are left alone (a

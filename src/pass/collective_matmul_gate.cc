@@ -22,9 +22,11 @@ struct Choice {
   int64_t group_size = 0;
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
+  bool ring_forms = true;  // Candidate::ring_forms
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
   std::string Ring() const {
+    if (!ring_forms) return "pairwise exchange";
     return fmt::format(
         "{} {} ring",
         direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional",
@@ -63,10 +65,14 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
     std::vector<RingForm> forms = {RingForm::kLoop};
     if (c.group_size <= options.max_unrolled_steps) forms.push_back(RingForm::kUnrolled);
     if (options.form) forms = {*options.form};
+    if (!c.ring_forms) {  // one form: the choice only names it
+      directions = {RingDirection::kUnidirectional};
+      forms = {RingForm::kUnrolled};
+    }
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
         found.choices.push_back(
-            {c.computation, c.collective, c.dot, c.group_size, direction, form});
+            {c.computation, c.collective, c.dot, c.group_size, direction, form, c.ring_forms});
       }
     }
     GateVerdict verdict;

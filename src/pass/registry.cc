@@ -201,6 +201,7 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       config.all_gather = has("all-gather");
       config.reduce_scatter = has("reduce-scatter");
       config.all_reduce = has("all-reduce");
+      config.all_to_all = has("all-to-all");
     } else if (key == "permutes-in-flight") {
       LOOM_ASSIGN_OR_RETURN(gate.schedule.MaxInFlight(cost::TransferKind::kCollectivePermute),
                             ParseCount(kName, key, value));
@@ -267,8 +268,8 @@ constexpr std::string_view kTransferKinds =
 const std::vector<PassEntry>& PassTable() {
   static const std::vector<PassEntry> table = {
       {"collective-matmul",
-       "decompose collectives next to dots into rings of collective-permutes overlapped with "
-       "partial products",
+       "decompose collectives next to dots into rings (all-to-all: pairwise exchanges) of "
+       "collective-permutes overlapped with partial products",
        {
            {"direction", OptionType::kChoice, "unidirectional|bidirectional", "", "",
             "the ring's direction; with --target, chosen per candidate unless given"},
@@ -285,8 +286,8 @@ const std::vector<PassEntry>& PassTable() {
             "with --target: the step must get faster by more than this fraction"},
            {"other-users", OptionType::kChoice, "decline|keep", "", "decline",
             "an all-gather with other users: decline, or keep it for them"},
-           {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce", "",
-            "all-gather+reduce-scatter+all-reduce", "which collectives to decompose"},
+           {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce|all-to-all", "",
+            "all-gather+reduce-scatter+all-reduce+all-to-all", "which collectives to decompose"},
        },
        CreateCollectiveMatmul},
       {"async-collectives",

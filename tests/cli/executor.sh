@@ -5,6 +5,8 @@
 #    (or bitwise) with OpenBLAS, whichever kernel OpenBLAS picks for this CPU
 #    (threads and MPI); a wrong ring is caught (exit 1) even when rounding
 #    differences are accepted;
+#  - collective-matmul's all-to-all exchanges are bitwise the all-to-all's
+#    result on both backends (deterministic kernels);
 #  - `loom run` writes outputs and a trace; both backends give the same checksums;
 #  - a failing device stops every device, the command exits non-zero within
 #    the timeout naming the device and the error, and leaves no outputs;
@@ -50,6 +52,24 @@ for backend in threads mpi; do
     --tolerance rounding --json "$work/verdict.json"
   jq -e '.verdict == "bitwise" or .verdict == "rounding"' "$work/verdict.json" >/dev/null &&
     pass || fail "compare ($backend, OpenBLAS) neither bitwise nor rounding"
+done
+
+# The all-to-all pairwise exchanges (before and after a dot) against the
+# all-to-all, bitwise on both backends with the deterministic kernels.
+lit=$root/tests/lit/collective-matmul
+for pair in "all_to_all_before_dot 8" "all_to_all_after_dot 4" "all_to_all_through_transpose_and_reshape 4"; do
+  read -r name devices <<<"$pair"
+  expect_exit 0 "opt $name" -- "$loom" opt "$lit/$name.hlo" --passes='collective-matmul{min-bytes=0}' \
+    -o "$work/$name.hlo"
+  for backend in threads mpi; do
+    launcher=()
+    [[ $backend == mpi ]] && launcher=("${mpirun[@]}" -np "$devices")
+    expect_exit 0 "compare $name ($backend)" -- "${launcher[@]}" "$loom" compare "$lit/$name.hlo" \
+      "$work/$name.hlo" --devices "$devices" --backend "$backend" --deterministic \
+      --json "$work/verdict.json"
+    jq -e '.verdict == "bitwise"' "$work/verdict.json" >/dev/null && pass ||
+      fail "compare $name ($backend) not bitwise"
+  done
 done
 
 # A ring that turns the wrong way computes the blocks in the wrong places.

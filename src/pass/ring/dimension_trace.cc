@@ -21,10 +21,11 @@ bool HasDefaultLayout(const ir::Shape& shape) {
 // in result dimension d when the dimensions before both hold the same number
 // of elements (so each slab of the more major dimensions maps to itself) and
 // N divides d. Block b of the operand is then the b-th N-th of every slab,
-// which is block b along d.
+// which is block b along d. A reshape is defined on the logical order
+// whatever the layouts; a bitcast reinterprets memory, so it is such a
+// reshape only with default layouts (TraceDimension checks).
 std::optional<int64_t> TraceThroughReshape(const ir::Shape& operand, const ir::Shape& result,
                                            int64_t dim, int64_t blocks) {
-  if (!HasDefaultLayout(operand) || !HasDefaultLayout(result)) return std::nullopt;
   if (operand.ElementCount() != result.ElementCount()) return std::nullopt;
   const int64_t before = ElementsBefore(operand.dims(), dim);
   for (int64_t d = 0; d < result.rank(); ++d) {
@@ -69,6 +70,7 @@ std::optional<int64_t> TraceDimension(const ir::Instruction& op, int64_t dim, in
     case ir::Opcode::kBitcast:
       // A bitcast between different element widths is not a reshape.
       if (operand.type() != op.shape().type()) return std::nullopt;
+      if (!HasDefaultLayout(operand) || !HasDefaultLayout(op.shape())) return std::nullopt;
       return TraceThroughReshape(operand, op.shape(), dim, blocks);
     case ir::Opcode::kReshape:
       return TraceThroughReshape(operand, op.shape(), dim, blocks);

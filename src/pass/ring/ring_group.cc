@@ -113,12 +113,11 @@ Expected<ir::Instruction*> RingGroup::EmitPosition(ir::Builder& builder) const {
   return builder.Reshape(entry, {});
 }
 
-Expected<ir::Instruction*> RingGroup::EmitShift(ir::Builder& builder, ir::Instruction* value,
-                                                bool to_predecessor) const {
+Expected<ir::Instruction*> RingGroup::EmitShiftBy(ir::Builder& builder, ir::Instruction* value,
+                                                  int64_t step) const {
   std::optional<int64_t> channel;
   if (cross_partition_) channel = builder.names().NextChannelId();
-  return builder.CollectivePermute(
-      value, to_predecessor ? PairsToPredecessor() : PairsToSuccessor(), channel);
+  return builder.CollectivePermute(value, Pairs(step), channel);
 }
 
 }  // namespace loom::pass

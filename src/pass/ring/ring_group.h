@@ -39,7 +39,13 @@ class RingGroup {
   Expected<ir::Instruction*> EmitPosition(ir::Builder& builder) const;
   // A collective-permute of `value` one step round the ring.
   Expected<ir::Instruction*> EmitShift(ir::Builder& builder, ir::Instruction* value,
-                                       bool to_predecessor) const;
+                                       bool to_predecessor) const {
+    return EmitShiftBy(builder, value, to_predecessor ? -1 : +1);
+  }
+  // A collective-permute of `value` `step` positions round the ring (r ->
+  // r+step, mod N): the step-th round of a pairwise exchange.
+  Expected<ir::Instruction*> EmitShiftBy(ir::Builder& builder, ir::Instruction* value,
+                                         int64_t step) const;
 
  private:
   std::vector<std::pair<int64_t, int64_t>> Pairs(int64_t step) const;

@@ -1,0 +1,60 @@
+// The index arithmetic and block operations every decomposition emits: a
+// device's block (position + step) mod N as an s32[] (folded to a constant
+// when the step is one), the slice of one block along a dimension, the
+// dynamic-update-slice that puts a block back, a dot like the original on
+// new operands, and the check-and-clean-up helpers the matchers share.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/instruction.h"
+#include "support/status.h"
+
+namespace loom::pass {
+
+// The value of an s32[] constant (unrolled steps are constants, so their
+// index arithmetic folds away and the printed ring stays readable).
+std::optional<int64_t> ConstantS32(const ir::Instruction* value);
+
+// lhs + rhs (or lhs - rhs), folded when both are constants.
+Expected<ir::Instruction*> AddS32(ir::Builder& builder, ir::Instruction* lhs, ir::Instruction* rhs,
+                                  bool subtract = false);
+
+// (position + step) mod n, for a non-negative step and n > 0.
+Expected<ir::Instruction*> Block(ir::Builder& builder, ir::Instruction* position,
+                                 ir::Instruction* step, int64_t n);
+// (position + offset + step) mod n.
+Expected<ir::Instruction*> BlockAt(ir::Builder& builder, ir::Instruction* position, int64_t offset,
+                                   ir::Instruction* step, int64_t n);
+// n - step, for a step counting down the other way round the ring.
+Expected<ir::Instruction*> Backwards(ir::Builder& builder, ir::Instruction* step, int64_t n);
+
+// Start indices selecting block `block` (of size `size`) along `dim`.
+Expected<std::vector<ir::Instruction*>> BlockStarts(ir::Builder& builder, int64_t rank, int64_t dim,
+                                                    ir::Instruction* block, int64_t size);
+// Block `block` of `blocks` along `dim` of `value`.
+Expected<ir::Instruction*> SliceBlock(ir::Builder& builder, ir::Instruction* value, int64_t dim,
+                                      ir::Instruction* block, int64_t blocks);
+// `into` with `block` written at block index `index` along `dim`.
+Expected<ir::Instruction*> UpdateBlock(ir::Builder& builder, ir::Instruction* into,
+                                       ir::Instruction* block, int64_t dim, ir::Instruction* index);
+
+// A dot like `prototype` (dimensions, precision, ...) on new operands.
+Expected<ir::Instruction*> PartialDot(ir::Builder& builder, const ir::Instruction& prototype,
+                                      ir::Instruction* lhs, ir::Instruction* rhs,
+                                      ir::PrimitiveType type);
+
+// Removes what a rewrite left without users, from `last` back along its
+// operand chain, stopping at the first value still in use.
+void RemoveDeadChain(ir::Computation& computation, ir::Instruction* last);
+
+// `value` has `user` as its one user, once, and is not the root.
+bool UsedOnlyBy(const ir::Instruction& value, const ir::Instruction& user);
+bool HasControlDependencies(const ir::Instruction& instruction);
+// An array without dynamic dimensions.
+bool IsPlainArray(const ir::Shape& shape);
+
+}  // namespace loom::pass
