@@ -168,6 +168,20 @@ Expected<Instruction*> Builder::Transpose(Instruction* operand, std::vector<int6
   return transpose;
 }
 
+Expected<Instruction*> Builder::Concatenate(const std::vector<Instruction*>& operands,
+                                            int64_t dimension) {
+  if (operands.empty()) return Error{"concatenate: no operands"};
+  if (operands.size() == 1) return operands.front();
+  std::vector<const Shape*> shapes;
+  for (const Instruction* operand : operands) shapes.push_back(&operand->shape());
+  Expected<Shape> shape = InferConcatenateShape(shapes, dimension);
+  if (!shape.ok()) return Internal("concatenate", shape.error());
+  Instruction* joined = Make(Opcode::kConcatenate, std::move(*shape), operands,
+                             DerivedName(operands.front(), "join"));
+  joined->mutable_attrs().dimensions = std::vector<int64_t>{dimension};
+  return joined;
+}
+
 Expected<Instruction*> Builder::DynamicSlice(Instruction* operand,
                                              const std::vector<Instruction*>& starts,
                                              std::vector<int64_t> sizes) {

@@ -67,6 +67,8 @@ class Builder {
                                       std::vector<int64_t> sizes);
   Expected<Instruction*> DynamicUpdateSlice(Instruction* operand, Instruction* update,
                                             const std::vector<Instruction*>& starts);
+  // `operands` (at least one) joined along `dimension`.
+  Expected<Instruction*> Concatenate(const std::vector<Instruction*>& operands, int64_t dimension);
   Expected<Instruction*> Dot(Instruction* lhs, Instruction* rhs, const DotDimensions& dimensions,
                              PrimitiveType result_type);
   // A collective-permute over `pairs`; with a channel id its pairs are

@@ -666,7 +666,8 @@ namespace {
 std::string RingSummary(const GateVerdict& verdict, const Candidate& candidate) {
   const int64_t group_size = candidate.group_size;
   if (!candidate.ring_forms) {
-    return fmt::format("pairwise exchange of {} permutes", group_size - 1);
+    return fmt::format("pairwise exchange of {} permutes, {} round(s) per product", group_size - 1,
+                       verdict.rounds_per_product);
   }
   const bool bidirectional = verdict.direction == RingDirection::kBidirectional && group_size >= 3;
   return fmt::format(
@@ -756,6 +757,10 @@ class Rewriter {
     GateVerdict verdict;
     verdict.direction = options_.direction;
     verdict.form = options_.form;
+    if (!candidate.ring_forms && options_.rounds_per_product > 0 &&
+        candidate.group_size % options_.rounds_per_product == 0) {
+      verdict.rounds_per_product = options_.rounds_per_product;
+    }
     verdict.benefit = static_cast<double>(candidate.collective_bytes);
     if (candidate.collective_bytes < options_.min_bytes) {
       verdict.reason =
@@ -775,7 +780,7 @@ class Rewriter {
       return GatherRing(*g, names_).Emit(p.verdict.direction, p.verdict.form);
     }
     if (const auto* x = std::get_if<AllToAllMatch>(&p.match)) {
-      return EmitPairwiseExchange(*x, names_);
+      return EmitPairwiseExchange(*x, p.verdict.rounds_per_product, names_);
     }
     return ScatterRing(std::get<ScatterMatch>(p.match), names_)
         .Emit(p.verdict.direction, p.verdict.form);

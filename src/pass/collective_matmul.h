@@ -118,6 +118,9 @@ struct GateVerdict {
   // Larger is better when one dot offers two candidates.
   double benefit = 0;
   std::string reason;
+  // An all-to-all's exchange: how many consecutive rounds one product
+  // multiplies (a divisor of the group size; pass/ring/all_to_all_exchange.h).
+  int64_t rounds_per_product = 1;
 };
 using Gate = std::function<GateVerdict(const Candidate&)>;
 
@@ -129,6 +132,9 @@ struct CollectiveMatmulOptions {
   // Rings only: an all-to-all's exchange is always straight-line rounds.
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
+  // An all-to-all's exchange without a gate: rounds per product, used when
+  // it divides the group size (else 1).
+  int64_t rounds_per_product = 1;
   // Collectives whose whole buffer is smaller than this are left alone (a
   // stand-in for a cost model when no gate is given).
   int64_t min_bytes = 1 << 20;

@@ -23,10 +23,13 @@ struct Choice {
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
   bool ring_forms = true;  // Candidate::ring_forms
+  int64_t rounds_per_product = 1;
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
   std::string Ring() const {
-    if (!ring_forms) return "pairwise exchange";
+    if (!ring_forms) {
+      return fmt::format("pairwise exchange, {} round(s) per product", rounds_per_product);
+    }
     return fmt::format(
         "{} {} ring",
         direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional",
@@ -65,14 +68,22 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
     std::vector<RingForm> forms = {RingForm::kLoop};
     if (c.group_size <= options.max_unrolled_steps) forms.push_back(RingForm::kUnrolled);
     if (options.form) forms = {*options.form};
-    if (!c.ring_forms) {  // one form: the choice only names it
-      directions = {RingDirection::kUnidirectional};
-      forms = {RingForm::kUnrolled};
+    if (!c.ring_forms) {
+      // An exchange: the choice is how many rounds one product multiplies.
+      for (int64_t rounds = 1; rounds < c.group_size; ++rounds) {
+        if (c.group_size % rounds != 0) continue;
+        found.choices.push_back({c.computation, c.collective, c.dot, c.group_size,
+                                 RingDirection::kUnidirectional, RingForm::kUnrolled, false,
+                                 rounds});
+      }
+      GateVerdict verdict;
+      verdict.reason = "a candidate";
+      return verdict;
     }
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
         found.choices.push_back(
-            {c.computation, c.collective, c.dot, c.group_size, direction, form, c.ring_forms});
+            {c.computation, c.collective, c.dot, c.group_size, direction, form});
       }
     }
     GateVerdict verdict;
@@ -102,6 +113,7 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
     verdict.rewrite = Matches(c, choice);
     verdict.direction = choice.direction;
     verdict.form = choice.form;
+    verdict.rounds_per_product = choice.rounds_per_product;
     verdict.reason = verdict.rewrite ? "chosen" : "not this trial's";
     return verdict;
   };
@@ -326,6 +338,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       verdict.rewrite = Matches(c, a.choice);
       verdict.direction = a.choice.direction;
       verdict.form = a.choice.form;
+      verdict.rounds_per_product = a.choice.rounds_per_product;
       return verdict;
     };
     CollectiveMatmul pass(one);

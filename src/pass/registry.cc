@@ -205,6 +205,8 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
     } else if (key == "permutes-in-flight") {
       LOOM_ASSIGN_OR_RETURN(gate.schedule.MaxInFlight(cost::TransferKind::kCollectivePermute),
                             ParseCount(kName, key, value));
+    } else if (key == "rounds-per-product") {
+      LOOM_ASSIGN_OR_RETURN(config.rounds_per_product, ParseCount(kName, key, value));
     } else if (key == "min-gain") {
       LOOM_ASSIGN_OR_RETURN(gate.min_gain, ParseFraction(kName, key, value));
     } else if (key == "max-unrolled-steps") {
@@ -284,6 +286,9 @@ const std::vector<PassEntry>& PassTable() {
             "max-in-flight)"},
            {"min-gain", OptionType::kFraction, "", "", "0.005",
             "with --target: the step must get faster by more than this fraction"},
+           {"rounds-per-product", OptionType::kCount, "", "", "1",
+            "without --target: an all-to-all exchange multiplies this many rounds per product "
+            "(when it divides the group size); with --target the gate chooses"},
            {"other-users", OptionType::kChoice, "decline|keep", "", "decline",
             "an all-gather with other users: decline, or keep it for them"},
            {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce|all-to-all", "",

@@ -19,7 +19,8 @@
 //    exchanged dimension with a minor one (before the dot) or splits it
 //    (after);
 //  - about 8% that must be declined: the all-to-all along a contracting
-//    dimension of the dot.
+//    dimension of the dot;
+//  - the rounds multiplied per product: a random divisor of N below N.
 // The rewritten module must verify, print as a fixed point, hold no
 // all-to-all, and compute bitwise the original's outputs on every device of
 // the threads backend with the deterministic dot kernels (every output
@@ -34,6 +35,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -97,6 +99,7 @@ std::string Braces(const Dims& dims) { return fmt::format("{{{}}}", fmt::join(di
 struct Case {
   std::string text;
   int64_t devices = 0;
+  int64_t rounds_per_product = 1;
   bool declined = false;
   std::string what;
 };
@@ -154,6 +157,12 @@ Case Draw(uint64_t seed) {
 
   Case c;
   c.devices = devices;
+  // Rounds per product: a divisor of N below N.
+  Dims divisors;
+  for (int64_t g = 1; g < n; ++g) {
+    if (n % g == 0) divisors.push_back(g);
+  }
+  c.rounds_per_product = random.Pick(divisors);
   const bool before = random.Chance(0.5);
   const int64_t chain =
       random.Chance(0.33) ? random.Int(1, 4) : 0;  // copy convert transpose reshape
@@ -237,8 +246,10 @@ Case Draw(uint64_t seed) {
     const std::string operand = chain_text.empty() ? "%e" : "%c";
     c.text += which == 0 ? dot_line(operand, "%w", out) : dot_line("%w", operand, out);
     c.text += fmt::format("  ROOT %r = {} copy(%y)\n}}\n", Shape(type, out));
-    c.what = fmt::format("all-to-all -> dot, {} dimension {}, N={}, G={}, chain {}",
-                         which == 0 ? "lhs" : "rhs", d, n, groups, chain_text.empty() ? 0 : chain);
+    c.what = fmt::format(
+        "all-to-all -> dot, {} dimension {}, N={}, G={}, {} round(s) per product, chain {}",
+        which == 0 ? "lhs" : "rhs", d, n, groups, c.rounds_per_product,
+        chain_text.empty() ? 0 : chain);
     return c;
   }
 
@@ -305,8 +316,9 @@ Case Draw(uint64_t seed) {
   c.text += chain_text;
   c.text += fmt::format("  ROOT %e = {} all-to-all({}), {}, dimensions={{{}}}\n}}\n", exchanged,
                         chain_text.empty() ? "%y" : "%c", attrs, exchanged_dim);
-  c.what = fmt::format("dot -> all-to-all, output dimension {}, N={}, G={}, chain {}", o, n, groups,
-                       chain_text.empty() ? 0 : chain);
+  c.what = fmt::format(
+      "dot -> all-to-all, output dimension {}, N={}, G={}, {} round(s) per product, chain {}", o, n,
+      groups, c.rounds_per_product, chain_text.empty() ? 0 : chain);
   return c;
 }
 
@@ -318,7 +330,7 @@ uint64_t EnvOr(const char* name, uint64_t fallback) {
 TEST(AllToAllMatmulProperty, RandomExpertProductsAreBitwiseExact) {
   const uint64_t seed = EnvOr("LOOM_PROPERTY_SEED", kDefaultSeed);
   const auto cases = static_cast<int64_t>(EnvOr("LOOM_PROPERTY_CASES", kDefaultCases));
-  int64_t rewritten = 0, declined = 0, before = 0, chained = 0;
+  int64_t rewritten = 0, declined = 0, before = 0, chained = 0, grouped = 0;
   for (int64_t i = 0; i < cases; ++i) {
     const uint64_t case_seed = seed + static_cast<uint64_t>(i);
     const Case c = Draw(case_seed);
@@ -330,6 +342,7 @@ TEST(AllToAllMatmulProperty, RandomExpertProductsAreBitwiseExact) {
     const std::string original = ir::PrintModule(*module);
     CollectiveMatmulOptions options;
     options.min_bytes = 0;
+    options.rounds_per_product = c.rounds_per_product;
     CollectiveMatmul pass(options);
     Expected<bool> changed = pass.Run(*module);
     ASSERT_TRUE(changed.ok()) << changed.error().ToString();
@@ -349,16 +362,18 @@ TEST(AllToAllMatmulProperty, RandomExpertProductsAreBitwiseExact) {
     test::ExpectSameResults(c.text, after, c.devices, 0, case_seed);
     if (HasFailure()) return;
     ++rewritten;
+    grouped += c.rounds_per_product > 1 ? 1 : 0;
     before += c.what.starts_with("all-to-all") ? 1 : 0;
     chained += c.what.ends_with("chain 0") ? 0 : 1;
   }
   std::cout << fmt::format(
-      "{} cases: {} rewritten bitwise exact ({} before a dot, {} after; {} through a chain op), "
-      "{} declined\n",
-      cases, rewritten, before, rewritten - before, chained, declined);
+      "{} cases: {} rewritten bitwise exact ({} before a dot, {} after; {} through a chain op; "
+      "{} with several rounds per product), {} declined\n",
+      cases, rewritten, before, rewritten - before, chained, grouped, declined);
   EXPECT_GT(rewritten, cases / 2);
   EXPECT_GT(declined, 0);
   EXPECT_GT(chained, 0);
+  EXPECT_GT(grouped, 0);
 }
 
 }  // namespace

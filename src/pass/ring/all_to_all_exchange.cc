@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ir/computation.h"
@@ -209,13 +210,23 @@ class Blocks {
   std::vector<Instruction*> cache_;
 };
 
-// all-to-all -> dot: round k multiplies the block from position r-k, the
-// block for round k+1 already sent.
-Status EmitBeforeDot(const AllToAllMatch& m, ir::NameTable& names) {
+// Block `index` of `blocks` along `dim` of a grouped product; the product
+// itself when it is one block.
+Expected<Instruction*> PieceOf(Builder& b, Instruction* product, int64_t dim, int64_t index,
+                               int64_t blocks) {
+  if (blocks == 1) return product;
+  return SliceBlock(b, product, dim, b.S32(index), blocks);
+}
+
+// all-to-all -> dot: each group of rounds multiplies the blocks from
+// positions r-k (k in the group) in one product, the next group's blocks
+// already sent.
+Status EmitBeforeDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names) {
   ir::Computation& computation = *m.dot->parent();
   Builder b(computation, names, m.dot);
   const int64_t n = m.ring.size();
   const int64_t exchanged = m.exchange->attrs().dimensions->front();
+  const int64_t output_dim = *m.operand_class.output_dim;
   Instruction* source = m.exchange->operand(0);
   Instruction* other = m.dot->operand(1 - m.operand);
   LOOM_ASSIGN_OR_RETURN(Instruction * position, m.ring.EmitPosition(b));
@@ -223,34 +234,49 @@ Status EmitBeforeDot(const AllToAllMatch& m, ir::NameTable& names) {
   LOOM_ASSIGN_OR_RETURN(Instruction * result,
                         b.Zeros(ir::Shape(m.dot->shape().type(), m.dot->shape().dims())));
   // Round k's block as it arrives: own block at k = 0, a permute r -> r+k after.
-  const auto arrive = [&](int64_t k) -> Expected<Instruction*> {
-    LOOM_ASSIGN_OR_RETURN(Instruction * outgoing, blocks.At(k));
-    LOOM_ASSIGN_OR_RETURN(Instruction * piece, SliceBlock(b, source, exchanged, outgoing, n));
-    if (k == 0) return piece;
-    return m.ring.EmitShiftBy(b, piece, k);
+  std::vector<Instruction*> arrived(static_cast<size_t>(n), nullptr);
+  const auto arrive_group = [&](int64_t first) -> Status {
+    for (int64_t k = first; k < std::min(first + group, n); ++k) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * outgoing, blocks.At(k));
+      LOOM_ASSIGN_OR_RETURN(Instruction * piece, SliceBlock(b, source, exchanged, outgoing, n));
+      if (k > 0) {
+        LOOM_ASSIGN_OR_RETURN(piece, m.ring.EmitShiftBy(b, piece, k));
+      }
+      arrived[static_cast<size_t>(k)] = piece;
+    }
+    return OkStatus();
   };
-  LOOM_ASSIGN_OR_RETURN(Instruction * window, arrive(0));
-  for (int64_t k = 0; k < n; ++k) {
-    Instruction* next = nullptr;
-    if (k + 1 < n) {
-      LOOM_ASSIGN_OR_RETURN(next, arrive(k + 1));
+  LOOM_RETURN_IF_ERROR(arrive_group(0));
+  for (int64_t first = 0; first < n; first += group) {
+    if (first + group < n) LOOM_RETURN_IF_ERROR(arrive_group(first + group));
+    std::vector<Instruction*> windows, partners;
+    for (int64_t k = first; k < first + group; ++k) {
+      Instruction* window = arrived[static_cast<size_t>(k)];
+      for (size_t c = 0; c < m.chain.size(); ++c) {
+        LOOM_ASSIGN_OR_RETURN(window, ReplayOnBlock(b, *m.chain[c], window, m.chain_dims[c], n));
+      }
+      windows.push_back(window);
+      if (m.operand_class.other_operand_dim) {
+        LOOM_ASSIGN_OR_RETURN(Instruction * from, blocks.At(n - k));
+        LOOM_ASSIGN_OR_RETURN(Instruction * partner,
+                              SliceBlock(b, other, *m.operand_class.other_operand_dim, from, n));
+        partners.push_back(partner);
+      }
     }
-    LOOM_ASSIGN_OR_RETURN(Instruction * from, blocks.At(n - k));
-    for (size_t c = 0; c < m.chain.size(); ++c) {
-      LOOM_ASSIGN_OR_RETURN(window, ReplayOnBlock(b, *m.chain[c], window, m.chain_dims[c], n));
-    }
+    LOOM_ASSIGN_OR_RETURN(Instruction * window, b.Concatenate(windows, m.operand_dim));
     Instruction* paired = other;
     if (m.operand_class.other_operand_dim) {
-      LOOM_ASSIGN_OR_RETURN(paired,
-                            SliceBlock(b, other, *m.operand_class.other_operand_dim, from, n));
+      LOOM_ASSIGN_OR_RETURN(paired, b.Concatenate(partners, *m.operand_class.other_operand_dim));
     }
     Instruction* lhs = m.operand == 0 ? window : paired;
     Instruction* rhs = m.operand == 0 ? paired : window;
-    LOOM_ASSIGN_OR_RETURN(Instruction * partial,
+    LOOM_ASSIGN_OR_RETURN(Instruction * product,
                           PartialDot(b, *m.dot, lhs, rhs, m.dot->shape().type()));
-    LOOM_ASSIGN_OR_RETURN(result,
-                          UpdateBlock(b, result, partial, *m.operand_class.output_dim, from));
-    window = next;
+    for (int64_t k = first; k < first + group; ++k) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * piece, PieceOf(b, product, output_dim, k - first, group));
+      LOOM_ASSIGN_OR_RETURN(Instruction * from, blocks.At(n - k));
+      LOOM_ASSIGN_OR_RETURN(result, UpdateBlock(b, result, piece, output_dim, from));
+    }
   }
   b.RemoveUnusedConstants();
   computation.ReplaceAllUsesWith(m.dot, result);
@@ -259,9 +285,10 @@ Status EmitBeforeDot(const AllToAllMatch& m, ir::NameTable& names) {
   return OkStatus();
 }
 
-// dot -> all-to-all: round k computes block (r+k) of the product and sends
-// it to r+k; what arrives from r-k is block r-k of the result.
-Status EmitAfterDot(const AllToAllMatch& m, ir::NameTable& names) {
+// dot -> all-to-all: each group of rounds computes blocks r+k (k in the
+// group) of the product in one dot and sends each to its r+k; what arrives
+// from r-k is block r-k of the result.
+Status EmitAfterDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names) {
   ir::Computation& computation = *m.exchange->parent();
   Builder b(computation, names, m.exchange);
   const int64_t n = m.ring.size();
@@ -270,26 +297,36 @@ Status EmitAfterDot(const AllToAllMatch& m, ir::NameTable& names) {
   Blocks blocks(b, position, n);
   LOOM_ASSIGN_OR_RETURN(Instruction * result,
                         b.Zeros(ir::Shape(m.exchange->shape().type(), m.exchange->shape().dims())));
-  for (int64_t k = 0; k < n; ++k) {
-    LOOM_ASSIGN_OR_RETURN(Instruction * block, blocks.At(k));
-    Instruction* lhs = m.dot->operand(0);
-    Instruction* rhs = m.dot->operand(1);
-    if (m.output_class.lhs_dim >= 0) {
-      LOOM_ASSIGN_OR_RETURN(lhs, SliceBlock(b, lhs, m.output_class.lhs_dim, block, n));
+  // The operand's blocks for rounds first .. first+group-1, joined.
+  const auto operand_blocks = [&](int64_t operand, int64_t dim,
+                                  int64_t first) -> Expected<Instruction*> {
+    Instruction* value = m.dot->operand(operand);
+    if (dim < 0) return value;
+    std::vector<Instruction*> pieces;
+    for (int64_t k = first; k < first + group; ++k) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * block, blocks.At(k));
+      LOOM_ASSIGN_OR_RETURN(Instruction * piece, SliceBlock(b, value, dim, block, n));
+      pieces.push_back(piece);
     }
-    if (m.output_class.rhs_dim >= 0) {
-      LOOM_ASSIGN_OR_RETURN(rhs, SliceBlock(b, rhs, m.output_class.rhs_dim, block, n));
-    }
-    LOOM_ASSIGN_OR_RETURN(Instruction * piece,
+    return b.Concatenate(pieces, dim);
+  };
+  for (int64_t first = 0; first < n; first += group) {
+    LOOM_ASSIGN_OR_RETURN(Instruction * lhs, operand_blocks(0, m.output_class.lhs_dim, first));
+    LOOM_ASSIGN_OR_RETURN(Instruction * rhs, operand_blocks(1, m.output_class.rhs_dim, first));
+    LOOM_ASSIGN_OR_RETURN(Instruction * product,
                           PartialDot(b, *m.dot, lhs, rhs, m.dot->shape().type()));
-    for (size_t c = 0; c < m.chain.size(); ++c) {
-      LOOM_ASSIGN_OR_RETURN(piece, ReplayOnBlock(b, *m.chain[c], piece, m.chain_dims[c], n));
+    for (int64_t k = first; k < first + group; ++k) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * piece,
+                            PieceOf(b, product, m.output_dim, k - first, group));
+      for (size_t c = 0; c < m.chain.size(); ++c) {
+        LOOM_ASSIGN_OR_RETURN(piece, ReplayOnBlock(b, *m.chain[c], piece, m.chain_dims[c], n));
+      }
+      if (k > 0) {
+        LOOM_ASSIGN_OR_RETURN(piece, m.ring.EmitShiftBy(b, piece, k));
+      }
+      LOOM_ASSIGN_OR_RETURN(Instruction * to, blocks.At(n - k));
+      LOOM_ASSIGN_OR_RETURN(result, UpdateBlock(b, result, piece, exchanged, to));
     }
-    if (k > 0) {
-      LOOM_ASSIGN_OR_RETURN(piece, m.ring.EmitShiftBy(b, piece, k));
-    }
-    LOOM_ASSIGN_OR_RETURN(Instruction * to, blocks.At(n - k));
-    LOOM_ASSIGN_OR_RETURN(result, UpdateBlock(b, result, piece, exchanged, to));
   }
   b.RemoveUnusedConstants();
   computation.ReplaceAllUsesWith(m.exchange, result);
@@ -300,8 +337,15 @@ Status EmitAfterDot(const AllToAllMatch& m, ir::NameTable& names) {
 
 }  // namespace
 
-Status EmitPairwiseExchange(const AllToAllMatch& match, ir::NameTable& names) {
-  return match.before_dot ? EmitBeforeDot(match, names) : EmitAfterDot(match, names);
+Status EmitPairwiseExchange(const AllToAllMatch& match, int64_t rounds_per_product,
+                            ir::NameTable& names) {
+  const int64_t n = match.ring.size();
+  if (rounds_per_product < 1 || n % rounds_per_product != 0) {
+    return Error{fmt::format("all-to-all exchange: {} rounds per product do not divide N={}",
+                             rounds_per_product, n)};
+  }
+  return match.before_dot ? EmitBeforeDot(match, rounds_per_product, names)
+                          : EmitAfterDot(match, rounds_per_product, names);
 }
 
 }  // namespace loom::pass

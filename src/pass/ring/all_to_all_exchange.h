@@ -41,6 +41,15 @@
 // kernels). A dimension d that is contracting is declined: its rounds would
 // sum partial products in a new order.
 //
+// One round's block holds C = D/N rows of the exchanged dimension D; with a
+// large N the rounds' products get too thin to run at the device's peak (a
+// product of C rows reads the whole other operand, so its arithmetic
+// intensity falls with C). Rounds are therefore multiplied in groups of g
+// (a divisor of N, a gate choice): the g blocks of a group are joined
+// (concatenate) into one product, whose g row blocks then go to their
+// places (before the dot) or to their peers (after it). g = 1 is the
+// exchange above; every g computes the same dot products.
+//
 // The exchange reaches the dot through reshape, bitcast, convert, copy and
 // transpose (in either direction) while d can be traced through them; the
 // chain is replayed on each block. The rounds are straight-line code (each
@@ -97,7 +106,9 @@ std::optional<AllToAllFound> MatchAllToAllAfterDot(ir::Instruction& dot,
 std::string DescribeAllToAll(const AllToAllMatch& match);
 
 // Replaces the pair by the pairwise exchange (removes the dot and the
-// all-to-all, and the chain between them).
-Status EmitPairwiseExchange(const AllToAllMatch& match, ir::NameTable& names);
+// all-to-all, and the chain between them), with `rounds_per_product`
+// consecutive rounds (a divisor of N) multiplied in one product.
+Status EmitPairwiseExchange(const AllToAllMatch& match, int64_t rounds_per_product,
+                            ir::NameTable& names);
 
 }  // namespace loom::pass
