@@ -193,6 +193,19 @@ std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to) 
   return links;
 }
 
+std::vector<std::vector<std::pair<int64_t, int64_t>>> AllToAllRounds(
+    const std::vector<int64_t>& group) {
+  const auto n = static_cast<int64_t>(group.size());
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rounds;
+  for (int64_t k = 1; k < n; ++k) {
+    auto& round = rounds.emplace_back();
+    for (int64_t i = 0; i < n; ++i) {
+      round.emplace_back(group[static_cast<size_t>(i)], group[static_cast<size_t>((i + k) % n)]);
+    }
+  }
+  return rounds;
+}
+
 std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
                                              const Target& target) {
   if (group.size() < 2) return {};

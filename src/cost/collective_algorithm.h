@@ -30,12 +30,20 @@
 //                + (L-1) a_nv + (L-1)/L * B / bw_nv;
 //   bus:         (N-1) a + (N-1) B / bw.
 // A reduce-scatter runs the same phases in reverse order (the same time),
-// an all-reduce a reduce-scatter then an all-gather; an all-to-all is costed
-// as an all-gather of its buffer (the same bytes leave each device).
+// an all-reduce a reduce-scatter then an all-gather.
+//
+// An all-to-all of B bytes per device is a pairwise exchange (what the
+// executor runs and NCCL's grouped sends amount to): N-1 rounds, round k
+// sending B/N from member i to member (i+k) mod N, one round after another
+// on each device; every round is a collective-permute and takes what one
+// takes. Unlike an all-gather's, its bytes are all distinct: across nodes
+// a device's NIC carries B (nodes-1)/nodes, not B/L of it, and on a torus
+// each round crosses k hops of the ring.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cost/target.h"
@@ -72,6 +80,11 @@ struct CollectivePhase {
 // (target device ids in ring order) on `target`.
 std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
                                              const Target& target);
+
+// The rounds of an all-to-all over `group` (device ids, in group order):
+// rounds[k-1] holds round k's (source, target) pairs, k = 1 .. N-1.
+std::vector<std::vector<std::pair<int64_t, int64_t>>> AllToAllRounds(
+    const std::vector<int64_t>& group);
 
 // Hops between two devices of a torus by dimension-ordered routing (the
 // shorter way round a wrapping dimension).

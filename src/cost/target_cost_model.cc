@@ -105,8 +105,10 @@ std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instructi
         time = AllGatherSeconds(group, bytes * n);
         break;
       case Opcode::kReduceScatter:
-      case Opcode::kAllToAll:
         time = AllGatherSeconds(group, bytes);
+        break;
+      case Opcode::kAllToAll:
+        time = AllToAllSeconds(group, bytes, grid.size());
         break;
       case Opcode::kAllReduce:
         time = AllReduceSeconds(group, bytes);
@@ -149,6 +151,17 @@ double TargetCostModel::AllGatherSeconds(const std::vector<int64_t>& group, doub
   double seconds = 0;
   for (const CollectivePhase& phase : AllGatherPhases(group, bytes, target_)) {
     seconds += phase.Seconds();
+  }
+  return seconds;
+}
+
+double TargetCostModel::AllToAllSeconds(const std::vector<int64_t>& group, double bytes,
+                                        int64_t devices) const {
+  const double block = bytes / static_cast<double>(std::max<size_t>(group.size(), 1));
+  double seconds = 0;
+  for (const auto& round : AllToAllRounds(group)) {
+    const std::vector<double> by_device = PermuteSecondsByDevice(round, block, devices);
+    if (!by_device.empty()) seconds += *std::max_element(by_device.begin(), by_device.end());
   }
   return seconds;
 }

@@ -8,8 +8,8 @@
 // gathered result, or the reduced input), an all-gather is a ring phase per
 // torus dimension, hierarchical on switched clusters, one shared medium on
 // a bus (see that header for the closed forms); reduce-scatter = all-gather
-// of the same B; all-reduce = twice that; all-to-all is costed as an
-// all-gather of its buffer. collective-permute: on a torus the slowest
+// of the same B; all-reduce = twice that; all-to-all = its N-1 rounds of
+// B/N, each as long as that collective-permute. collective-permute: on a torus the slowest
 // pair, h a + bytes / bw over its dimension-ordered route; switched: the
 // busiest device port, a + (bytes it sends, or receives) / bw; bus: all
 // pairs' bytes share the medium. Contention between concurrent transfers is
@@ -46,6 +46,8 @@ class TargetCostModel : public CostModel {
   double MemorySeconds(double bytes) const;
   double AllGatherSeconds(const std::vector<int64_t>& group, double bytes) const;
   double AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const;
+  // `bytes` per device; `devices` bounds the ids (the grid's size).
+  double AllToAllSeconds(const std::vector<int64_t>& group, double bytes, int64_t devices) const;
   double PermuteSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes) const;
   // Per device: the time of the pairs it sends or receives in (0 when none).
   std::vector<double> PermuteSecondsByDevice(const std::vector<std::pair<int64_t, int64_t>>& pairs,

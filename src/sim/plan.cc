@@ -256,6 +256,44 @@ Plan BuildCollectivePlan(CollectiveAlgorithm algorithm,
       algorithm, groups, [bytes](size_t) { return bytes; }, devices, target, network);
 }
 
+namespace {
+
+// The pairwise exchange of cost::AllToAllRounds: a member's send of round
+// k waits for its own send of round k-1 and for what it received then.
+Plan BuildAllToAllPlan(const std::vector<std::vector<int64_t>>& groups, double bytes,
+                       int64_t devices, const Network& network) {
+  Builder builder(devices);
+  for (const auto& group : groups) {
+    const auto n = static_cast<int64_t>(group.size());
+    const double block = bytes / static_cast<double>(std::max<int64_t>(n, 1));
+    // sent[i], received[i]: member i's messages of the previous round.
+    std::vector<int32_t> sent(static_cast<size_t>(n), -1), received(static_cast<size_t>(n), -1);
+    const auto rounds = cost::AllToAllRounds(group);
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      const auto k = static_cast<int64_t>(r) + 1;
+      std::vector<int32_t> now_sent(static_cast<size_t>(n), -1);
+      std::vector<int32_t> now_received(static_cast<size_t>(n), -1);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto [source, target] = rounds[r][static_cast<size_t>(i)];
+        const int32_t message =
+            builder.Add(source, target, block, network.RouteBetween(source, target));
+        builder.Depend(sent[static_cast<size_t>(i)], message);
+        builder.Depend(received[static_cast<size_t>(i)], message);
+        now_sent[static_cast<size_t>(i)] = message;
+        now_received[static_cast<size_t>((i + k) % n)] = message;
+      }
+      sent = std::move(now_sent);
+      received = std::move(now_received);
+    }
+  }
+  const size_t group_size = groups.empty() ? 0 : groups.front().size();
+  return builder.Finish(fmt::format("all-to-all: {} group(s) of {}, pairwise exchange of {} rounds",
+                                    groups.size(), group_size,
+                                    group_size == 0 ? 0 : group_size - 1));
+}
+
+}  // namespace
+
 Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
                       int64_t devices, const Network& network) {
   Builder builder(devices);
@@ -287,9 +325,10 @@ Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
     case Opcode::kReduceScatter:
       algorithm = CollectiveAlgorithm::kReduceScatter;
       break;
-    case Opcode::kAllToAll:
-      algorithm = CollectiveAlgorithm::kAllGather;
-      break;
+    case Opcode::kAllToAll: {
+      LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
+      return BuildAllToAllPlan(groups, bytes, devices, network);
+    }
     case Opcode::kAllReduce:
       algorithm = CollectiveAlgorithm::kAllReduce;
       break;
@@ -303,10 +342,6 @@ Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
       algorithm, groups,
       [&](size_t size) { return per_member ? bytes * static_cast<double>(size) : bytes; }, devices,
       target, network);
-  if (opcode == Opcode::kAllToAll) {
-    plan.description = "all-to-all (as an all-gather of its buffer)" +
-                       plan.description.substr(std::string_view("all-gather").size());
-  }
   return plan;
 }
 

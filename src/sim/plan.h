@@ -12,9 +12,10 @@
 // ring's steps in order); its first send of a phase waits for everything
 // it sent and received in the phase before. reduce-scatter runs the same phases in
 // the reverse order (same time with no contention); all-reduce is a
-// reduce-scatter then an all-gather; all-to-all is costed, as the cost
-// model does, as an all-gather of its buffer. collective-permute is one
-// message per (source, target) pair. Every message also waits for both of
+// reduce-scatter then an all-gather; all-to-all is the pairwise exchange of
+// cost::AllToAllRounds, a member's round-k send waiting for its round k-1
+// send and receive. collective-permute is one message per (source,
+// target) pair. Every message also waits for both of
 // its devices to have reached the collective (a rendezvous).
 #pragma once
 
