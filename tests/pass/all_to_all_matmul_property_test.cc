@@ -44,6 +44,7 @@
 #include "ir/printer.h"
 #include "pass/collective_matmul.h"
 #include "pass/module_testing.h"
+#include "pass/portable_random.h"
 
 namespace loom::pass {
 namespace {
@@ -53,27 +54,7 @@ using Dims = std::vector<int64_t>;
 constexpr uint64_t kDefaultSeed = 20261201;
 constexpr int64_t kDefaultCases = 120;
 
-class Random {
- public:
-  explicit Random(uint64_t seed) : engine_(seed) {}
-  int64_t Int(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(engine_() % static_cast<uint64_t>(hi - lo + 1));
-  }
-  bool Chance(double p) { return static_cast<double>(engine_() >> 11) * 0x1p-53 < p; }
-  template <typename T>
-  T Pick(const std::vector<T>& values) {
-    return values[static_cast<size_t>(Int(0, static_cast<int64_t>(values.size()) - 1))];
-  }
-  template <typename T>
-  void Shuffle(std::vector<T>& values) {
-    for (size_t i = values.size(); i > 1; --i) {
-      std::swap(values[i - 1], values[static_cast<size_t>(Int(0, static_cast<int64_t>(i) - 1))]);
-    }
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
+using Random = test::PortableRandom;
 
 enum class Role { kBatch, kContracting, kFree };
 
