@@ -62,34 +62,10 @@ struct Found {
   Expected<Match> match;
 };
 
-// The op an async-start wraps (its called computation's root), if any.
-std::optional<Opcode> WrappedOpcode(const Instruction& async_start) {
-  const ir::Computation* wrapped = async_start.called("calls");
-  if (wrapped == nullptr || wrapped->root() == nullptr) return std::nullopt;
-  return wrapped->root()->opcode();
-}
-
-bool IsAsyncGather(const Instruction& async_done) {
-  const Instruction* start = async_done.operand_count() == 1 ? async_done.operand(0) : nullptr;
-  return start != nullptr && start->opcode() == Opcode::kAsyncStart &&
-         WrappedOpcode(*start) == Opcode::kAllGather;
-}
-
-bool IsAsyncReduction(const Instruction& async_start) {
-  const auto wrapped = WrappedOpcode(async_start);
-  return wrapped == Opcode::kAllReduce || wrapped == Opcode::kReduceScatter;
-}
-
 std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
                                               const ir::DeviceGrid& grid) {
-  std::vector<Instruction*> chain;
-  Instruction* value = dot.operand(operand);
-  while (IsTraceableOp(*value)) {
-    chain.insert(chain.begin(), value);
-    value = value->operand(0);
-  }
-  if (value->opcode() == Opcode::kAllGatherDone || value->opcode() == Opcode::kAsyncDone) {
-    if (value->opcode() == Opcode::kAsyncDone && !IsAsyncGather(*value)) return std::nullopt;
+  auto [value, chain] = TraceableChainAbove(dot.operand(operand));
+  if (CollectiveCompletedBy(*value) == Opcode::kAllGather) {
     return Found<GatherMatch>{value, Error{"the all-gather is already asynchronous (start/done); "
                                            "run collective-matmul before async-collectives"}};
   }
@@ -106,25 +82,25 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
   }
   Expected<RingGroup> ring = RingGroup::Of(gather, grid);
   if (!ring.ok()) return decline(ring.error().message);
-  GatherMatch match{&gather, chain, {}, &dot, operand, 0, {}, false, *ring};
-  int64_t dim = gather.attrs().dimensions->front();
-  const Instruction* previous = &gather;
-  for (Instruction* op : chain) {
-    match.other_users |= !UsedOnlyBy(*previous, *op);
-    std::optional<int64_t> traced = TraceDimension(*op, dim, ring->size());
-    if (!traced) {
-      return decline(fmt::format("the gathered dimension cannot be traced through %{} ({})",
-                                 op->name(), ir::OpcodeName(op->opcode())));
-    }
-    dim = *traced;
-    match.chain_dims.push_back(dim);
-    previous = op;
+  const int64_t gathered = gather.attrs().dimensions->front();
+  ChainTrace trace = TraceChain(chain, gathered, ring->size());
+  if (trace.stuck != nullptr) {
+    return decline(fmt::format("the gathered dimension cannot be traced through %{} ({})",
+                               trace.stuck->name(), ir::OpcodeName(trace.stuck->opcode())));
   }
-  match.other_users |= !UsedOnlyBy(*previous, dot);
   if (HasControlDependencies(gather) || HasControlDependencies(dot)) {
     return decline("the all-gather or the dot has control dependencies");
   }
-  match.operand_dim = dim;
+  const int64_t dim = trace.dims.empty() ? gathered : trace.dims.back();
+  GatherMatch match{&gather,
+                    chain,
+                    std::move(trace.dims),
+                    &dot,
+                    operand,
+                    dim,
+                    {},
+                    ChainHasOtherUsers(gather, chain, dot),
+                    *ring};
   match.dim = ClassifyOperandDim(dot, operand, dim);
   found.match = std::move(match);
   return found;
@@ -148,15 +124,10 @@ std::optional<int64_t> TraceDown(const ScatterMatch& match, int64_t output_dim,
                                  std::vector<int64_t>& chain_dims) {
   const int64_t n = match.ring.size();
   if (match.dot->shape().dim(output_dim) % n != 0) return std::nullopt;
-  chain_dims.clear();
-  int64_t dim = output_dim;
-  for (Instruction* op : match.chain) {
-    std::optional<int64_t> traced = TraceDimension(*op, dim, n);
-    if (!traced) return std::nullopt;
-    dim = *traced;
-    chain_dims.push_back(dim);
-  }
-  return dim;
+  ChainTrace trace = TraceChain(match.chain, output_dim, n);
+  if (trace.stuck != nullptr) return std::nullopt;
+  chain_dims = std::move(trace.dims);
+  return chain_dims.empty() ? output_dim : chain_dims.back();
 }
 
 std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::DeviceGrid& grid) {
@@ -178,8 +149,8 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
     }
     if (users.size() != 1 || computation.root() == value) return std::nullopt;
     Instruction* user = users.front();
-    if (user->opcode() == Opcode::kAllReduceStart ||
-        (user->opcode() == Opcode::kAsyncStart && IsAsyncReduction(*user))) {
+    if (const auto started = CollectiveStartedBy(*user);
+        started == Opcode::kAllReduce || started == Opcode::kReduceScatter) {
       return Found<ScatterMatch>{user, Error{"the collective is already asynchronous "
                                              "(start/done); run collective-matmul before "
                                              "async-collectives"}};
@@ -278,8 +249,7 @@ class GatherRing {
       : m_(match), n_(match.ring.size()), names_(names) {}
 
   Status Emit(RingDirection direction, RingForm form) {
-    ir::Computation& computation = *m_.dot->parent();
-    Builder builder(computation, names_, m_.dot);
+    Builder builder(*m_.dot->parent(), names_, m_.dot);
     RingValues values;
     LOOM_ASSIGN_OR_RETURN(values.position, m_.ring.EmitPosition(builder));
     values.invariants = {m_.dot->operand(1 - m_.operand)};
@@ -296,10 +266,7 @@ class GatherRing {
     if (out->shape().type() != m_.dot->shape().type()) {
       LOOM_ASSIGN_OR_RETURN(out, builder.Convert(out, m_.dot->shape().type()));
     }
-    builder.RemoveUnusedConstants();
-    computation.ReplaceAllUsesWith(m_.dot, out);
-    computation.RemoveInstruction(m_.dot);
-    RemoveDeadChain(computation, m_.chain.empty() ? m_.gather : m_.chain.back());
+    ReplaceByRewrite(builder, m_.dot, out, m_.chain.empty() ? m_.gather : m_.chain.back());
     return Status{};
   }
 
@@ -318,10 +285,7 @@ class GatherRing {
   // the partial product into `result`.
   Expected<Instruction*> Multiply(Builder& builder, Instruction* window, Instruction* block,
                                   Instruction* other, Instruction* result) const {
-    for (size_t k = 0; k < m_.chain.size(); ++k) {
-      LOOM_ASSIGN_OR_RETURN(window,
-                            ReplayOnBlock(builder, *m_.chain[k], window, m_.chain_dims[k], n_));
-    }
+    LOOM_ASSIGN_OR_RETURN(window, ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, window, n_));
     if (m_.dim.other_operand_dim) {
       LOOM_ASSIGN_OR_RETURN(other,
                             SliceBlock(builder, other, *m_.dim.other_operand_dim, block, n_));
@@ -423,8 +387,7 @@ class ScatterRing {
       : m_(match), n_(match.ring.size()), names_(names) {}
 
   Status Emit(RingDirection direction, RingForm form) {
-    ir::Computation& computation = *m_.collective->parent();
-    Builder builder(computation, names_, m_.collective);
+    Builder builder(*m_.collective->parent(), names_, m_.collective);
     RingValues values;
     LOOM_ASSIGN_OR_RETURN(values.position, m_.ring.EmitPosition(builder));
     values.invariants = {m_.dot->operand(0), m_.dot->operand(1)};
@@ -437,10 +400,7 @@ class ScatterRing {
     if (m_.collective->opcode() == Opcode::kAllReduce) {
       LOOM_ASSIGN_OR_RETURN(out, GatherBack(builder, out));
     }
-    builder.RemoveUnusedConstants();
-    computation.ReplaceAllUsesWith(m_.collective, out);
-    computation.RemoveInstruction(m_.collective);
-    RemoveDeadChain(computation, m_.chain.empty() ? m_.dot : m_.chain.back());
+    ReplaceByRewrite(builder, m_.collective, out, m_.chain.empty() ? m_.dot : m_.chain.back());
     return Status{};
   }
 
@@ -459,11 +419,7 @@ class ScatterRing {
     }
     LOOM_ASSIGN_OR_RETURN(Instruction * partial,
                           PartialDot(builder, *m_.dot, lhs, rhs, m_.dot->shape().type()));
-    for (size_t k = 0; k < m_.chain.size(); ++k) {
-      LOOM_ASSIGN_OR_RETURN(partial,
-                            ReplayOnBlock(builder, *m_.chain[k], partial, m_.chain_dims[k], n_));
-    }
-    return partial;
+    return ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, partial, n_);
   }
 
   // One stream's step: contribute block `block`, combined with the partial
@@ -580,64 +536,42 @@ std::string DescribeScatter(const ScatterMatch& m) {
   const bool all_reduce = m.collective->opcode() == Opcode::kAllReduce;
   return fmt::format("dot -> {} (output dimension {}, {}, N={})",
                      all_reduce ? "all-reduce" : "reduce-scatter", m.output_dim,
-                     m.dim.dim_class == DimClass::kBatch ? "batch"
-                     : m.dim.operand == 0                ? "lhs free"
-                                                         : "rhs free",
-                     m.ring.size());
+                     OutputDimName(m.dim), m.ring.size());
 }
 
-Candidate DescribeCandidate(const AnyMatch& any, const ir::DeviceGrid& grid) {
+// What every candidate states about its pair.
+Candidate CandidateOf(CandidateKind kind, const Instruction& collective, const Instruction& dot,
+                      const RingGroup& ring, int64_t collective_bytes,
+                      std::string_view dimension_class) {
   Candidate c;
-  c.grid = grid;
-  if (const auto* g = std::get_if<GatherMatch>(&any)) {
-    c.dot_instruction = g->dot;
-    c.collective_instruction = g->gather;
-    c.shard_bytes = g->gather->operand(0)->shape().ByteSize();
-    c.ring_pairs = g->ring.GlobalPairsToSuccessor(grid);
-    c.kind = CandidateKind::kAllGather;
-    c.collective = g->gather->name();
-    c.dot = g->dot->name();
-    c.computation = g->dot->parent()->name();
-    c.group_size = g->ring.size();
-    c.collective_bytes = g->gather->shape().ByteSize();
-    c.dot_flops = analysis::DotFlops(*g->dot);
-    c.dimension_class = DimClassName(g->dim.dim_class);
-  } else if (const auto* x = std::get_if<AllToAllMatch>(&any)) {
-    c.dot_instruction = x->dot;
-    c.collective_instruction = x->exchange;
-    c.shard_bytes = x->exchange->shape().ByteSize() / x->ring.size();
-    c.ring_pairs = x->ring.GlobalPairsToSuccessor(grid);
-    c.kind = CandidateKind::kAllToAll;
-    c.collective = x->exchange->name();
-    c.dot = x->dot->name();
-    c.computation = x->dot->parent()->name();
-    c.group_size = x->ring.size();
-    c.ring_forms = false;
-    c.collective_bytes = x->exchange->shape().ByteSize();
-    c.dot_flops = analysis::DotFlops(*x->dot);
-    c.dimension_class = x->before_dot ? std::string(DimClassName(x->operand_class.dim_class))
-                        : x->output_class.dim_class == DimClass::kBatch ? "batch"
-                        : x->output_class.operand == 0                  ? "lhs free"
-                                                                        : "rhs free";
-  } else {
-    const auto& s = std::get<ScatterMatch>(any);
-    c.dot_instruction = s.dot;
-    c.collective_instruction = s.collective;
-    c.shard_bytes = s.collective->operand(0)->shape().ByteSize() / s.ring.size();
-    c.ring_pairs = s.ring.GlobalPairsToSuccessor(grid);
-    c.kind = s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
-                                                          : CandidateKind::kReduceScatter;
-    c.collective = s.collective->name();
-    c.dot = s.dot->name();
-    c.computation = s.dot->parent()->name();
-    c.group_size = s.ring.size();
-    c.collective_bytes = s.collective->operand(0)->shape().ByteSize();
-    c.dot_flops = analysis::DotFlops(*s.dot);
-    c.dimension_class = s.dim.dim_class == DimClass::kBatch ? "batch"
-                        : s.dim.operand == 0                ? "lhs free"
-                                                            : "rhs free";
-  }
+  c.kind = kind;
+  c.computation = dot.parent()->name();
+  c.collective = collective.name();
+  c.dot = dot.name();
+  c.group_size = ring.size();
+  c.collective_bytes = collective_bytes;
+  c.dot_flops = analysis::DotFlops(dot);
+  c.dimension_class = dimension_class;
   return c;
+}
+
+Candidate DescribeCandidate(const AnyMatch& any) {
+  if (const auto* g = std::get_if<GatherMatch>(&any)) {
+    return CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
+                       g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
+  }
+  if (const auto* x = std::get_if<AllToAllMatch>(&any)) {
+    Candidate c = CandidateOf(
+        CandidateKind::kAllToAll, *x->exchange, *x->dot, x->ring, x->exchange->shape().ByteSize(),
+        x->before_dot ? DimClassName(x->operand_class.dim_class) : OutputDimName(x->output_class));
+    c.ring_forms = false;
+    return c;
+  }
+  const auto& s = std::get<ScatterMatch>(any);
+  return CandidateOf(s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
+                                                                  : CandidateKind::kReduceScatter,
+                     *s.collective, *s.dot, s.ring, s.collective->operand(0)->shape().ByteSize(),
+                     OutputDimName(s.dim));
 }
 
 }  // namespace
@@ -739,11 +673,11 @@ class Rewriter {
     AnyMatch match = std::move(*found.match);
     if (const auto* g = std::get_if<GatherMatch>(&match);
         g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
-      Record(DescribeCandidate(match, grid_), match, false,
+      Record(DescribeCandidate(match), match, false,
              "the gathered value has other users (keep_gather_for_other_users=false)");
       return;
     }
-    Candidate candidate = DescribeCandidate(match, grid_);
+    Candidate candidate = DescribeCandidate(match);
     GateVerdict verdict = Judge(candidate);
     if (!verdict.rewrite) {
       Record(candidate, match, false, verdict.reason);

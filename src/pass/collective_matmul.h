@@ -99,14 +99,6 @@ struct Candidate {
   // free", "rhs free" or "batch" (the output dimension a reduce-scatter,
   // all-reduce or all-to-all after the dot splits).
   std::string dimension_class;
-  // For a cost model: the instructions, the bytes one ring step moves (a
-  // shard, or a block of partial sums), and the ring as (device, next
-  // device) pairs of global device ids, every group's.
-  const ir::Instruction* dot_instruction = nullptr;
-  const ir::Instruction* collective_instruction = nullptr;
-  int64_t shard_bytes = 0;
-  std::vector<std::pair<int64_t, int64_t>> ring_pairs;
-  ir::DeviceGrid grid;
 };
 
 // The gate's answer for one candidate: rewrite or not, with which ring, and

@@ -17,15 +17,6 @@ using ir::Builder;
 using ir::Instruction;
 using ir::Opcode;
 
-bool IsAsyncAllToAll(const Instruction& value) {
-  if (value.opcode() != Opcode::kAsyncDone || value.operand_count() != 1) return false;
-  const Instruction* start = value.operand(0);
-  if (start->opcode() != Opcode::kAsyncStart) return false;
-  const ir::Computation* wrapped = start->called("calls");
-  return wrapped != nullptr && wrapped->root() != nullptr &&
-         wrapped->root()->opcode() == Opcode::kAllToAll;
-}
-
 // The checks both directions share: one array exchanged along one
 // dimension, a ring the group defines, no control edges.
 Status CheckExchange(const Instruction& exchange, const Instruction& dot) {
@@ -39,22 +30,12 @@ Status CheckExchange(const Instruction& exchange, const Instruction& dot) {
   return OkStatus();
 }
 
-std::string_view OutputClassName(const OutputDim& dim) {
-  if (dim.dim_class == DimClass::kBatch) return "batch";
-  return dim.operand == 0 ? "lhs free" : "rhs free";
-}
-
 }  // namespace
 
 std::optional<AllToAllFound> MatchAllToAllBeforeDot(Instruction& dot, int64_t operand,
                                                     const ir::DeviceGrid& grid) {
-  std::vector<Instruction*> chain;
-  Instruction* value = dot.operand(operand);
-  while (IsTraceableOp(*value)) {
-    chain.insert(chain.begin(), value);
-    value = value->operand(0);
-  }
-  if (IsAsyncAllToAll(*value)) {
+  auto [value, chain] = TraceableChainAbove(dot.operand(operand));
+  if (CollectiveCompletedBy(*value) == Opcode::kAllToAll) {
     return AllToAllFound{value, Error{"the all-to-all is already asynchronous (start/done); run "
                                       "collective-matmul before async-collectives"}};
   }
@@ -68,27 +49,23 @@ std::optional<AllToAllFound> MatchAllToAllBeforeDot(Instruction& dot, int64_t op
   if (Status ok = CheckExchange(exchange, dot); !ok.ok()) return decline(ok.error().message);
   Expected<RingGroup> ring = RingGroup::Of(exchange, grid);
   if (!ring.ok()) return decline(ring.error().message);
+  if (ChainHasOtherUsers(exchange, chain, dot))
+    return decline("the exchanged value has other users");
+  const int64_t exchanged = exchange.attrs().dimensions->front();
+  ChainTrace trace = TraceChain(chain, exchanged, ring->size());
+  if (trace.stuck != nullptr) {
+    return decline(fmt::format("the exchanged dimension cannot be traced through %{} ({})",
+                               trace.stuck->name(), ir::OpcodeName(trace.stuck->opcode())));
+  }
+  const int64_t dim = trace.dims.empty() ? exchanged : trace.dims.back();
   AllToAllMatch match;
   match.before_dot = true;
   match.exchange = &exchange;
   match.dot = &dot;
   match.chain = chain;
+  match.chain_dims = std::move(trace.dims);
   match.operand = operand;
   match.ring = *ring;
-  int64_t dim = exchange.attrs().dimensions->front();
-  const Instruction* previous = &exchange;
-  for (Instruction* op : chain) {
-    if (!UsedOnlyBy(*previous, *op)) return decline("the exchanged value has other users");
-    std::optional<int64_t> traced = TraceDimension(*op, dim, ring->size());
-    if (!traced) {
-      return decline(fmt::format("the exchanged dimension cannot be traced through %{} ({})",
-                                 op->name(), ir::OpcodeName(op->opcode())));
-    }
-    dim = *traced;
-    match.chain_dims.push_back(dim);
-    previous = op;
-  }
-  if (!UsedOnlyBy(*previous, dot)) return decline("the exchanged value has other users");
   match.operand_dim = dim;
   match.operand_class = ClassifyOperandDim(dot, operand, dim);
   if (match.operand_class.dim_class == DimClass::kContracting) {
@@ -118,9 +95,7 @@ std::optional<AllToAllFound> MatchAllToAllAfterDot(Instruction& dot, const ir::D
       return std::nullopt;
     }
     Instruction* user = users.front();
-    if (user->opcode() == Opcode::kAsyncStart && user->called("calls") != nullptr &&
-        user->called("calls")->root() != nullptr &&
-        user->called("calls")->root()->opcode() == Opcode::kAllToAll) {
+    if (CollectiveStartedBy(*user) == Opcode::kAllToAll) {
       return AllToAllFound{user, Error{"the all-to-all is already asynchronous (start/done); run "
                                        "collective-matmul before async-collectives"}};
     }
@@ -148,25 +123,16 @@ std::optional<AllToAllFound> MatchAllToAllAfterDot(Instruction& dot, const ir::D
   // exchanged one, cut into the same N blocks.
   for (int64_t d = 0; d < dot.shape().rank(); ++d) {
     if (dot.shape().dim(d) % n != 0) continue;
-    std::vector<int64_t> dims;
-    int64_t dim = d;
-    bool traced = true;
-    for (Instruction* op : chain) {
-      std::optional<int64_t> next = TraceDimension(*op, dim, n);
-      if (!next) {
-        traced = false;
-        break;
-      }
-      dim = *next;
-      dims.push_back(dim);
+    ChainTrace trace = TraceChain(chain, d, n);
+    if (trace.stuck != nullptr || (trace.dims.empty() ? d : trace.dims.back()) != exchanged) {
+      continue;
     }
-    if (!traced || dim != exchanged) continue;
     AllToAllMatch match;
     match.before_dot = false;
     match.exchange = exchange;
     match.dot = &dot;
     match.chain = chain;
-    match.chain_dims = std::move(dims);
+    match.chain_dims = std::move(trace.dims);
     match.output_dim = d;
     match.output_class = ClassifyOutputDim(dot, d);
     match.ring = *ring;
@@ -183,7 +149,7 @@ std::string DescribeAllToAll(const AllToAllMatch& m) {
                        m.operand_dim, m.ring.size());
   }
   return fmt::format("dot -> all-to-all (output dimension {}, {}, N={})", m.output_dim,
-                     OutputClassName(m.output_class), m.ring.size());
+                     OutputDimName(m.output_class), m.ring.size());
 }
 
 namespace {
@@ -222,8 +188,7 @@ Expected<Instruction*> PieceOf(Builder& b, Instruction* product, int64_t dim, in
 // positions r-k (k in the group) in one product, the next group's blocks
 // already sent.
 Status EmitBeforeDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names) {
-  ir::Computation& computation = *m.dot->parent();
-  Builder b(computation, names, m.dot);
+  Builder b(*m.dot->parent(), names, m.dot);
   const int64_t n = m.ring.size();
   const int64_t exchanged = m.exchange->attrs().dimensions->front();
   const int64_t output_dim = *m.operand_class.output_dim;
@@ -251,10 +216,9 @@ Status EmitBeforeDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names
     if (first + group < n) LOOM_RETURN_IF_ERROR(arrive_group(first + group));
     std::vector<Instruction*> windows, partners;
     for (int64_t k = first; k < first + group; ++k) {
-      Instruction* window = arrived[static_cast<size_t>(k)];
-      for (size_t c = 0; c < m.chain.size(); ++c) {
-        LOOM_ASSIGN_OR_RETURN(window, ReplayOnBlock(b, *m.chain[c], window, m.chain_dims[c], n));
-      }
+      LOOM_ASSIGN_OR_RETURN(
+          Instruction * window,
+          ReplayChainOnBlock(b, m.chain, m.chain_dims, arrived[static_cast<size_t>(k)], n));
       windows.push_back(window);
       if (m.operand_class.other_operand_dim) {
         LOOM_ASSIGN_OR_RETURN(Instruction * from, blocks.At(n - k));
@@ -278,10 +242,7 @@ Status EmitBeforeDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names
       LOOM_ASSIGN_OR_RETURN(result, UpdateBlock(b, result, piece, output_dim, from));
     }
   }
-  b.RemoveUnusedConstants();
-  computation.ReplaceAllUsesWith(m.dot, result);
-  computation.RemoveInstruction(m.dot);
-  RemoveDeadChain(computation, m.chain.empty() ? m.exchange : m.chain.back());
+  ReplaceByRewrite(b, m.dot, result, m.chain.empty() ? m.exchange : m.chain.back());
   return OkStatus();
 }
 
@@ -289,8 +250,7 @@ Status EmitBeforeDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names
 // group) of the product in one dot and sends each to its r+k; what arrives
 // from r-k is block r-k of the result.
 Status EmitAfterDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names) {
-  ir::Computation& computation = *m.exchange->parent();
-  Builder b(computation, names, m.exchange);
+  Builder b(*m.exchange->parent(), names, m.exchange);
   const int64_t n = m.ring.size();
   const int64_t exchanged = m.exchange->attrs().dimensions->front();
   LOOM_ASSIGN_OR_RETURN(Instruction * position, m.ring.EmitPosition(b));
@@ -318,9 +278,7 @@ Status EmitAfterDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names)
     for (int64_t k = first; k < first + group; ++k) {
       LOOM_ASSIGN_OR_RETURN(Instruction * piece,
                             PieceOf(b, product, m.output_dim, k - first, group));
-      for (size_t c = 0; c < m.chain.size(); ++c) {
-        LOOM_ASSIGN_OR_RETURN(piece, ReplayOnBlock(b, *m.chain[c], piece, m.chain_dims[c], n));
-      }
+      LOOM_ASSIGN_OR_RETURN(piece, ReplayChainOnBlock(b, m.chain, m.chain_dims, piece, n));
       if (k > 0) {
         LOOM_ASSIGN_OR_RETURN(piece, m.ring.EmitShiftBy(b, piece, k));
       }
@@ -328,10 +286,7 @@ Status EmitAfterDot(const AllToAllMatch& m, int64_t group, ir::NameTable& names)
       LOOM_ASSIGN_OR_RETURN(result, UpdateBlock(b, result, piece, exchanged, to));
     }
   }
-  b.RemoveUnusedConstants();
-  computation.ReplaceAllUsesWith(m.exchange, result);
-  computation.RemoveInstruction(m.exchange);
-  RemoveDeadChain(computation, m.chain.empty() ? m.dot : m.chain.back());
+  ReplaceByRewrite(b, m.exchange, result, m.chain.empty() ? m.dot : m.chain.back());
   return OkStatus();
 }
 

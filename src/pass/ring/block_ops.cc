@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "cost/cost_model.h"
+#include "ir/async.h"
 #include "ir/computation.h"
 
 namespace loom::pass {
@@ -89,6 +91,25 @@ void RemoveDeadChain(ir::Computation& computation, Instruction* last) {
   }
 }
 
+void ReplaceByRewrite(Builder& builder, Instruction* replaced, Instruction* rewritten,
+                      Instruction* dead_from) {
+  ir::Computation& computation = builder.computation();
+  builder.RemoveUnusedConstants();
+  computation.ReplaceAllUsesWith(replaced, rewritten);
+  computation.RemoveInstruction(replaced);
+  RemoveDeadChain(computation, dead_from);
+}
+
+bool ChainHasOtherUsers(const Instruction& source, const std::vector<Instruction*>& chain,
+                        const Instruction& consumer) {
+  const Instruction* previous = &source;
+  for (const Instruction* op : chain) {
+    if (!UsedOnlyBy(*previous, *op)) return true;
+    previous = op;
+  }
+  return !UsedOnlyBy(*previous, consumer);
+}
+
 bool UsedOnlyBy(const Instruction& value, const Instruction& user) {
   const ir::Computation& computation = *value.parent();
   if (computation.root() == &value) return false;
@@ -111,6 +132,19 @@ bool HasControlDependencies(const Instruction& instruction) {
 bool IsPlainArray(const ir::Shape& shape) {
   return shape.IsArray() &&
          std::none_of(shape.dynamic().begin(), shape.dynamic().end(), [](bool d) { return d; });
+}
+
+std::optional<Opcode> CollectiveStartedBy(const Instruction& start) {
+  const Instruction* collective = ir::CollectiveOfStart(start);
+  if (collective == nullptr) return std::nullopt;
+  return cost::SynchronousOpcode(collective->opcode());
+}
+
+std::optional<Opcode> CollectiveCompletedBy(const Instruction& done) {
+  if (!ir::IsAsyncDone(done.opcode())) return std::nullopt;
+  const Instruction* start = ir::StartOf(done);
+  if (start == nullptr) return std::nullopt;
+  return CollectiveStartedBy(*start);
 }
 
 }  // namespace loom::pass

@@ -51,10 +51,26 @@ Expected<ir::Instruction*> PartialDot(ir::Builder& builder, const ir::Instructio
 // operand chain, stopping at the first value still in use.
 void RemoveDeadChain(ir::Computation& computation, ir::Instruction* last);
 
+// Replaces `replaced` by `rewritten` (the builder's last value), then drops
+// what is left unused: the builder's spare constants, `replaced`, and the
+// chain of values from `dead_from` up its operands.
+void ReplaceByRewrite(ir::Builder& builder, ir::Instruction* replaced, ir::Instruction* rewritten,
+                      ir::Instruction* dead_from);
+
 // `value` has `user` as its one user, once, and is not the root.
 bool UsedOnlyBy(const ir::Instruction& value, const ir::Instruction& user);
+// Some value of `source`, then `chain` (each op the user of the one before)
+// has a user besides the next one, the last's being `consumer`.
+bool ChainHasOtherUsers(const ir::Instruction& source, const std::vector<ir::Instruction*>& chain,
+                        const ir::Instruction& consumer);
 bool HasControlDependencies(const ir::Instruction& instruction);
 // An array without dynamic dimensions.
 bool IsPlainArray(const ir::Shape& shape);
+
+// The collective an asynchronous start runs (all-gather-start, or an
+// async-start wrapping an all-to-all, ...) as its synchronous opcode, or
+// the one the done completing such a start runs; nullopt for anything else.
+std::optional<ir::Opcode> CollectiveStartedBy(const ir::Instruction& start);
+std::optional<ir::Opcode> CollectiveCompletedBy(const ir::Instruction& done);
 
 }  // namespace loom::pass

@@ -91,4 +91,38 @@ Expected<ir::Instruction*> ReplayOnBlock(ir::Builder& builder, const ir::Instruc
   return builder.CloneUnaryWithShape(op, block, std::move(shape));
 }
 
+ChainAbove TraceableChainAbove(ir::Instruction* value) {
+  ChainAbove above;
+  while (IsTraceableOp(*value)) {
+    above.chain.insert(above.chain.begin(), value);
+    value = value->operand(0);
+  }
+  above.source = value;
+  return above;
+}
+
+ChainTrace TraceChain(const std::vector<ir::Instruction*>& chain, int64_t dim, int64_t blocks) {
+  ChainTrace trace;
+  for (const ir::Instruction* op : chain) {
+    std::optional<int64_t> traced = TraceDimension(*op, dim, blocks);
+    if (!traced) {
+      trace.stuck = op;
+      return trace;
+    }
+    dim = *traced;
+    trace.dims.push_back(dim);
+  }
+  return trace;
+}
+
+Expected<ir::Instruction*> ReplayChainOnBlock(ir::Builder& builder,
+                                              const std::vector<ir::Instruction*>& chain,
+                                              const std::vector<int64_t>& dims,
+                                              ir::Instruction* block, int64_t blocks) {
+  for (size_t i = 0; i < chain.size(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(block, ReplayOnBlock(builder, *chain[i], block, dims[i], blocks));
+  }
+  return block;
+}
+
 }  // namespace loom::pass

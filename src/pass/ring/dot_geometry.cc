@@ -68,4 +68,9 @@ OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim) {
   return {DimClass::kFree, 1, -1, rhs_free[rhs_index]};
 }
 
+std::string_view OutputDimName(const OutputDim& dim) {
+  if (dim.dim_class == DimClass::kBatch) return "batch";
+  return dim.operand == 0 ? "lhs free" : "rhs free";
+}
+
 }  // namespace loom::pass

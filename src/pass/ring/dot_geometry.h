@@ -36,5 +36,7 @@ struct OutputDim {
   int64_t rhs_dim = -1;
 };
 OutputDim ClassifyOutputDim(const ir::Instruction& dot, int64_t output_dim);
+// "batch", "lhs free" or "rhs free".
+std::string_view OutputDimName(const OutputDim& dim);
 
 }  // namespace loom::pass

@@ -89,19 +89,6 @@ std::vector<std::pair<int64_t, int64_t>> RingGroup::Pairs(int64_t step) const {
   return pairs;
 }
 
-std::vector<std::pair<int64_t, int64_t>> RingGroup::GlobalPairsToSuccessor(
-    const ir::DeviceGrid& grid) const {
-  std::vector<std::pair<int64_t, int64_t>> global;
-  const int64_t copies = cross_partition_ ? grid.replica_count : grid.partition_count;
-  for (int64_t copy = 0; copy < copies; ++copy) {
-    for (const auto& [from, to] : PairsToSuccessor()) {
-      global.emplace_back(cross_partition_ ? grid.DeviceId(copy, from) : grid.DeviceId(from, copy),
-                          cross_partition_ ? grid.DeviceId(copy, to) : grid.DeviceId(to, copy));
-    }
-  }
-  return global;
-}
-
 Expected<ir::Instruction*> RingGroup::EmitPosition(ir::Builder& builder) const {
   ir::Instruction* id = cross_partition_ ? builder.PartitionId() : builder.ReplicaId();
   LOOM_ASSIGN_OR_RETURN(ir::Instruction * id_s32, builder.Convert(id, ir::PrimitiveType::kS32));

@@ -26,14 +26,6 @@ class RingGroup {
   int64_t size() const { return size_; }
   bool cross_partition() const { return cross_partition_; }
 
-  // Pairs that send each device's value to its predecessor in the ring
-  // (position r -> r-1), or to its successor (r -> r+1).
-  std::vector<std::pair<int64_t, int64_t>> PairsToPredecessor() const { return Pairs(-1); }
-  std::vector<std::pair<int64_t, int64_t>> PairsToSuccessor() const { return Pairs(+1); }
-
-  // PairsToSuccessor() as global device ids on `grid`.
-  std::vector<std::pair<int64_t, int64_t>> GlobalPairsToSuccessor(const ir::DeviceGrid& grid) const;
-
   // This device's position in its group, as an s32[] computed from
   // partition-id (or replica-id).
   Expected<ir::Instruction*> EmitPosition(ir::Builder& builder) const;
