@@ -561,11 +561,9 @@ Candidate DescribeCandidate(const AnyMatch& any) {
                        g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
   }
   if (const auto* x = std::get_if<AllToAllMatch>(&any)) {
-    Candidate c = CandidateOf(
+    return CandidateOf(
         CandidateKind::kAllToAll, *x->exchange, *x->dot, x->ring, x->exchange->shape().ByteSize(),
         x->before_dot ? DimClassName(x->operand_class.dim_class) : OutputDimName(x->output_class));
-    c.ring_forms = false;
-    return c;
   }
   const auto& s = std::get<ScatterMatch>(any);
   return CandidateOf(s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
@@ -595,11 +593,8 @@ std::string FormatDecision(const Decision& d) {
                      d.collective, d.dot, d.computation, d.form, d.reason);
 }
 
-namespace {
-
-std::string RingSummary(const GateVerdict& verdict, const Candidate& candidate) {
-  const int64_t group_size = candidate.group_size;
-  if (!candidate.ring_forms) {
+std::string RewriteSummary(const GateVerdict& verdict, CandidateKind kind, int64_t group_size) {
+  if (kind == CandidateKind::kAllToAll) {
     return fmt::format("pairwise exchange of {} permutes, {} round(s) per product", group_size - 1,
                        verdict.rounds_per_product);
   }
@@ -609,6 +604,8 @@ std::string RingSummary(const GateVerdict& verdict, const Candidate& candidate) 
       DirectionName(bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional),
       FormName(verdict.form));
 }
+
+namespace {
 
 class Rewriter {
  public:
@@ -657,7 +654,9 @@ class Rewriter {
     LOOM_RETURN_IF_ERROR(Apply(*best));
     RecordDescribed(
         best->candidate, std::move(form), true,
-        fmt::format("{}; {}", RingSummary(best->verdict, best->candidate), best->verdict.reason));
+        fmt::format("{}; {}",
+                    RewriteSummary(best->verdict, best->candidate.kind, best->candidate.group_size),
+                    best->verdict.reason));
     return true;
   }
 
@@ -691,7 +690,7 @@ class Rewriter {
     GateVerdict verdict;
     verdict.direction = options_.direction;
     verdict.form = options_.form;
-    if (!candidate.ring_forms && options_.rounds_per_product > 0 &&
+    if (!candidate.HasRingForms() && options_.rounds_per_product > 0 &&
         candidate.group_size % options_.rounds_per_product == 0) {
       verdict.rounds_per_product = options_.rounds_per_product;
     }

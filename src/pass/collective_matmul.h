@@ -84,13 +84,13 @@ std::string_view CandidateKindName(CandidateKind kind);
 // One collective/dot pair the pass could rewrite, as the gate sees it.
 struct Candidate {
   CandidateKind kind = CandidateKind::kAllGather;
+  // Whether direction and form choose between rings; not for an
+  // all-to-all, whose pairwise exchange has one form.
+  bool HasRingForms() const { return kind != CandidateKind::kAllToAll; }
   std::string computation;
   std::string collective;  // the all-gather, reduce-scatter, all-reduce or all-to-all
   std::string dot;
   int64_t group_size = 0;
-  // Whether direction and form choose between rings; false for an
-  // all-to-all, whose pairwise exchange has one form.
-  bool ring_forms = true;
   // Bytes of the whole buffer the collective gathers or reduces (per device).
   int64_t collective_bytes = 0;
   int64_t dot_flops = 0;
@@ -138,6 +138,11 @@ struct CollectiveMatmulOptions {
   // When set, decides each candidate instead of min_bytes, direction and form.
   Gate gate;
 };
+
+// How `verdict` rewrites a pair of `kind` over `group_size` devices, in
+// words: "bidirectional loop ring", "pairwise exchange of 3 permutes, 2
+// round(s) per product".
+std::string RewriteSummary(const GateVerdict& verdict, CandidateKind kind, int64_t group_size);
 
 // One decision as a line of --explain.
 std::string FormatDecision(const Decision& decision);

@@ -20,21 +20,21 @@ namespace {
 struct Choice {
   std::string computation, collective, dot;
   int64_t group_size = 0;
+  CandidateKind kind = CandidateKind::kAllGather;
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
-  bool ring_forms = true;  // Candidate::ring_forms
   int64_t rounds_per_product = 1;
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
-  std::string Ring() const {
-    if (!ring_forms) {
-      return fmt::format("pairwise exchange, {} round(s) per product", rounds_per_product);
-    }
-    return fmt::format(
-        "{} {} ring",
-        direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional",
-        form == RingForm::kLoop ? "loop" : "unrolled");
+  GateVerdict Verdict(bool rewrite) const {
+    GateVerdict verdict;
+    verdict.rewrite = rewrite;
+    verdict.direction = direction;
+    verdict.form = form;
+    verdict.rounds_per_product = rounds_per_product;
+    return verdict;
   }
+  std::string Ring() const { return RewriteSummary(Verdict(true), kind, group_size); }
 };
 
 // A choice's estimate, made on the program as it was after `round`
@@ -68,22 +68,21 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
     std::vector<RingForm> forms = {RingForm::kLoop};
     if (c.group_size <= options.max_unrolled_steps) forms.push_back(RingForm::kUnrolled);
     if (options.form) forms = {*options.form};
-    if (!c.ring_forms) {
-      // An exchange: the choice is how many rounds one product multiplies.
-      for (int64_t rounds = 1; rounds < c.group_size; ++rounds) {
-        if (c.group_size % rounds != 0) continue;
-        found.choices.push_back({c.computation, c.collective, c.dot, c.group_size,
-                                 RingDirection::kUnidirectional, RingForm::kUnrolled, false,
-                                 rounds});
+    // An exchange has one form; the choice is how many rounds a product takes.
+    std::vector<int64_t> rounds = {1};
+    if (!c.HasRingForms()) {
+      directions = {RingDirection::kUnidirectional};
+      forms = {RingForm::kUnrolled};
+      for (int64_t g = 2; g < c.group_size; ++g) {
+        if (c.group_size % g == 0) rounds.push_back(g);
       }
-      GateVerdict verdict;
-      verdict.reason = "a candidate";
-      return verdict;
     }
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
-        found.choices.push_back(
-            {c.computation, c.collective, c.dot, c.group_size, direction, form});
+        for (int64_t g : rounds) {
+          found.choices.push_back(
+              {c.computation, c.collective, c.dot, c.group_size, c.kind, direction, form, g});
+        }
       }
     }
     GateVerdict verdict;
@@ -109,11 +108,7 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
                                             CollectiveMatmulOptions matching, Decision* decision) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, ir::CloneModule(base));
   matching.gate = [&](const Candidate& c) {
-    GateVerdict verdict;
-    verdict.rewrite = Matches(c, choice);
-    verdict.direction = choice.direction;
-    verdict.form = choice.form;
-    verdict.rounds_per_product = choice.rounds_per_product;
+    GateVerdict verdict = choice.Verdict(Matches(c, choice));
     verdict.reason = verdict.rewrite ? "chosen" : "not this trial's";
     return verdict;
   };
@@ -228,9 +223,13 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
 
   // Every candidate rewritten in one form, as collective-matmul does
   // without a target: kept instead when it beats the greedy choice.
-  std::optional<std::pair<std::string, double>> forced_best;
-  std::unique_ptr<ir::Module> forced_module;
-  std::vector<Decision> forced_decisions;
+  struct Forced {
+    CollectiveMatmulOptions options;
+    double seconds = 0;
+    std::unique_ptr<ir::Module> module;
+    std::vector<Decision> decisions;
+  };
+  std::optional<Forced> forced;
   if (!enumeration.choices.empty()) {
     for (RingDirection direction :
          {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
@@ -247,32 +246,31 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
         LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(*all));
         if (!changed) continue;
         LOOM_ASSIGN_OR_RETURN(const double seconds, step(*all));
-        const std::string ring = Choice{{}, {}, {}, 0, direction, form}.Ring();
         if (seconds < current_step * (1 - options_.min_gain) &&
-            (!forced_best || seconds < forced_best->second)) {
-          forced_best = {ring, seconds};
-          forced_module = std::move(all);
-          forced_decisions = pass.Decisions();
+            (!forced || seconds < forced->seconds)) {
+          forced = Forced{everything, seconds, std::move(all), pass.Decisions()};
         }
       }
     }
   }
 
   for (const Decision& d : enumeration.not_candidates) decisions_.push_back(d);
-  if (forced_best) {
+  if (forced) {
     // Replace the module's computations by the forced rewrite's.
-    for (Decision d : forced_decisions) {
+    for (Decision d : forced->decisions) {
       if (!d.rewritten) continue;
+      // The pass's reason starts with how it rewrote the pair ("unidirectional
+      // loop ring; a 4 MiB collective ...").
       d.reason = fmt::format(
           "{}, as every candidate: step {} -> {} ({}) on {} (the best of the "
           "rewrites one at a time: {})",
-          forced_best->first, FormatSeconds(baseline), FormatSeconds(forced_best->second),
-          Change(baseline, forced_best->second), on, FormatSeconds(current_step));
+          d.reason.substr(0, d.reason.find(';')), FormatSeconds(baseline),
+          FormatSeconds(forced->seconds), Change(baseline, forced->seconds), on,
+          FormatSeconds(current_step));
       decisions_.push_back(d);
     }
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(*forced_module));
-    current = std::move(copy);
-    current_step = forced_best->second;
+    LOOM_ASSIGN_OR_RETURN(current, ir::CloneModule(*forced->module));
+    current_step = forced->seconds;
   } else {
     for (const Accepted& a : accepted) {
       Decision d = a.decision;
@@ -286,7 +284,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   std::set<std::string> declined;
   for (const Choice& choice : enumeration.choices) {
     if (done.count(choice.Key()) || declined.count(choice.Key())) continue;
-    if (forced_best) {
+    if (forced) {
       bool rewritten = false;
       for (const Decision& d : decisions_) {
         rewritten |= d.rewritten && d.collective == choice.collective && d.dot == choice.dot;
@@ -319,28 +317,13 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   if (current_step >= baseline) return false;
   // The program as rewritten replaces the module's contents: replay the
   // accepted choices on the module itself, so that it keeps its locations.
-  if (forced_best) {
-    CollectiveMatmulOptions everything = matching_;
-    everything.gate = nullptr;
-    everything.min_bytes = 0;
-    const bool bidirectional = forced_best->first.starts_with("bidirectional");
-    everything.direction =
-        bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
-    everything.form = forced_best->first.find("unrolled") != std::string::npos ? RingForm::kUnrolled
-                                                                               : RingForm::kLoop;
-    CollectiveMatmul pass(everything);
+  if (forced) {
+    CollectiveMatmul pass(forced->options);
     return pass.Run(module);
   }
   for (const Accepted& a : accepted) {
     CollectiveMatmulOptions one = matching_;
-    one.gate = [&](const Candidate& c) {
-      GateVerdict verdict;
-      verdict.rewrite = Matches(c, a.choice);
-      verdict.direction = a.choice.direction;
-      verdict.form = a.choice.form;
-      verdict.rounds_per_product = a.choice.rounds_per_product;
-      return verdict;
-    };
+    one.gate = [&](const Candidate& c) { return a.choice.Verdict(Matches(c, a.choice)); };
     CollectiveMatmul pass(one);
     LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(module));
     if (!changed) {
