@@ -13,19 +13,6 @@ double OperandBytes(const ir::Instruction& instruction) {
   return bytes;
 }
 
-ir::Opcode SynchronousOpcode(ir::Opcode opcode) {
-  switch (opcode) {
-    case ir::Opcode::kAllGatherStart:
-      return ir::Opcode::kAllGather;
-    case ir::Opcode::kAllReduceStart:
-      return ir::Opcode::kAllReduce;
-    case ir::Opcode::kCollectivePermuteStart:
-      return ir::Opcode::kCollectivePermute;
-    default:
-      return opcode;
-  }
-}
-
 const ir::Instruction* TransferOp(const ir::Instruction& instruction) {
   if (instruction.opcode() == ir::Opcode::kAsyncStart) return ir::WrappedCollective(instruction);
   if (ir::IsCollective(instruction.opcode()) || ir::IsAsyncStart(instruction.opcode())) {

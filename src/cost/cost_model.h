@@ -23,10 +23,6 @@ namespace loom::cost {
 // Bytes of all of `instruction`'s operands.
 double OperandBytes(const ir::Instruction& instruction);
 
-// The collective a -start begins (all-gather-start: all-gather, ...); any
-// other opcode unchanged.
-ir::Opcode SynchronousOpcode(ir::Opcode opcode);
-
 // The collective a transfer instruction runs: itself (a collective or a
 // -start), the collective an async-start wraps (ir::WrappedCollective), or
 // nullptr.

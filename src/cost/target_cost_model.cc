@@ -8,6 +8,7 @@
 
 #include "analysis/flops.h"
 #include "cost/collective_algorithm.h"
+#include "ir/async.h"
 #include "ir/computation.h"
 
 namespace loom::cost {
@@ -89,7 +90,7 @@ std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instructi
   std::vector<double> seconds(static_cast<size_t>(grid.size()), 0.0);
   const ir::Instruction* op = TransferOp(instruction);
   if (op == nullptr) return seconds;
-  const Opcode opcode = SynchronousOpcode(op->opcode());
+  const Opcode opcode = ir::SynchronousOpcode(op->opcode());
   const double bytes = OperandBytes(*op);
   if (opcode == Opcode::kCollectivePermute) {
     auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
@@ -126,7 +127,7 @@ std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instructi
 std::vector<int64_t> TargetCostModel::TransferLinks(const ir::Instruction& instruction,
                                                     const ir::DeviceGrid& grid) const {
   const ir::Instruction* op = TransferOp(instruction);
-  if (op == nullptr || SynchronousOpcode(op->opcode()) != Opcode::kCollectivePermute) return {};
+  if (op == nullptr || ir::SynchronousOpcode(op->opcode()) != Opcode::kCollectivePermute) return {};
   auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
   if (!pairs.ok()) return {};
   std::vector<int64_t> links;

@@ -48,4 +48,30 @@ const Shape& AsyncResultShape(const Instruction& start) {
   return shape;
 }
 
+Opcode SynchronousOpcode(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::kAllGatherStart:
+      return Opcode::kAllGather;
+    case Opcode::kAllReduceStart:
+      return Opcode::kAllReduce;
+    case Opcode::kCollectivePermuteStart:
+      return Opcode::kCollectivePermute;
+    default:
+      return opcode;
+  }
+}
+
+std::optional<Opcode> CollectiveOpcodeOfStart(const Instruction& start) {
+  const Instruction* collective = CollectiveOfStart(start);
+  if (collective == nullptr) return std::nullopt;
+  return SynchronousOpcode(collective->opcode());
+}
+
+std::optional<Opcode> CollectiveOpcodeOfDone(const Instruction& done) {
+  if (!IsAsyncDone(done.opcode())) return std::nullopt;
+  const Instruction* start = StartOf(done);
+  if (start == nullptr) return std::nullopt;
+  return CollectiveOpcodeOfStart(*start);
+}
+
 }  // namespace loom::ir

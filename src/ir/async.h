@@ -10,6 +10,8 @@
 //   %d = f32[32] async-done(%u)
 #pragma once
 
+#include <optional>
+
 #include "ir/instruction.h"
 
 namespace loom::ir {
@@ -29,6 +31,16 @@ const Instruction* WrappedCollective(const Instruction& async_start);
 // collective-permute-start, or an async-start that wraps one) runs: the
 // start itself, or the wrapped one; null for anything else.
 const Instruction* CollectiveOfStart(const Instruction& start);
+
+// The collective a -start begins (all-gather-start: all-gather, ...); any
+// other opcode unchanged.
+Opcode SynchronousOpcode(Opcode opcode);
+
+// The collective an asynchronous start runs (an all-gather-start, or an
+// async-start wrapping an all-to-all, ...) as its synchronous opcode, or
+// the one a done completing such a start runs; nullopt for anything else.
+std::optional<Opcode> CollectiveOpcodeOfStart(const Instruction& start);
+std::optional<Opcode> CollectiveOpcodeOfDone(const Instruction& done);
 
 // The shape of what a start's done yields: element 1 of the start's tuple
 // (all-gather-start, collective-permute-start, async-start), or the start's

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "analysis/flops.h"
+#include "ir/async.h"
 #include "ir/builder.h"
 #include "ir/reduction.h"
 #include "ir/verifier.h"
@@ -65,7 +66,7 @@ struct Found {
 std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
                                               const ir::DeviceGrid& grid) {
   auto [value, chain] = TraceableChainAbove(dot.operand(operand));
-  if (CollectiveCompletedBy(*value) == Opcode::kAllGather) {
+  if (ir::CollectiveOpcodeOfDone(*value) == Opcode::kAllGather) {
     return Found<GatherMatch>{value, Error{"the all-gather is already asynchronous (start/done); "
                                            "run collective-matmul before async-collectives"}};
   }
@@ -149,7 +150,7 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
     }
     if (users.size() != 1 || computation.root() == value) return std::nullopt;
     Instruction* user = users.front();
-    if (const auto started = CollectiveStartedBy(*user);
+    if (const auto started = ir::CollectiveOpcodeOfStart(*user);
         started == Opcode::kAllReduce || started == Opcode::kReduceScatter) {
       return Found<ScatterMatch>{user, Error{"the collective is already asynchronous "
                                              "(start/done); run collective-matmul before "

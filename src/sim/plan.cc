@@ -10,6 +10,7 @@
 
 #include "cost/collective_algorithm.h"
 #include "cost/cost_model.h"
+#include "ir/async.h"
 #include "ir/computation.h"
 
 namespace loom::sim {
@@ -308,7 +309,7 @@ Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, dou
 
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
                          const cost::Target& target, const Network& network) {
-  const Opcode opcode = cost::SynchronousOpcode(op.opcode());
+  const Opcode opcode = ir::SynchronousOpcode(op.opcode());
   const double bytes = cost::OperandBytes(op);
   const int64_t devices = grid.size();
   if (opcode == Opcode::kCollectivePermute) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ir/async.h"
 #include "ir/computation.h"
 #include "pass/ring/block_ops.h"
 #include "pass/ring/dimension_trace.h"
@@ -35,7 +36,7 @@ Status CheckExchange(const Instruction& exchange, const Instruction& dot) {
 std::optional<AllToAllFound> MatchAllToAllBeforeDot(Instruction& dot, int64_t operand,
                                                     const ir::DeviceGrid& grid) {
   auto [value, chain] = TraceableChainAbove(dot.operand(operand));
-  if (CollectiveCompletedBy(*value) == Opcode::kAllToAll) {
+  if (ir::CollectiveOpcodeOfDone(*value) == Opcode::kAllToAll) {
     return AllToAllFound{value, Error{"the all-to-all is already asynchronous (start/done); run "
                                       "collective-matmul before async-collectives"}};
   }
@@ -95,7 +96,7 @@ std::optional<AllToAllFound> MatchAllToAllAfterDot(Instruction& dot, const ir::D
       return std::nullopt;
     }
     Instruction* user = users.front();
-    if (CollectiveStartedBy(*user) == Opcode::kAllToAll) {
+    if (ir::CollectiveOpcodeOfStart(*user) == Opcode::kAllToAll) {
       return AllToAllFound{user, Error{"the all-to-all is already asynchronous (start/done); run "
                                        "collective-matmul before async-collectives"}};
     }

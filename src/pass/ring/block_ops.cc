@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#include "cost/cost_model.h"
-#include "ir/async.h"
 #include "ir/computation.h"
 
 namespace loom::pass {
@@ -132,19 +130,6 @@ bool HasControlDependencies(const Instruction& instruction) {
 bool IsPlainArray(const ir::Shape& shape) {
   return shape.IsArray() &&
          std::none_of(shape.dynamic().begin(), shape.dynamic().end(), [](bool d) { return d; });
-}
-
-std::optional<Opcode> CollectiveStartedBy(const Instruction& start) {
-  const Instruction* collective = ir::CollectiveOfStart(start);
-  if (collective == nullptr) return std::nullopt;
-  return cost::SynchronousOpcode(collective->opcode());
-}
-
-std::optional<Opcode> CollectiveCompletedBy(const Instruction& done) {
-  if (!ir::IsAsyncDone(done.opcode())) return std::nullopt;
-  const Instruction* start = ir::StartOf(done);
-  if (start == nullptr) return std::nullopt;
-  return CollectiveStartedBy(*start);
 }
 
 }  // namespace loom::pass

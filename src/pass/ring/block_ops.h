@@ -67,10 +67,4 @@ bool HasControlDependencies(const ir::Instruction& instruction);
 // An array without dynamic dimensions.
 bool IsPlainArray(const ir::Shape& shape);
 
-// The collective an asynchronous start runs (all-gather-start, or an
-// async-start wrapping an all-to-all, ...) as its synchronous opcode, or
-// the one the done completing such a start runs; nullopt for anything else.
-std::optional<ir::Opcode> CollectiveStartedBy(const ir::Instruction& start);
-std::optional<ir::Opcode> CollectiveCompletedBy(const ir::Instruction& done);
-
 }  // namespace loom::pass
