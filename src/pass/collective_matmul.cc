@@ -54,6 +54,10 @@ struct ScatterMatch {
   OutputDim dim;
   Opcode combine = Opcode::kAdd;  // the reduction, as an elementwise op
   RingGroup ring;
+  // The blocks are what the executor's collective folds (exec/collectives.h):
+  // a reduce-scatter's always; an all-reduce's when they are its contiguous
+  // chunks, every dimension before the split being 1.
+  bool blocks_are_chunks = true;
 };
 
 // A collective next to a dot, matched or declined.
@@ -217,6 +221,8 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
     match.collective_dim = chosen->collective_dim;
     match.chain_dims = std::move(chosen->chain_dims);
     match.dim = ClassifyOutputDim(dot, match.output_dim);
+    match.blocks_are_chunks =
+        !all_reduce || ElementsBefore(reduced.dims(), match.collective_dim) == 1;
     found.match = std::move(match);
     return found;
   }
@@ -678,12 +684,38 @@ class Rewriter {
       return;
     }
     Candidate candidate = DescribeCandidate(match);
+    if (options_.deterministic) {
+      if (std::optional<std::string> reason = ReordersASum(match)) {
+        Record(candidate, match, false, *reason);
+        return;
+      }
+    }
     GateVerdict verdict = Judge(candidate);
+    if (options_.deterministic && candidate.SumsAlongTheRing()) {
+      verdict.direction = RingDirection::kUnidirectional;
+    }
     if (!verdict.rewrite) {
       Record(candidate, match, false, verdict.reason);
       return;
     }
     pending.push_back({std::move(candidate), std::move(match), std::move(verdict)});
+  }
+
+  // Deterministic mode: why the rewrite of `match` would sum in another
+  // order than the original program on the executor, if it would.
+  static std::optional<std::string> ReordersASum(const AnyMatch& match) {
+    if (const auto* g = std::get_if<GatherMatch>(&match);
+        g != nullptr && g->dim.dim_class == DimClass::kContracting) {
+      return "deterministic: a ring along a contracting dimension adds N partial products where "
+             "the dot sums its contraction in one order";
+    }
+    if (const auto* s = std::get_if<ScatterMatch>(&match); s != nullptr && !s->blocks_are_chunks) {
+      return fmt::format(
+          "deterministic: the all-reduce splits along dimension {} of {}, whose blocks are not "
+          "the contiguous chunks the executor's ring folds",
+          s->collective_dim, s->collective->operand(0)->shape().ToString());
+    }
+    return std::nullopt;
   }
 
   GateVerdict Judge(const Candidate& candidate) const {

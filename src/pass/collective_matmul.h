@@ -87,6 +87,11 @@ struct Candidate {
   // Whether direction and form choose between rings; not for an
   // all-to-all, whose pairwise exchange has one form.
   bool HasRingForms() const { return kind != CandidateKind::kAllToAll; }
+  // Whether the ring carries partial sums (a reduce-scatter or all-reduce
+  // after the dot), so that its direction fixes their order.
+  bool SumsAlongTheRing() const {
+    return kind == CandidateKind::kReduceScatter || kind == CandidateKind::kAllReduce;
+  }
   std::string computation;
   std::string collective;  // the all-gather, reduce-scatter, all-reduce or all-to-all
   std::string dot;
@@ -135,6 +140,18 @@ struct CollectiveMatmulOptions {
   // data then crosses the network twice); when false the pair is declined,
   // as XLA does.
   bool keep_gather_for_other_users = false;
+  // Only rewrites whose every sum is folded in the order the original
+  // program folds it on the executor (exec/collectives.h: the ring order of
+  // its reduce-scatter and all-reduce; the dot kernels' order within a
+  // product), so that with the deterministic dot kernels the result is
+  // bitwise the original's whatever the schedule (dataflow fixes each
+  // fold's order). Rings that carry partial sums go one way only (the
+  // bidirectional ring folds half the blocks backwards); an all-gather
+  // along a contracting dimension is declined (it adds N partial products
+  // where the dot sums once); an all-reduce is split only into the
+  // contiguous chunks the executor's ring folds. The gather side, an
+  // all-to-all's exchange and the unidirectional rings are exact anyway.
+  bool deterministic = false;
   // When set, decides each candidate instead of min_bytes, direction and form.
   Gate gate;
 };

@@ -65,6 +65,10 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
     std::vector<RingDirection> directions = {RingDirection::kUnidirectional};
     if (c.group_size >= 3) directions.push_back(RingDirection::kBidirectional);
     if (options.direction) directions = {*options.direction};
+    // The pass folds partial sums one way round in deterministic mode.
+    if (matching.deterministic && c.SumsAlongTheRing()) {
+      directions = {RingDirection::kUnidirectional};
+    }
     std::vector<RingForm> forms = {RingForm::kLoop};
     if (c.group_size <= options.max_unrolled_steps) forms.push_back(RingForm::kUnrolled);
     if (options.form) forms = {*options.form};

@@ -179,9 +179,12 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
                                                        const PassContext& context) {
   constexpr std::string_view kName = "collective-matmul";
   CollectiveMatmulOptions config;
+  config.deterministic = context.deterministic;
   StepGateOptions gate;
   for (const auto& [key, value] : options) {
-    if (key == "direction") {
+    if (key == "deterministic") {
+      config.deterministic = value == "true";
+    } else if (key == "direction") {
       config.direction =
           value == "bidirectional" ? RingDirection::kBidirectional : RingDirection::kUnidirectional;
       gate.direction = config.direction;
@@ -293,6 +296,9 @@ const std::vector<PassEntry>& PassTable() {
             "an all-gather with other users: decline, or keep it for them"},
            {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce|all-to-all", "",
             "all-gather+reduce-scatter+all-reduce+all-to-all", "which collectives to decompose"},
+           {"deterministic", OptionType::kChoice, "true|false", "", "false",
+            "only rewrites that fold every sum in the original's order (bitwise equal with "
+            "deterministic kernels); --deterministic sets it"},
        },
        CreateCollectiveMatmul},
       {"async-collectives",

@@ -23,6 +23,10 @@ struct PassContext {
   // one, collective-matmul falls back to its size threshold and schedule
   // cannot run.
   std::shared_ptr<const cost::TargetCostModel> cost_model;
+  // `--deterministic`: every pass keeps each sum in the order the original
+  // program folds it (collective-matmul's `deterministic`), unless the
+  // pass's own option says otherwise.
+  bool deterministic = false;
 };
 
 // What a pass option accepts.

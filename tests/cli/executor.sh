@@ -5,8 +5,9 @@
 #    (or bitwise) with OpenBLAS, whichever kernel OpenBLAS picks for this CPU
 #    (threads and MPI); a wrong ring is caught (exit 1) even when rounding
 #    differences are accepted;
-#  - collective-matmul's all-to-all exchanges are bitwise the all-to-all's
-#    result on both backends (deterministic kernels);
+#  - collective-matmul's all-to-all exchanges, and its rings in deterministic
+#    mode, are bitwise the original's result on both backends (deterministic
+#    kernels);
 #  - `loom run` writes outputs and a trace; both backends give the same checksums;
 #  - a failing device stops every device, the command exits non-zero within
 #    the timeout naming the device and the error, and leaves no outputs;
@@ -54,18 +55,26 @@ for backend in threads mpi; do
     pass || fail "compare ($backend, OpenBLAS) neither bitwise nor rounding"
 done
 
-# The all-to-all pairwise exchanges (before and after a dot) against the
-# all-to-all, bitwise on both backends with the deterministic kernels.
+# Rewrites against the original, bitwise on both backends with the
+# deterministic kernels: the all-to-all pairwise exchanges (before and after
+# a dot), and deterministic mode's rings although bidirectional ones are
+# asked for (reduce-scatter, all-reduce, the mlp block's gather and scatter).
 lit=$root/tests/lit/collective-matmul
-for pair in "all_to_all_before_dot 8" "all_to_all_after_dot 4" "all_to_all_through_transpose_and_reshape 4"; do
-  read -r name devices <<<"$pair"
-  expect_exit 0 "opt $name" -- "$loom" opt "$lit/$name.hlo" --passes='collective-matmul{min-bytes=0}' \
-    -o "$work/$name.hlo"
+exchange='collective-matmul{min-bytes=0}'
+both_ways='collective-matmul{min-bytes=0,direction=bidirectional}'
+for case in "$lit/all_to_all_before_dot.hlo 8 $exchange" "$lit/all_to_all_after_dot.hlo 4 $exchange" \
+  "$lit/all_to_all_through_transpose_and_reshape.hlo 4 $exchange" \
+  "$lit/deterministic.hlo 4 $both_ways --deterministic" "$lit/reduce_scatter.hlo 4 $both_ways --deterministic" \
+  "$lit/all_reduce_splits.hlo 4 $both_ways --deterministic" \
+  "$root/examples/mlp_block_tp4.hlo 4 $both_ways --deterministic"; do
+  read -r module devices passes mode <<<"$case"
+  name=$(basename "$module" .hlo)${mode:+ ($mode)}
+  expect_exit 0 "opt $name" -- "$loom" opt "$module" --passes="$passes" $mode -o "$work/rewritten.hlo"
   for backend in threads mpi; do
     launcher=()
     [[ $backend == mpi ]] && launcher=("${mpirun[@]}" -np "$devices")
-    expect_exit 0 "compare $name ($backend)" -- "${launcher[@]}" "$loom" compare "$lit/$name.hlo" \
-      "$work/$name.hlo" --devices "$devices" --backend "$backend" --deterministic \
+    expect_exit 0 "compare $name ($backend)" -- "${launcher[@]}" "$loom" compare "$module" \
+      "$work/rewritten.hlo" --devices "$devices" --backend "$backend" --deterministic \
       --json "$work/verdict.json"
     jq -e '.verdict == "bitwise"' "$work/verdict.json" >/dev/null && pass ||
       fail "compare $name ($backend) not bitwise"

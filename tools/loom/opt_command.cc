@@ -48,6 +48,7 @@ void AddOptCommand(CLI::App& app) {
     std::string passes;
     std::string target;
     bool explain = false;
+    bool deterministic = false;
     bool estimate = false;
     bool list = false;
     bool print_after_all = false;
@@ -71,6 +72,10 @@ void AddOptCommand(CLI::App& app) {
   command->add_flag("--estimate", options->estimate,
                     "With --target: print the estimated step time of one device before and after "
                     "the passes (on stdout with -o, else on stderr)");
+  command->add_flag("--deterministic", options->deterministic,
+                    "Every pass keeps each sum in the order the original program folds it, so "
+                    "that `loom run --deterministic` gives bitwise its result (collective-matmul's "
+                    "deterministic=true)");
   command->add_flag("--list-passes", options->list, "List the passes and their options");
   command->add_flag("--print-after-all", options->print_after_all,
                     "Print the module after each pass to stderr, each under a '// after pass N: "
@@ -92,6 +97,7 @@ void AddOptCommand(CLI::App& app) {
     ir::VerifyReport report;
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(options->input, &report);
     pass::PassContext context;
+    context.deterministic = options->deterministic;
     if (!options->target.empty()) {
       context.cost_model =
           std::make_shared<cost::TargetCostModel>(ResolveTarget(options->target, *module));

@@ -26,6 +26,7 @@ struct SimulateFlags {
   std::string json;
   bool compare = false;
   bool baseline = false;
+  bool deterministic = false;
   std::vector<std::string> compute_scale;
   std::vector<std::string> link_scale;
   int64_t max_messages = sim::SimOptions{}.max_messages;
@@ -77,11 +78,12 @@ std::string Describe(const ir::Module& module) {
 
 // `module` after `passes`, run for `target`.
 std::unique_ptr<ir::Module> AfterPasses(const ir::Module& module, const std::string& passes,
-                                        const cost::Target& target) {
+                                        const cost::Target& target, bool deterministic) {
   Expected<std::unique_ptr<ir::Module>> copy = ir::CloneModule(module);
   if (!copy.ok()) throw CommandError(copy.error().ToString());
   pass::PassContext context;
   context.cost_model = std::make_shared<cost::TargetCostModel>(target);
+  context.deterministic = deterministic;
   Expected<pass::Pipeline> pipeline = pass::ParsePipeline(passes, context);
   if (!pipeline.ok()) throw CommandError(pipeline.error().message);
   if (Expected<bool> ran = pipeline->Run(**copy); !ran.ok()) {
@@ -158,6 +160,9 @@ void AddSimulateCommand(CLI::App& app) {
   command->add_flag("--baseline", flags->baseline,
                     "Simulate the module three ways: as written, with async-collectives,schedule, "
                     "and with collective-matmul,async-collectives,schedule, all for --target");
+  command->add_flag("--deterministic", flags->deterministic,
+                    "With --baseline: the pipeline keeps every sum in the original's order "
+                    "(as loom opt --deterministic)");
   command->add_option("--trace", flags->trace,
                       "Write a Chrome trace-event JSON (open in Perfetto); with --compare, of B");
   command->add_option("--json", flags->json,
@@ -185,6 +190,9 @@ void AddSimulateCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   command->callback([flags] {
+    if (flags->deterministic && !flags->baseline) {
+      throw CommandError("simulate: --deterministic goes with --baseline");
+    }
     if (flags->compare && flags->baseline) {
       throw CommandError("simulate: --compare and --baseline do not go together");
     }
@@ -216,10 +224,12 @@ void AddSimulateCommand(CLI::App& app) {
       const ir::Module& module = *modules.front();
       const std::string& path = flags->modules.front();
       reports.push_back(SimulateOne(module, path, target, options));
-      reports.push_back(SimulateOne(*AfterPasses(module, "async-collectives,schedule", target),
-                                    path, target, options));
+      reports.push_back(SimulateOne(
+          *AfterPasses(module, "async-collectives,schedule", target, flags->deterministic), path,
+          target, options));
       reports.push_back(
-          SimulateOne(*AfterPasses(module, "collective-matmul,async-collectives,schedule", target),
+          SimulateOne(*AfterPasses(module, "collective-matmul,async-collectives,schedule", target,
+                                   flags->deterministic),
                       path, target, options));
       if (flags->json != "-") PrintBaseline(reports);
     } else {
