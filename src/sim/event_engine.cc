@@ -90,13 +90,40 @@ struct DeviceState {
 };
 
 // What the trace shows, recorded as the replay goes: the first
-// trace_devices devices, at most max_trace_events slices.
+// trace_devices devices, at most max_trace_events slices and link samples
+// together. A link's occupancy (the fraction of its bandwidth its flows
+// use) is sampled whenever it changes, as a counter track of the device the
+// link leaves or enters.
 class TraceLog {
  public:
-  explicit TraceLog(const SimOptions& options)
+  TraceLog(const SimOptions& options, const Network& network)
       : enabled_(options.trace),
         devices_(options.trace_devices),
-        max_slices_(options.max_trace_events) {}
+        max_slices_(options.max_trace_events),
+        network_(network) {
+    if (enabled_) {
+      link_names_.resize(static_cast<size_t>(network.link_count()));
+      link_busy_.assign(static_cast<size_t>(network.link_count()), 0);
+    }
+  }
+
+  bool enabled() const { return enabled_; }
+  void LinkLoad(double now, LinkId link, double bytes_per_second) {
+    const int64_t device = network_.LinkDevice(link);
+    if (!enabled_ || device < 0 || device >= devices_) return;
+    const double busy = std::min(1.0, bytes_per_second / network_.capacity(link));
+    double& last = link_busy_[static_cast<size_t>(link)];
+    if (busy == last) return;
+    if (Full()) return;
+    last = busy;
+    std::string& name = link_names_[static_cast<size_t>(link)];
+    if (name.empty()) name = "link " + network_.LinkName(link);
+    counters_.push_back({.device = device,
+                         .track = name,
+                         .series = "busy",
+                         .time_ps = trace::PicosecondsFromSeconds(now),
+                         .value = busy});
+  }
 
   void Compute(double start, double end, int32_t device, const Instruction& instruction) {
     if (!enabled_) return;
@@ -117,17 +144,21 @@ class TraceLog {
     trace::Timeline timeline;
     for (int64_t d = 0; d < std::min(devices_, device_count); ++d) timeline.devices.push_back(d);
     timeline.slices = slices_;
+    timeline.counters = counters_;
     return trace::ChromeTraceJson(timeline);
   }
 
  private:
+  bool Full() {
+    if (static_cast<int64_t>(slices_.size() + counters_.size()) < max_slices_) return false;
+    truncated_ = true;
+    return true;
+  }
+
   void Add(double start, double end, int32_t device, trace::Lane lane, std::string_view category,
            const Instruction& instruction, std::string_view op) {
     if (!enabled_ || device >= devices_ || end <= start) return;
-    if (static_cast<int64_t>(slices_.size()) >= max_slices_) {
-      truncated_ = true;
-      return;
-    }
+    if (Full()) return;
     slices_.push_back({.device = device,
                        .lane = lane,
                        .name = instruction.name(),
@@ -142,6 +173,13 @@ class TraceLog {
   int64_t max_slices_;
   bool truncated_ = false;
   std::vector<trace::Slice> slices_;
+  const Network& network_;
+  // Per link: its counter track's name (made at its first sample; the
+  // vector is never resized, so the views into it stay valid) and the last
+  // occupancy sampled.
+  std::vector<std::string> link_names_;
+  std::vector<double> link_busy_;
+  std::vector<trace::CounterSample> counters_;
 };
 
 // --- the replay -----------------------------------------------------------------
@@ -155,7 +193,7 @@ class Engine {
         network_(network.capacities()),
         devices_(static_cast<size_t>(devices)),
         statistics_(tape.op_kinds.size()),
-        trace_(options) {
+        trace_(options, network) {
     for (size_t d = 0; d < devices_.size(); ++d) {
       DeviceState& device = devices_[d];
       device.occurrence.assign(slots_.size(), 0);
@@ -178,6 +216,10 @@ class Engine {
         if (std::isfinite(finish)) {
           Push(finish, FlowArrives{flow, network_.version(flow)});
         }
+      }
+      if (trace_.enabled()) {
+        for (LinkId link : network_.recomputed_links())
+          trace_.LinkLoad(now, link, network_.Load(link));
       }
     }
     for (size_t d = 0; d < devices_.size(); ++d) {

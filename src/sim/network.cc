@@ -134,6 +134,18 @@ std::string Network::LinkName(LinkId link) const {
   return "?";
 }
 
+int64_t Network::LinkDevice(LinkId link) const {
+  switch (kind_) {
+    case Kind::kBus:
+      return 0;
+    case Kind::kSwitched:
+      return link / 4;
+    case Kind::kTorus:
+      return device_at_[static_cast<size_t>(link / 2 / static_cast<int64_t>(dims_.size()))];
+  }
+  return 0;
+}
+
 int64_t Network::Neighbor(int64_t device, size_t dim, int direction) const {
   int64_t position = position_[static_cast<size_t>(device)];
   int64_t stride = 1;
@@ -242,8 +254,17 @@ void FairShareNetwork::Remove(int32_t id, double /*now*/) {
   --active_;
 }
 
+double FairShareNetwork::Load(LinkId link) const {
+  double load = 0;
+  for (int32_t id : links_[static_cast<size_t>(link)].flows) {
+    load += flows_[static_cast<size_t>(id)].rate;
+  }
+  return load;
+}
+
 void FairShareNetwork::Reallocate(double now, std::vector<std::pair<int32_t, double>>* changed) {
   changed->clear();
+  component_links_.clear();
   if (dirty_.empty()) return;
   ++reallocations_;
   ++stamp_;

@@ -73,6 +73,10 @@ class Network {
   // "chip 5 (1,1,0) +x", "device 3 nvlink out", "device 3 nic in", "bus".
   std::string LinkName(LinkId link) const;
 
+  // The device a link leaves from or enters (its chip on a torus, its
+  // port's device when switched); 0 for the bus.
+  int64_t LinkDevice(LinkId link) const;
+
   // The route of a transfer from `from` to `to` (distinct devices).
   Route RouteBetween(int64_t from, int64_t to) const;
 
@@ -128,6 +132,11 @@ class FairShareNetwork {
   // so a stale finish event can be told from the current one.
   uint32_t version(int32_t flow) const { return flows_[static_cast<size_t>(flow)].version; }
   int64_t active_flows() const { return active_; }
+  // Bytes per second the flows crossing `link` move now, all together.
+  double Load(LinkId link) const;
+  // The links the last Reallocate recomputed: the only ones whose load can
+  // have changed since the one before.
+  const std::vector<LinkId>& recomputed_links() const { return component_links_; }
 
   // Statistics: Reallocate calls that had work, and the links and flows
   // they recomputed in all.

@@ -85,6 +85,7 @@ std::string ChromeTraceJson(const Timeline& timeline) {
   const std::vector<int32_t> tid = AssignTracks(timeline.slices, &transfer_tracks);
   std::set<int64_t> devices(timeline.devices.begin(), timeline.devices.end());
   for (const Slice& slice : timeline.slices) devices.insert(slice.device);
+  for (const CounterSample& sample : timeline.counters) devices.insert(sample.device);
 
   std::string out;
   out.reserve(timeline.slices.size() * 128 + devices.size() * 256 + 64);
@@ -129,6 +130,17 @@ std::string ChromeTraceJson(const Timeline& timeline) {
       out += "\"}";
     }
     out += "}";
+  }
+  for (const CounterSample& sample : timeline.counters) {
+    separator();
+    out += "{\"name\":\"";
+    AppendEscaped(out, sample.track);
+    out += fmt::format("\",\"ph\":\"C\",\"pid\":{},\"ts\":", sample.device);
+    AppendMicros(out, sample.time_ps);
+    out += ",\"args\":{\"";
+    AppendEscaped(out, sample.series);
+    // Shortest round-trip form, and never NaN or infinity (not JSON).
+    out += fmt::format("\":{}}}}}", std::isfinite(sample.value) ? sample.value : 0.0);
   }
   out += "],\"displayTimeUnit\":\"ns\"}\n";
   return out;

@@ -11,6 +11,9 @@
 // once: each slice, in order of start, takes the lowest track free at its
 // start.
 //
+// Counter samples (link occupancy in the simulator's trace) become counter
+// tracks of their device's process, one per track name.
+//
 // Times are whole picoseconds, printed as exact decimal microseconds, so a
 // slice that starts where another ends never appears to overlap it.
 #pragma once
@@ -39,11 +42,24 @@ struct Slice {
 int64_t PicosecondsFromSeconds(double seconds);
 int64_t PicosecondsFromMicros(double micros);
 
+// One value of a counter track from `time_ps` until its next sample: a
+// link's occupancy (the fraction of its bandwidth in use), shown in its
+// device's process as a counter event ("ph":"C") named `track`, with the
+// value as args.`series`.
+struct CounterSample {
+  int64_t device = 0;
+  std::string_view track;   // "link chip 5 (1,1,0) +x"
+  std::string_view series;  // "busy"
+  int64_t time_ps = 0;
+  double value = 0;
+};
+
 struct Timeline {
   // Devices named (with their compute track) even when they have no
   // slices; those with slices are named anyway.
   std::vector<int64_t> devices;
   std::vector<Slice> slices;
+  std::vector<CounterSample> counters;
 };
 
 std::string ChromeTraceJson(const Timeline& timeline);

@@ -231,6 +231,64 @@ ENTRY %main {
   EXPECT_TIME(ModelStep(*module, line), kAlpha + 2e-3);
 }
 
+// The trace's occupancy samples of one link: (microseconds, busy fraction).
+std::vector<std::pair<double, double>> LinkBusy(const std::string& trace, int device,
+                                                const std::string& link) {
+  std::vector<std::pair<double, double>> samples;
+  const auto json = nlohmann::json::parse(trace);
+  for (const auto& event : json["traceEvents"]) {
+    if (event["ph"] == "C" && event["pid"] == device && event["name"] == "link " + link) {
+      samples.emplace_back(event["ts"].get<double>(), event["args"]["busy"].get<double>());
+    }
+  }
+  return samples;
+}
+
+TEST(Simulator, TraceShowsEachLinksOccupancyAsACounter) {
+  // On a line 0-1-2-3: a 1 MB permute 0 -> 2 (two hops) and all-gathers of
+  // 1 MB shards over {0,1} and {2,3}, in flight together. The gather's
+  // 0 -> 1 flow starts after one hop's latency and has link 0 +x alone
+  // until the permute's flow arrives after two; then they share it at half
+  // rate each, so link 1 +x, which only the permute crosses, is half busy.
+  // The gather's flow has 1 MB - 1 KB left then and ends 1.998 ms later;
+  // the permute's, with 1 KB left, has both links to itself for 1 us more.
+  auto module = Parse(R"(
+HloModule occupancy, num_partitions=4
+ENTRY %main {
+  %a = f32[250000] parameter(0)
+  %b = f32[250000] parameter(1)
+  %s = (f32[250000], f32[250000]) collective-permute-start(%a), channel_id=1, source_target_pairs={{0,2}}
+  %g = (f32[250000], f32[500000]) all-gather-start(%b), channel_id=2, replica_groups={{0,1},{2,3}}, dimensions={0}, use_global_device_ids=true
+  %r = f32[250000] collective-permute-done(%s)
+  %q = f32[500000] all-gather-done(%g)
+  ROOT %t = (f32[250000], f32[500000]) tuple(%r, %q)
+}
+)");
+  SimOptions options;
+  options.trace = true;
+  const SimReport report = SimulateOk(*module, Ring4(false), options);
+  const double shared = 2 * kAlpha, gather_done = shared + 999000 / (kBw / 2);
+  const double permute_done = gather_done + 1000 / kBw;
+  using Samples = std::vector<std::pair<double, double>>;
+  const auto near = [](const Samples& got, const Samples& want) {
+    if (got.size() != want.size()) return false;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::abs(got[i].first - want[i].first) > 1e-6 || got[i].second != want[i].second) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const Samples both = LinkBusy(report.trace_json, 0, "chip 0 (0,0,0) +x");
+  EXPECT_TRUE(near(both, {{kAlpha * 1e6, 1}, {permute_done * 1e6, 0}}))
+      << testing::PrintToString(both);
+  const Samples only_permute = LinkBusy(report.trace_json, 1, "chip 1 (1,0,0) +x");
+  EXPECT_TRUE(
+      near(only_permute, {{shared * 1e6, 0.5}, {gather_done * 1e6, 1}, {permute_done * 1e6, 0}}))
+      << testing::PrintToString(only_permute);
+  EXPECT_TIME(report.step_seconds, permute_done);
+}
+
 TEST(Simulator, TransfersOfOneKindOnSharedLinksRunOneAfterTheOther) {
   // Two permutes 0 -> 1 issued together, 1 MB then 2 MB: the second takes
   // the stream when the first is done, as the step estimate has it.
