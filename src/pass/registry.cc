@@ -11,6 +11,7 @@
 #include "pass/async_collectives.h"
 #include "pass/collective_matmul.h"
 #include "pass/collective_matmul_gate.h"
+#include "pass/joint_schedule.h"
 #include "pass/schedule.h"
 
 namespace loom::pass {
@@ -249,6 +250,24 @@ Expected<std::unique_ptr<Pass>> CreateSchedule(const PassOptions& options,
   return std::unique_ptr<Pass>(std::make_unique<Schedule>(context.cost_model, config));
 }
 
+Expected<std::unique_ptr<Pass>> CreateJointSchedule(const PassOptions& options,
+                                                    const PassContext& context) {
+  constexpr std::string_view kName = "joint-schedule";
+  if (!context.cost_model) {
+    return Error{"pass joint-schedule needs a target to simulate on: give --target"};
+  }
+  JointScheduleOptions config;
+  for (const auto& [key, value] : options) {
+    if (key == "min-gain") {
+      LOOM_ASSIGN_OR_RETURN(config.min_gain, ParseFraction(kName, key, value));
+    } else if (key == "max-trials") {
+      LOOM_ASSIGN_OR_RETURN(config.max_trials, ParseCount(kName, key, value));
+    }
+  }
+  return std::unique_ptr<Pass>(
+      std::make_unique<JointSchedule>(context.cost_model->target(), config));
+}
+
 Expected<std::unique_ptr<Pass>> CreateAsyncCollectives(const PassOptions& options,
                                                        const PassContext&) {
   AsyncCollectivesOptions config;
@@ -322,6 +341,15 @@ const std::vector<PassEntry>& PassTable() {
             "the list scheduler; best keeps whichever order has the shorter estimate"},
        },
        CreateSchedule},
+      {"joint-schedule",
+       "after schedule: hold back transfers that share links with others in flight, where the "
+       "--target's simulated step gets shorter (link contention across mesh axes)",
+       {
+           {"min-gain", OptionType::kFraction, "", "", "0.005",
+            "keep a move only when the simulated step gets faster by more than this fraction"},
+           {"max-trials", OptionType::kCount, "", "", "200", "simulations the pass may run in all"},
+       },
+       CreateJointSchedule},
   };
   return table;
 }
