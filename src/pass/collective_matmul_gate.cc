@@ -10,6 +10,7 @@
 #include "ir/clone.h"
 #include "ir/verifier.h"
 #include "pass/async_collectives.h"
+#include "sim/simulator.h"
 #include "support/units.h"
 
 namespace loom::pass {
@@ -131,26 +132,52 @@ std::string Change(double before, double after) {
 
 }  // namespace
 
-Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
-                                      const ScheduleOptions& schedule) {
+namespace {
+
+// A copy of `module` after async-collectives and schedule.
+Expected<std::unique_ptr<ir::Module>> Scheduled(const ir::Module& module,
+                                                const cost::CostModel& model,
+                                                const ScheduleOptions& schedule,
+                                                const ir::DeviceGrid& grid) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(module));
-  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(*copy));
   AsyncCollectives async;
   LOOM_RETURN_IF_ERROR(async.Run(*copy).status());
   ScheduleOptions options = schedule;
   options.grid = grid;
   Schedule scheduler(model, options);
   LOOM_RETURN_IF_ERROR(scheduler.Run(*copy).status());
-  return cost::EstimateStep(*copy, model, grid).total_seconds;
+  return copy;
+}
+
+}  // namespace
+
+Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
+                                      const ScheduleOptions& schedule) {
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
+                        Scheduled(module, model, schedule, grid));
+  return cost::EstimateStep(*scheduled, model, grid).total_seconds;
+}
+
+Expected<double> SimulatedScheduledStepSeconds(const ir::Module& module,
+                                               const cost::TargetCostModel& model,
+                                               const ScheduleOptions& schedule) {
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
+                        Scheduled(module, model, schedule, grid));
+  LOOM_ASSIGN_OR_RETURN(const sim::SimReport report, sim::Simulate(*scheduled, model.target()));
+  return report.step_seconds;
 }
 
 Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   decisions_.clear();
   explanation_.clear();
   const cost::TargetCostModel& model = *model_;
-  const std::string on = model.target().name();
+  const bool simulated = options_.judge == StepJudge::kSimulator;
+  const std::string on = model.target().name() + (simulated ? " (simulated)" : "");
   auto step = [&](const ir::Module& m) {
-    return ScheduledStepSeconds(m, model, options_.schedule);
+    return simulated ? SimulatedScheduledStepSeconds(m, model, options_.schedule)
+                     : ScheduledStepSeconds(m, model, options_.schedule);
   };
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> current, ir::CloneModule(module));
   LOOM_ASSIGN_OR_RETURN(Enumeration enumeration, Enumerate(*current, matching_, options_));

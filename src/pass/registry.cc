@@ -213,6 +213,8 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       LOOM_ASSIGN_OR_RETURN(config.rounds_per_product, ParseCount(kName, key, value));
     } else if (key == "min-gain") {
       LOOM_ASSIGN_OR_RETURN(gate.min_gain, ParseFraction(kName, key, value));
+    } else if (key == "judge") {
+      gate.judge = value == "simulate" ? StepJudge::kSimulator : StepJudge::kEstimate;
     } else if (key == "max-unrolled-steps") {
       LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseCount(kName, key, value));
     }
@@ -308,6 +310,9 @@ const std::vector<PassEntry>& PassTable() {
             "max-in-flight)"},
            {"min-gain", OptionType::kFraction, "", "", "0.005",
             "with --target: the step must get faster by more than this fraction"},
+           {"judge", OptionType::kChoice, "estimate|simulate", "", "estimate",
+            "with --target: price each trial's step by the cost model's estimate, or by the "
+            "simulator (sees links shared; slower)"},
            {"rounds-per-product", OptionType::kCount, "", "", "1",
             "without --target: an all-to-all exchange multiplies this many rounds per product "
             "(when it divides the group size); with --target the gate chooses"},
