@@ -13,8 +13,9 @@
 //    the executor on in-process devices with the
 //    deterministic dot kernels and a budget of steps and time: the original
 //    and each result, whose outputs must agree bitwise (async-collectives
-//    and schedule change no arithmetic) or, after collective-matmul, within
-//    the rounding of reordered sums (exec/tensor_compare.h).
+//    and schedule change no arithmetic, nor does joint-schedule, nor
+//    collective-matmul in deterministic mode) or, after collective-matmul,
+//    within the rounding of reordered sums (exec/tensor_compare.h).
 // Any input may be rejected with an error anywhere; none may crash, hang,
 // leak, trip a sanitizer, or break one of the properties above.
 #include <algorithm>
@@ -74,6 +75,14 @@ constexpr PipelineCase kPipelines[] = {
      false, Arithmetic::kReordered},
     {"async-collectives,schedule", true, Arithmetic::kUnchanged},
     {"collective-matmul,async-collectives,schedule", true, Arithmetic::kReordered},
+    // Deterministic mode: whatever it rewrites folds every sum as before,
+    // so the result must be bitwise the original's.
+    {"collective-matmul{min-bytes=0,direction=bidirectional,deterministic=true}", false,
+     Arithmetic::kUnchanged},
+    // joint-schedule only reorders; its simulations bounded as the fuzzer's.
+    {"async-collectives,schedule,joint-schedule{max-trials=6,max-messages=200000,max-steps="
+     "2000000}",
+     true, Arithmetic::kUnchanged},
 };
 
 [[noreturn]] void Finding(const std::string& what, const std::string& detail) {

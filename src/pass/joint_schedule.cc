@@ -238,7 +238,7 @@ std::string Change(double before, double after) {
 Expected<bool> JointSchedule::Run(ir::Module& module) {
   explanation_.clear();
   const auto simulate = [&](const ir::Module& m) -> Expected<double> {
-    Expected<sim::SimReport> report = sim::Simulate(m, target_);
+    Expected<sim::SimReport> report = sim::Simulate(m, target_, options_.simulation);
     if (!report.ok()) {
       return Error{"joint-schedule: the simulation failed: " + report.error().message};
     }

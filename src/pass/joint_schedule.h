@@ -60,6 +60,7 @@
 
 #include "cost/target.h"
 #include "pass/pass.h"
+#include "sim/options.h"
 
 namespace loom::pass {
 
@@ -70,6 +71,9 @@ struct JointScheduleOptions {
   // Simulations the pass may run in all (the first, of the module as
   // given, included).
   int64_t max_trials = 200;
+  // How each is run: its bounds on messages and steps (a module past them
+  // is an error, as for `loom simulate`).
+  sim::SimOptions simulation;
 };
 
 class JointSchedule : public Pass {

@@ -264,6 +264,10 @@ Expected<std::unique_ptr<Pass>> CreateJointSchedule(const PassOptions& options,
       LOOM_ASSIGN_OR_RETURN(config.min_gain, ParseFraction(kName, key, value));
     } else if (key == "max-trials") {
       LOOM_ASSIGN_OR_RETURN(config.max_trials, ParseCount(kName, key, value));
+    } else if (key == "max-messages") {
+      LOOM_ASSIGN_OR_RETURN(config.simulation.max_messages, ParseCount(kName, key, value));
+    } else if (key == "max-steps") {
+      LOOM_ASSIGN_OR_RETURN(config.simulation.max_steps, ParseCount(kName, key, value));
     }
   }
   return std::unique_ptr<Pass>(
@@ -353,6 +357,10 @@ const std::vector<PassEntry>& PassTable() {
            {"min-gain", OptionType::kFraction, "", "", "0.005",
             "keep a move only when the simulated step gets faster by more than this fraction"},
            {"max-trials", OptionType::kCount, "", "", "200", "simulations the pass may run in all"},
+           {"max-messages", OptionType::kCount, "", "", "200000000",
+            "each simulation refuses a module that would move more messages (as loom simulate)"},
+           {"max-steps", OptionType::kCount, "", "", "1000000000",
+            "each simulation refuses a module that would replay more steps (as loom simulate)"},
        },
        CreateJointSchedule},
   };
