@@ -230,6 +230,29 @@ Value ComputationEmitter::AllReduce(const Value& x, const Groups& groups) {
                           module_.Reducer("add", x.type)));
 }
 
+Value ComputationEmitter::PartitionId() {
+  const Value id = Emit("partition-id", ArrayValue("u32", {}), "partition-id()");
+  return Convert(id, "s32");
+}
+
+Value ComputationEmitter::Clamp(const Value& lo, const Value& x, const Value& hi) {
+  LOOM_CHECK(lo.dims == x.dims && x.dims == hi.dims && lo.type == x.type && x.type == hi.type,
+             "clamp: shapes");
+  return Emit("clamp", ArrayValue(x.type, x.dims),
+              fmt::format("clamp(%{}, %{}, %{})", lo.name, x.name, hi.name));
+}
+
+Value ComputationEmitter::CollectivePermute(const Value& x,
+                                            const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  std::string text;
+  for (const auto& [source, target] : pairs) {
+    text += fmt::format("{}{{{},{}}}", text.empty() ? "" : ",", source, target);
+  }
+  return Emit("collective-permute", ArrayValue(x.type, x.dims),
+              fmt::format("collective-permute(%{}), channel_id={}, source_target_pairs={{{}}}",
+                          x.name, module_.NextChannel(), text));
+}
+
 Value ComputationEmitter::AllGather(const Value& x, int64_t dimension, const Groups& groups) {
   if (groups.empty() || groups.front().size() <= 1) return x;
   std::vector<int64_t> dims = x.dims;
@@ -301,7 +324,9 @@ std::string ComputationEmitter::Text(bool entry) const {
 }
 
 ComputationEmitter& ModuleEmitter::AddComputation(std::string_view name) {
-  computations_.push_back(std::make_unique<ComputationEmitter>(std::string(name), *this));
+  const int64_t n = computation_names_[std::string(name)]++;
+  computations_.push_back(std::make_unique<ComputationEmitter>(
+      n == 0 ? std::string(name) : fmt::format("{}.{}", name, n), *this));
   return *computations_.back();
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom::model {
@@ -79,6 +80,13 @@ class ComputationEmitter {
   Value DynamicSlice(const Value& x, const std::vector<Value>& starts, std::vector<int64_t> sizes);
   Value DynamicUpdateSlice(const Value& x, const Value& update, const std::vector<Value>& starts);
 
+  // This device's partition id, as s32.
+  Value PartitionId();
+  // min(max(x, lo), hi), all of one shape.
+  Value Clamp(const Value& lo, const Value& x, const Value& hi);
+  // `x` sent from each pair's source to its target; a device no pair
+  // targets receives zeros.
+  Value CollectivePermute(const Value& x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
   Value AllReduce(const Value& x, const Groups& groups);
   Value AllGather(const Value& x, int64_t dimension, const Groups& groups);
   Value ReduceScatter(const Value& x, int64_t dimension, const Groups& groups);
@@ -110,7 +118,7 @@ class ModuleEmitter {
       : name_(std::move(name)), partitions_(partitions) {}
 
   // A new computation; the module prints them in creation order, the
-  // entry last.
+  // entry last. A name already taken gets a suffix: "forward_layer.1".
   ComputationEmitter& AddComputation(std::string_view name);
   ComputationEmitter& Entry();
 
@@ -126,6 +134,7 @@ class ModuleEmitter {
   std::vector<std::unique_ptr<ComputationEmitter>> computations_;
   std::unique_ptr<ComputationEmitter> entry_;
   std::map<std::string, std::string> reducers_;
+  std::map<std::string, int64_t, std::less<>> computation_names_;
   std::vector<std::string> reducer_text_;
   int64_t next_channel_ = 1;
 };

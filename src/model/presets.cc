@@ -141,12 +141,14 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
 Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where) {
   LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
                         ParseObject(text, where,
-                                    {"name", "tensor", "data", "optimizer", "learning_rate",
-                                     "beta1", "beta2", "epsilon"}));
+                                    {"name", "tensor", "data", "pipeline", "micro_batches",
+                                     "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
   LOOM_RETURN_IF_ERROR(Read(json, "data", &p.data, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "pipeline", &p.pipeline, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));
   LOOM_RETURN_IF_ERROR(Read(json, "learning_rate", &p.learning_rate, where));
   LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));

@@ -12,9 +12,10 @@
 namespace loom::model {
 namespace {
 
-// Sizes of one device's part of the step.
+// Sizes of one device's part of the step: b sequences (T tokens) per
+// micro-batch, n micro-batches (Tb tokens in all), L layers per stage.
 struct LocalSizes {
-  int64_t b, S, T, M, H, K, G, hd, F, V, L;
+  int64_t b, S, T, M, H, K, G, hd, F, V, L, n, Tb;
 };
 
 struct LayerWeights {
@@ -34,11 +35,15 @@ struct LayerActs {
 class StepWriter {
  public:
   StepWriter(const ModelConfig& model, const ParallelPlan& plan)
-      : m_(model), plan_(plan), module_(ModuleName(model, plan), plan.tensor * plan.data) {
+      : m_(model),
+        plan_(plan),
+        module_(ModuleName(model, plan), plan.tensor * plan.data * plan.pipeline) {
     const int64_t t = plan.tensor;
-    s_.b = model.batch / plan.data;
+    s_.n = plan.micro_batches;
+    s_.b = model.batch / plan.data / s_.n;
     s_.S = model.seq;
     s_.T = s_.b * s_.S;
+    s_.Tb = s_.T * s_.n;
     s_.M = model.d_model;
     s_.H = model.heads / t;
     s_.K = model.kv_heads / t;
@@ -46,18 +51,39 @@ class StepWriter {
     s_.hd = model.head_dim;
     s_.F = model.d_ff / t;
     s_.V = model.vocab;
-    s_.L = model.layers;
+    s_.L = model.layers / plan.pipeline;
     P_ = model.param_type;
     C_ = model.compute_type;
-    for (int64_t d = 0; d < plan.data; ++d) {
-      std::vector<int64_t> group;
-      for (int64_t j = 0; j < t; ++j) group.push_back(d * t + j);
-      tensor_groups_.push_back(group);
+    const int64_t dp = plan.data, pp = plan.pipeline;
+    const auto device = [&](int64_t stage, int64_t d, int64_t j) {
+      return (stage * dp + d) * t + j;
+    };
+    for (int64_t stage = 0; stage < pp; ++stage) {
+      for (int64_t d = 0; d < dp; ++d) {
+        std::vector<int64_t> group;
+        for (int64_t j = 0; j < t; ++j) group.push_back(device(stage, d, j));
+        tensor_groups_.push_back(group);
+      }
+      for (int64_t j = 0; j < t; ++j) {
+        std::vector<int64_t> group;
+        for (int64_t d = 0; d < dp; ++d) group.push_back(device(stage, d, j));
+        data_groups_.push_back(group);
+      }
     }
     for (int64_t j = 0; j < t; ++j) {
       std::vector<int64_t> group;
-      for (int64_t d = 0; d < plan.data; ++d) group.push_back(d * t + j);
-      data_groups_.push_back(group);
+      for (int64_t stage = 0; stage < pp; ++stage) {
+        for (int64_t d = 0; d < dp; ++d) group.push_back(device(stage, d, j));
+      }
+      head_groups_.push_back(group);
+    }
+    for (int64_t stage = 0; stage + 1 < pp; ++stage) {
+      for (int64_t d = 0; d < dp; ++d) {
+        for (int64_t j = 0; j < t; ++j) {
+          to_next_stage_.emplace_back(device(stage, d, j), device(stage + 1, d, j));
+          to_previous_stage_.emplace_back(device(stage + 1, d, j), device(stage, d, j));
+        }
+      }
     }
   }
 
@@ -296,12 +322,12 @@ class StepWriter {
     return lw;
   }
 
-  // A condition `tuple[0] < layers`.
-  ComputationEmitter& LoopCondition(std::string_view name, const Value& carry) {
+  // A condition `tuple[0] < trips`.
+  ComputationEmitter& LoopCondition(std::string_view name, const Value& carry, int64_t trips) {
     ComputationEmitter& c = module_.AddComputation(name);
     const Value state = c.TupleParameter(carry.elements, "state");
     const Value i = c.Element(state, 0);
-    c.SetRoot(c.Compare(i, c.ScalarInt(s_.L), "LT"));
+    c.SetRoot(c.Compare(i, c.ScalarInt(trips), "LT"));
     return c;
   }
 
@@ -312,7 +338,7 @@ class StepWriter {
     std::vector<Value> init = {e.ScalarInt(0), x, saved};
     init.insert(init.end(), stacked.begin(), stacked.end());
     const Value carry = e.Tuple(init);
-    ComputationEmitter& condition = LoopCondition("forward_condition", carry);
+    ComputationEmitter& condition = LoopCondition("forward_condition", carry, s_.L);
     ComputationEmitter& body = module_.AddComputation("forward_layer");
     {
       ComputationEmitter& c = body;
@@ -338,7 +364,7 @@ class StepWriter {
     for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
     const Value carry = e.Tuple(init);
     const size_t n = stacked.size();
-    ComputationEmitter& condition = LoopCondition("backward_condition", carry);
+    ComputationEmitter& condition = LoopCondition("backward_condition", carry, s_.L);
     ComputationEmitter& body = module_.AddComputation("backward_layer");
     {
       ComputationEmitter& c = body;
@@ -360,11 +386,131 @@ class StepWriter {
     return {e.Element(done, 1), weight_grads};
   }
 
-  // onehot(ids)[T, V] in `type`
+  // --- the pipeline ---------------------------------------------------------------------
+  bool Pipelined() const { return plan_.pipeline > 1 || plan_.micro_batches > 1; }
+
+  // This device's pipeline stage, from its partition id.
+  Value StageIndex(ComputationEmitter& c) {
+    return c.Binary("divide", c.PartitionId(), c.ScalarInt(plan_.data * plan_.tensor));
+  }
+  Value Is(ComputationEmitter& c, const Value& scalar, int64_t value) {
+    return c.Compare(scalar, c.ScalarInt(value), "EQ");
+  }
+  // 0 <= k < limit
+  Value InRange(ComputationEmitter& c, const Value& k, int64_t limit) {
+    return c.Binary("and", c.Compare(k, c.ScalarInt(0), "GE"),
+                    c.Compare(k, c.ScalarInt(limit), "LT"));
+  }
+  Value ClampIndex(ComputationEmitter& c, const Value& k, int64_t limit) {
+    return c.Clamp(c.ScalarInt(0), k, c.ScalarInt(limit - 1));
+  }
+  // `x` where the scalar `predicate` holds, else `otherwise`.
+  Value Where(ComputationEmitter& c, const Value& predicate, const Value& x,
+              const Value& otherwise) {
+    return c.Select(c.Broadcast(predicate, x.dims, {}), x, otherwise);
+  }
+  Value Masked(ComputationEmitter& c, const Value& predicate, const Value& x) {
+    return Where(c, predicate, x, c.Full(x.type, 0, x.dims));
+  }
+  // Entry `index` of `stack` becomes `value` where `valid` holds, and stays.
+  Value StoreIf(ComputationEmitter& c, const Value& stack, const Value& value, const Value& index,
+                const Value& valid) {
+    return Store(c, stack, Where(c, valid, value, Load(c, stack, index)), index);
+  }
+  Value HandOn(ComputationEmitter& c, const Value& x,
+               const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+    return pairs.empty() ? x : c.CollectivePermute(x, pairs);
+  }
+
+  // The forward pipeline over micro-batches of x0 [Tb, M]: returns the last
+  // stage's outputs [Tb, M] (meaningful on the last stage) and each stage's
+  // input per micro-batch [n, T, M].
+  std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
+                                          const std::vector<Value>& stacked) {
+    const int64_t n = s_.n, stages = plan_.pipeline;
+    const Value micro = e.Reshape(x0, {n, s_.T, s_.M});
+    const Value zeros = e.Full(P_, 0, {n, s_.T, s_.M});
+    std::vector<Value> init = {e.ScalarInt(0), e.Full(P_, 0, {s_.T, s_.M}), zeros, zeros, micro};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    const Value carry = e.Tuple(init);
+    ComputationEmitter& condition =
+        LoopCondition("pipeline_forward_condition", carry, n + stages - 1);
+    ComputationEmitter& body = module_.AddComputation("pipeline_forward");
+    {
+      ComputationEmitter& c = body;
+      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+      const Value &i = in[0], &received = in[1], &inputs = in[2], &outputs = in[3];
+      const std::vector<Value> weights(in.begin() + 5, in.end());
+      const Value stage = StageIndex(c);
+      const Value first = Load(c, in[4], ClampIndex(c, i, n));
+      const Value x = Where(c, Is(c, stage, 0), first, received);
+      // This stage's micro-batch, i - stage; the last stage's output is i - (P - 1)'s.
+      const Value mine = c.Sub(i, stage);
+      const Value at = ClampIndex(c, mine, n);
+      const Value saved = StoreIf(c, inputs, x, at, InRange(c, mine, n));
+      const Value out = ForwardLoop(c, x, weights).first;
+      const Value last = c.Sub(i, c.ScalarInt(stages - 1));
+      const Value kept = StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n));
+      std::vector<Value> next = {c.Add(i, c.ScalarInt(1)), HandOn(c, out, to_next_stage_), saved,
+                                 kept, in[4]};
+      next.insert(next.end(), weights.begin(), weights.end());
+      c.SetRoot(c.Tuple(next));
+    }
+    const Value done = e.While(carry, condition, body);
+    return {e.Reshape(e.Element(done, 3), {s_.Tb, s_.M}), e.Element(done, 2)};
+  }
+
+  // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
+  // stage's outputs), micro-batches in reverse, the last stage first: returns
+  // the gradient of the first stage's inputs [Tb, M] (meaningful on stage 0)
+  // and this stage's stacked weight gradients summed over micro-batches.
+  std::pair<Value, std::vector<Value>> PipelineBackward(ComputationEmitter& e, const Value& dxl,
+                                                        const Value& inputs,
+                                                        const std::vector<Value>& stacked) {
+    const int64_t n = s_.n, stages = plan_.pipeline;
+    const size_t w = stacked.size();
+    std::vector<Value> init = {e.ScalarInt(0), e.Full(P_, 0, {s_.T, s_.M}), inputs,
+                               e.Reshape(dxl, {n, s_.T, s_.M}), e.Full(P_, 0, {n, s_.T, s_.M})};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
+    const Value carry = e.Tuple(init);
+    ComputationEmitter& condition =
+        LoopCondition("pipeline_backward_condition", carry, n + stages - 1);
+    ComputationEmitter& body = module_.AddComputation("pipeline_backward");
+    {
+      ComputationEmitter& c = body;
+      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+      const Value &j = in[0], &received = in[1], &saved = in[2], &dxl_all = in[3], &dx0 = in[4];
+      const std::vector<Value> weights(in.begin() + 5, in.begin() + 5 + static_cast<long>(w));
+      const std::vector<Value> sums(in.begin() + 5 + static_cast<long>(w), in.end());
+      const Value stage = StageIndex(c);
+      // The k-th micro-batch this stage takes back, k = j - (P - 1 - stage),
+      // is micro-batch n - 1 - k.
+      const Value k = c.Sub(c.Add(j, stage), c.ScalarInt(stages - 1));
+      const Value valid = InRange(c, k, n);
+      const Value at = ClampIndex(c, c.Sub(c.ScalarInt(n - 1), k), n);
+      const Value from_loss = Load(c, dxl_all, ClampIndex(c, c.Sub(c.ScalarInt(n - 1), j), n));
+      const Value dout = Masked(c, valid, Where(c, Is(c, stage, stages - 1), from_loss, received));
+      const auto [out, layer_inputs] = ForwardLoop(c, Load(c, saved, at), weights);  // recomputed
+      (void)out;
+      const auto [dx, grads] = BackwardLoop(c, dout, layer_inputs, weights);
+      std::vector<Value> next = {c.Add(j, c.ScalarInt(1)), HandOn(c, dx, to_previous_stage_), saved,
+                                 dxl_all, StoreIf(c, dx0, dx, at, valid)};
+      next.insert(next.end(), weights.begin(), weights.end());
+      for (size_t g = 0; g < w; ++g) next.push_back(c.Add(sums[g], grads[g]));
+      c.SetRoot(c.Tuple(next));
+    }
+    const Value done = e.While(carry, condition, body);
+    std::vector<Value> weight_grads;
+    for (size_t g = 0; g < w; ++g) weight_grads.push_back(e.Element(done, 5 + w + g));
+    return {e.Reshape(e.Element(done, 4), {s_.Tb, s_.M}), weight_grads};
+  }
+
+  // onehot(ids)[Tb, V] in `type`
   Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
-    const Value flat = c.Reshape(ids, {s_.T});
-    const Value wide = c.Broadcast(flat, {s_.T, s_.V}, {0});
-    const Value column = c.Iota("s32", {s_.T, s_.V}, 1);
+    const Value flat = c.Reshape(ids, {s_.Tb});
+    const Value wide = c.Broadcast(flat, {s_.Tb, s_.V}, {0});
+    const Value column = c.Iota("s32", {s_.Tb, s_.V}, 1);
     return c.Convert(c.Compare(wide, column, "EQ"), type);
   }
 
@@ -391,24 +537,28 @@ class StepWriter {
   ModuleEmitter module_;
   LocalSizes s_{};
   std::string P_, C_;
-  Groups tensor_groups_, data_groups_;
+  // head_groups_: the pipeline and data axes together (the loss and the
+  // weights every stage holds).
+  Groups tensor_groups_, data_groups_, head_groups_;
+  std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_;
 };
 
-std::vector<int64_t> LocalDims(const WeightInfo& w, int64_t tensor) {
+std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   std::vector<int64_t> dims = w.dims;
-  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= tensor;
+  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
+  if (w.stacked) dims[0] /= plan.pipeline;
   return dims;
 }
 
 std::string StepWriter::Write() {
   ComputationEmitter& e = module_.Entry();
-  const Value tokens = e.Parameter("s32", {s_.b, s_.S}, "tokens");
-  const Value targets = e.Parameter("s32", {s_.b, s_.S}, "targets");
+  const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
+  const Value targets = e.Parameter("s32", {s_.b * s_.n, s_.S}, "targets");
   const Value step = e.Parameter(P_, {}, "step");
   std::vector<Value> weights;
   const std::vector<WeightInfo> infos = Weights(m_);
   for (const WeightInfo& info : infos) {
-    weights.push_back(e.Parameter(P_, LocalDims(info, plan_.tensor), info.name));
+    weights.push_back(e.Parameter(P_, LocalDims(info, plan_), info.name));
   }
   std::vector<Value> moments, variances;
   if (plan_.optimizer == "adam") {
@@ -423,7 +573,13 @@ std::string StepWriter::Write() {
   // Forward.
   const Value onehot_in = OneHot(e, tokens, C_);
   const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, P_);
-  const auto [xl, saved] = ForwardLoop(e, x0, stacked);
+  const auto [xl, saved] =
+      Pipelined() ? PipelineForward(e, x0, stacked) : ForwardLoop(e, x0, stacked);
+  // Pipelined, every stage runs the head; the last stage's counts.
+  const Value stage = plan_.pipeline > 1 ? StageIndex(e) : Value{};
+  const auto on_stage = [&](int64_t which, const Value& x) {
+    return plan_.pipeline > 1 ? Masked(e, Is(e, stage, which), x) : x;
+  };
   const NormActs final_norm = NormForward(e, xl);
   const Value hf = e.Mul(final_norm.n, PerColumn(e, gf, xl));
   const Value logits = MatMul(e, hf, wout);  // [T, V]
@@ -434,8 +590,9 @@ std::string StepWriter::Write() {
   const Value onehot_target = OneHot(e, targets, P_);
   const Value picked = e.ReduceSum(e.Mul(shifted, onehot_target), {1});
   const double tokens_total = static_cast<double>(m_.batch * m_.seq);
-  const Value local_loss = e.ReduceSum(e.Sub(e.Unary("log", z), picked), {0});
-  const Value loss = e.Scale(e.AllReduce(local_loss, data_groups_), 1.0 / tokens_total);
+  const Value local_loss =
+      on_stage(plan_.pipeline - 1, e.ReduceSum(e.Sub(e.Unary("log", z), picked), {0}));
+  const Value loss = e.Scale(e.AllReduce(local_loss, head_groups_), 1.0 / tokens_total);
 
   // Backward.
   const Value softmax = e.Div(exp, PerRow(e, z, exp));
@@ -443,12 +600,15 @@ std::string StepWriter::Write() {
   const Value dwout = WeightGrad(e, hf, dlogits);
   const Value dhf = MatMulT(e, dlogits, wout);
   const auto [dxl, dgf] = NormBackward(e, dhf, final_norm, gf);
-  const auto [dx0, stacked_grads] = BackwardLoop(e, dxl, saved, stacked);
+  const auto [dx0, stacked_grads] =
+      Pipelined() ? PipelineBackward(e, dxl, saved, stacked) : BackwardLoop(e, dxl, saved, stacked);
   const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
 
-  std::vector<Value> grads = {dembed, dgf, dwout};
-  grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
-  for (Value& g : grads) g = e.AllReduce(g, data_groups_);
+  // The weights every stage holds: their gradients come from one stage.
+  std::vector<Value> grads = {on_stage(0, dembed), on_stage(plan_.pipeline - 1, dgf),
+                              on_stage(plan_.pipeline - 1, dwout)};
+  for (Value& g : grads) g = e.AllReduce(g, head_groups_);
+  for (const Value& g : stacked_grads) grads.push_back(e.AllReduce(g, data_groups_));
 
   std::vector<Value> outputs = {loss};
   if (plan_.optimizer == "none") {
@@ -490,13 +650,14 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
   const int64_t L = m.layers, M = m.d_model, F = m.d_ff;
   const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
   std::vector<WeightInfo> weights = {
-      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1},      {"wout", {M, m.vocab}, -1},
-      {"g1", {L, M}, -1},          {"wq", {L, M, q}, 2}, {"wk", {L, M, kv}, 2},
-      {"wv", {L, M, kv}, 2},       {"wo", {L, q, M}, 1}, {"g2", {L, M}, -1},
-      {"w1", {L, M, F}, 2},
+      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1},
+      {"wout", {M, m.vocab}, -1},  {"g1", {L, M}, -1, true},
+      {"wq", {L, M, q}, 2, true},  {"wk", {L, M, kv}, 2, true},
+      {"wv", {L, M, kv}, 2, true}, {"wo", {L, q, M}, 1, true},
+      {"g2", {L, M}, -1, true},    {"w1", {L, M, F}, 2, true},
   };
-  if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2});
-  weights.push_back({"w2", {L, F, M}, 1});
+  if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2, true});
+  weights.push_back({"w2", {L, F, M}, 1, true});
   return weights;
 }
 
@@ -512,7 +673,9 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                                          {m.seq, "seq"},
                                                          {m.batch, "batch"},
                                                          {p.tensor, "tensor"},
-                                                         {p.data, "data"}}) {
+                                                         {p.data, "data"},
+                                                         {p.pipeline, "pipeline"},
+                                                         {p.micro_batches, "micro_batches"}}) {
     LOOM_RETURN_IF_ERROR(Positive(value, what));
   }
   if (m.heads % m.kv_heads != 0) {
@@ -522,6 +685,9 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
+  LOOM_RETURN_IF_ERROR(Divides(m.layers, p.pipeline, "layers", "pipeline"));
+  LOOM_RETURN_IF_ERROR(
+      Divides(m.batch / p.data, p.micro_batches, "the local batch", "micro_batches"));
   const auto one_of = [](const std::string& value, std::initializer_list<std::string_view> allowed,
                          std::string_view what) -> Status {
     for (std::string_view a : allowed) {

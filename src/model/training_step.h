@@ -1,6 +1,7 @@
 // `loom model`: the per-device SPMD HLO of one training step of a decoder
 // transformer (forward, backward written out op by op, optimizer update),
-// under a tensor- and data-parallel plan, as Megatron-LM and JAX write it.
+// under a tensor-, data- and pipeline-parallel plan, as Megatron-LM and JAX
+// write it.
 //
 // The step, per device of a [data, model] grid (device = d * tp + t):
 //   x = onehot(tokens) . embed                     (embedding, vocab rows)
@@ -17,6 +18,23 @@
 //   (full recomputation), input gradients of the column-parallel products
 //   all-reduced over the model axis; every weight gradient all-reduced over
 //   the data axis; then Adam (or SGD) on the f32 master weights.
+//
+// Pipeline parallelism (GPipe, as JAX's SPMD pipelines write it): a third
+// axis of P stages, device = (p * data + d) * tensor + t, each stage
+// holding L/P consecutive layers. The local batch is cut into micro-batches;
+// a loop of micro_batches + P - 1 iterations runs every stage on every
+// device each iteration (stage p on micro-batch i - p; the bubbles compute
+// on masked data), handing activations to the next stage by
+// collective-permute and saving each stage's input per micro-batch. The
+// final norm, head and loss run on every stage, the last stage's counting
+// (the loss and the head's gradients masked to it, then all-reduced over
+// the pipeline and data axes; the embedding's gradient masked to stage 0).
+// The backward loop runs the micro-batches in reverse through the stages,
+// last stage first, each stage recomputing its layers from the saved input
+// (full recomputation), masking the bubbles' gradients to zero, summing
+// its layers' weight gradients over micro-batches and handing the input
+// gradient back by collective-permute. micro_batches > 1 with one stage is
+// gradient accumulation.
 //
 // Dot operands are converted to the compute type (bf16, or f32/f64) and
 // accumulate in the parameter type (f32, or f64 for gradient checks).
@@ -53,6 +71,8 @@ struct ParallelPlan {
   std::string name = "plan";
   int64_t tensor = 1;              // model axis: Megatron column/row split
   int64_t data = 1;                // data axis: batch split, gradient all-reduce
+  int64_t pipeline = 1;            // pipeline axis: stages of L / pipeline layers
+  int64_t micro_batches = 1;       // micro-batches of the local batch (GPipe)
   std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
   double learning_rate = 1e-3;
   double beta1 = 0.9;
@@ -60,8 +80,9 @@ struct ParallelPlan {
   double epsilon = 1e-8;
 };
 
-// Checks that the plan divides the model (heads, kv heads, d_ff and batch
-// by their axes) and that every size is positive.
+// Checks that the plan divides the model (heads, kv heads, d_ff, layers and
+// batch by their axes, the local batch by the micro-batches) and that
+// every size is positive.
 Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 
 // The HLO text of one step: parameters (tokens s32[b,S], targets s32[b,S],
@@ -71,11 +92,13 @@ Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan);
 
 // The weights in parameter order: name and full (unsharded) dims, and the
-// dimension the model axis splits (-1: replicated).
+// dimension the model axis splits (-1: replicated); a layer weight, stacked
+// [L, ...], is split along its first dimension over the pipeline axis.
 struct WeightInfo {
   std::string name;
   std::vector<int64_t> dims;
   int64_t split_dim = -1;
+  bool stacked = false;
 };
 std::vector<WeightInfo> Weights(const ModelConfig& model);
 

@@ -92,11 +92,15 @@ Tensor Shard(const Tensor& full, int64_t dim, int64_t parts, int64_t index) {
   return shard;
 }
 
-// The split dimension of parameter `i` (tokens and targets: the batch,
-// over the data axis; weights and their moments: the model axis).
-int64_t SplitOf(const std::vector<WeightInfo>& weights, size_t i) {
-  if (i < 3) return -1;
-  return weights[(i - 3) % weights.size()].split_dim;
+// Device `device`'s part of a weight (or its moments, or its update):
+// layer weights split along their stacked dimension over the pipeline axis,
+// then along their split dimension over the model axis.
+Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelPlan& plan,
+                   int64_t device) {
+  const int64_t tensor_index = device % plan.tensor;
+  const int64_t stage = device / (plan.tensor * plan.data);
+  const Tensor staged = weight.stacked ? Shard(full, 0, plan.pipeline, stage) : full;
+  return Shard(staged, weight.split_dim, plan.tensor, tensor_index);
 }
 
 std::vector<exec::DeviceResult> RunStep(const ir::Module& module, int64_t devices,
@@ -135,7 +139,7 @@ double RelativeDifference(const Tensor& a, const Tensor& b) {
 
 struct Case {
   std::string preset;
-  int64_t tensor, data;
+  int64_t tensor, data, pipeline = 1, micro_batches = 1;
 };
 
 class PartitionedStep : public ::testing::TestWithParam<Case> {};
@@ -143,11 +147,12 @@ class PartitionedStep : public ::testing::TestWithParam<Case> {};
 // Every output of every device of the partitioned step against the same
 // slice of the 1-device step's output. The partitioned step reorders sums
 // (row-parallel products sum partial products, then all-reduce; the data
-// axis sums per-replica gradients), so results agree within rounding. The
-// threshold, 2^-12 of each output's largest element, is a margin over what
-// is measured (at most 5.3e-7, about 2^-21, over these plans), not a
-// derived bound; an error in the program (a wrong slice, a missing
-// reduction: tried by removing one all-reduce) is of order 1.
+// axis sums per-replica gradients; micro-batches sum their gradients one
+// after another), so results agree within rounding. The threshold, 2^-12
+// of each output's largest element, is a margin over what is measured (at
+// most 5.3e-7, about 2^-21, over these plans), not a derived bound; an
+// error in the program (a wrong slice, a missing reduction: tried by
+// removing one all-reduce; a bubble's gradient left unmasked) is of order 1.
 TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   const Case c = GetParam();
   ModelConfig m = ModelPreset(c.preset).value();
@@ -156,20 +161,23 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   ParallelPlan many;
   many.tensor = c.tensor;
   many.data = c.data;
+  many.pipeline = c.pipeline;
+  many.micro_batches = c.micro_batches;
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
   const std::vector<exec::DeviceResult> reference = RunStep(*reference_module, 1, {full});
 
   const std::vector<WeightInfo> weights = Weights(m);
-  const int64_t devices = c.tensor * c.data;
+  const int64_t devices = c.tensor * c.data * c.pipeline;
   std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
   for (int64_t d = 0; d < devices; ++d) {
-    const int64_t data_index = d / c.tensor, tensor_index = d % c.tensor;
+    const int64_t data_index = d / c.tensor % c.data;
     for (size_t i = 0; i < full.size(); ++i) {
       inputs[static_cast<size_t>(d)].push_back(
-          i < 2 ? Shard(full[i], 0, c.data, data_index)
-                : Shard(full[i], SplitOf(weights, i), c.tensor, tensor_index));
+          i < 2   ? Shard(full[i], 0, c.data, data_index)
+          : i < 3 ? full[i]
+                  : WeightShard(full[i], weights[(i - 3) % weights.size()], many, d));
     }
   }
   const std::vector<exec::DeviceResult> results = RunStep(*partitioned_module, devices, inputs);
@@ -179,26 +187,36 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
     ASSERT_EQ(got.size(), expected.size());
     for (size_t o = 0; o < got.size(); ++o) {
-      const int64_t split = o == 0 ? -1 : weights[(o - 1) % weights.size()].split_dim;
-      const Tensor slice = Shard(*expected[o], split, c.tensor, d % c.tensor);
+      const Tensor slice =
+          o == 0 ? *expected[o]
+                 : WeightShard(*expected[o], weights[(o - 1) % weights.size()], many, d);
       const double difference = RelativeDifference(*got[o], slice);
       worst = std::max(worst, difference);
       EXPECT_LE(difference, std::ldexp(1.0, -12)) << "device " << d << " output " << o;
     }
   }
-  std::printf("[ model ] %s tp=%lld dp=%lld: loss %.6f, worst relative difference %.3g\n",
-              c.preset.c_str(), static_cast<long long>(c.tensor), static_cast<long long>(c.data),
-              expected[0]->GetDouble(0), worst);
+  std::printf(
+      "[ model ] %s tp=%lld dp=%lld pp=%lld micro-batches=%lld: loss %.6f, worst relative "
+      "difference %.3g\n",
+      c.preset.c_str(), static_cast<long long>(c.tensor), static_cast<long long>(c.data),
+      static_cast<long long>(c.pipeline), static_cast<long long>(c.micro_batches),
+      expected[0]->GetDouble(0), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, PartitionedStep,
                          ::testing::Values(Case{"tiny", 2, 1}, Case{"tiny", 1, 2},
                                            Case{"tiny", 2, 2}, Case{"tiny-gqa", 2, 2},
-                                           Case{"tiny-gqa", 1, 4}),
+                                           Case{"tiny-gqa", 1, 4}, Case{"tiny", 1, 1, 1, 2},
+                                           Case{"tiny", 1, 1, 2, 1}, Case{"tiny", 1, 1, 2, 4},
+                                           Case{"tiny", 2, 1, 2, 2}, Case{"tiny-gqa", 2, 2, 2, 2}),
                          [](const auto& info) {
                            std::string name = info.param.preset + "_tp" +
                                               std::to_string(info.param.tensor) + "_dp" +
                                               std::to_string(info.param.data);
+                           if (info.param.pipeline > 1 || info.param.micro_batches > 1) {
+                             name += "_pp" + std::to_string(info.param.pipeline) + "_mb" +
+                                     std::to_string(info.param.micro_batches);
+                           }
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

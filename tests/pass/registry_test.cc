@@ -59,7 +59,8 @@ TEST(PassTable, ErrorsNameWhatTheTableAllows) {
   Expected<std::unique_ptr<Pass>> no_pass = CreatePass("fuse");
   ASSERT_FALSE(no_pass.ok());
   EXPECT_EQ(no_pass.error().message,
-            "unknown pass 'fuse' (known: collective-matmul, async-collectives, schedule, joint-schedule)");
+            "unknown pass 'fuse' (known: collective-matmul, async-collectives, schedule, "
+            "joint-schedule)");
 }
 
 TEST(PassTable, ListingShowsEveryPassAndOption) {

@@ -39,6 +39,8 @@ void AddModelCommand(CLI::App& app) {
     std::string plan;
     int64_t tensor = 0;
     int64_t data = 0;
+    int64_t pipeline = 0;
+    int64_t micro_batches = 0;
     int64_t layers = 0;
     int64_t batch = 0;
     int64_t seq = 0;
@@ -56,10 +58,20 @@ void AddModelCommand(CLI::App& app) {
                       "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
                       "overrides})");
   command->add_option("--plan", options->plan,
-                      "A JSON file: tensor, data, optimizer, learning_rate, beta1, beta2, epsilon");
+                      "A JSON file: tensor, data, pipeline, micro_batches, optimizer, "
+                      "learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--data", options->data, "Data-parallel ways")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--pipeline", options->pipeline,
+                   "Pipeline stages (GPipe: the layers split into stages, micro-batches handed "
+                   "on by collective-permute)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--micro-batches", options->micro_batches,
+                   "Micro-batches of each data-parallel replica's batch (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--layers", options->layers, "Override the number of layers")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -95,13 +107,19 @@ void AddModelCommand(CLI::App& app) {
       plan = OrFail(model::ParsePlan(ReadFile(options->plan), options->plan));
     if (options->tensor > 0) plan.tensor = options->tensor;
     if (options->data > 0) plan.data = options->data;
+    if (options->pipeline > 0) plan.pipeline = options->pipeline;
+    if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
     if (options->layers > 0) m.layers = options->layers;
     if (options->batch > 0) m.batch = options->batch;
     if (options->seq > 0) m.seq = options->seq;
     if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
     if (!options->param_type.empty()) m.param_type = options->param_type;
     if (!options->compute_type.empty()) m.compute_type = options->compute_type;
-    if (options->plan.empty()) plan.name = fmt::format("tp{}_dp{}", plan.tensor, plan.data);
+    if (options->plan.empty()) {
+      plan.name = fmt::format("tp{}_dp{}", plan.tensor, plan.data);
+      if (plan.pipeline > 1) plan.name += fmt::format("_pp{}", plan.pipeline);
+      if (plan.micro_batches > 1) plan.name += fmt::format("_mb{}", plan.micro_batches);
+    }
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
       return;
