@@ -110,6 +110,8 @@ fuzz: deps
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZERS)
 	rm -rf $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
 	mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/artifacts
+	# Seeds: every small module (not tests/lit/*/large/: 64-device modules whose
+	# gate trials take seconds under the sanitizers, too near the 20 s timeout).
 	cp examples/*.hlo examples/*/*.hlo tests/ir/bad/*.hlo tests/exec/modules/*.hlo tests/lit/*/*.hlo \
 	  tests/cli/limits/*.hlo $(FUZZ_DIR)/seeds/
 	if [ -d $(CORPUS_DIR) ]; then cp $(CORPUS_DIR)/*.hlo $(FUZZ_DIR)/seeds/; fi

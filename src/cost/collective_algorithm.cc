@@ -137,13 +137,17 @@ double CollectivePhase::Seconds() const {
 }
 
 int64_t TorusHops(const Target& target, int64_t a, int64_t b) {
+  // Decoded dimension by dimension, without the vectors of Coordinates: an
+  // all-to-all's rounds price N^2 pairs.
   const auto& torus = std::get<TorusTopology>(target.topology());
-  const auto ca = target.Coordinates(a);
-  const auto cb = target.Coordinates(b);
+  int64_t pa = target.TorusPosition(a), pb = target.TorusPosition(b);
   int64_t hops = 0;
-  for (size_t d = 0; d < ca.size(); ++d) {
-    const int64_t straight = std::abs(ca[d] - cb[d]);
-    hops += torus.wraparound[d] ? std::min(straight, torus.dims[d] - straight) : straight;
+  for (size_t d = 0; d < torus.dims.size(); ++d) {
+    const int64_t n = torus.dims[d];
+    const int64_t straight = std::abs(pa % n - pb % n);
+    pa /= n;
+    pb /= n;
+    hops += torus.wraparound[d] ? std::min(straight, n - straight) : straight;
   }
   return hops;
 }

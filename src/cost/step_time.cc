@@ -140,8 +140,12 @@ const std::vector<int64_t>& TransferTimes::LinksOf(const Instruction& instructio
 }
 
 std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) const {
-  if (times_ == nullptr) return model_->TransferLinks(instruction, grid_);
-  return times_->LinksOf(instruction);
+  if (times_ != nullptr) return times_->LinksOf(instruction);
+  auto it = links_.find(&instruction);
+  if (it == links_.end()) {
+    it = links_.emplace(&instruction, model_->TransferLinks(instruction, grid_)).first;
+  }
+  return it->second;
 }
 
 double Timeline::TransferBegin(int kind, const std::vector<int64_t>& links) {
@@ -177,7 +181,13 @@ void Timeline::DelayTransfers(double seconds) {
 }
 
 double Timeline::TransferSecondsOf(const Instruction& instruction) const {
-  if (times_ == nullptr || device_ < 0) return model_->TransferSeconds(instruction, grid_);
+  if (times_ == nullptr || device_ < 0) {
+    auto it = seconds_.find(&instruction);
+    if (it == seconds_.end()) {
+      it = seconds_.emplace(&instruction, model_->TransferSeconds(instruction, grid_)).first;
+    }
+    return it->second;
+  }
   const std::vector<double>& times = times_->Of(instruction);
   return device_ < static_cast<int64_t>(times.size()) ? times[static_cast<size_t>(device_)] : 0;
 }

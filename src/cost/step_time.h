@@ -153,6 +153,11 @@ class Timeline {
   ir::DeviceGrid grid_;
   TransferTimes* times_ = nullptr;
   int64_t device_ = -1;
+  // Without `times_`: each transfer's time and links, priced once (a
+  // scheduler runs the same transfer many times; an all-to-all's price is
+  // N^2 pairs).
+  mutable std::unordered_map<const ir::Instruction*, double> seconds_;
+  mutable std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
   double now_ = 0;
   // Per kind, the transfers that may still be in flight and when the
   // last one began (the next begins no earlier: program order).

@@ -78,6 +78,13 @@ std::string_view Target::kind() const {
   return "bus";
 }
 
+int64_t Target::TorusPosition(int64_t device) const {
+  LOOM_CHECK(std::holds_alternative<TorusTopology>(topology_), name_ + " is not a torus");
+  LOOM_CHECK(device >= 0 && device < device_count_,
+             "device " + std::to_string(device) + " of " + name_);
+  return position_of_device_[static_cast<size_t>(device)];
+}
+
 std::vector<int64_t> Target::Coordinates(int64_t device) const {
   if (const auto* torus = std::get_if<TorusTopology>(&topology_)) {
     LOOM_CHECK(device >= 0 && device < device_count_,

@@ -79,6 +79,9 @@ class Target {
   // Torus: the coordinates of `device`; switched: {node, index in node};
   // bus: {device}.
   std::vector<int64_t> Coordinates(int64_t device) const;
+  // Torus only: the chip's linear position (x fastest), the coordinates'
+  // mixed-radix number; what Coordinates decodes.
+  int64_t TorusPosition(int64_t device) const;
   // The device at torus coordinates `coords`.
   int64_t DeviceAt(const std::vector<int64_t>& coords) const;
 
