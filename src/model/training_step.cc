@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 #include "model/hlo_emitter.h"
@@ -322,35 +323,42 @@ class StepWriter {
     return lw;
   }
 
-  // A condition `tuple[0] < trips`.
-  ComputationEmitter& LoopCondition(std::string_view name, const Value& carry, int64_t trips) {
-    ComputationEmitter& c = module_.AddComputation(name);
-    const Value state = c.TupleParameter(carry.elements, "state");
-    const Value i = c.Element(state, 0);
-    c.SetRoot(c.Compare(i, c.ScalarInt(trips), "LT"));
-    return c;
+  // A while loop over the state `init` (element 0 a counter from 0) for
+  // `trips` iterations: computation `name` is the body, which `step` writes
+  // from the state's elements, returning the next state's elements after
+  // the counter (the loop adds it). Returns the final state's elements.
+  using LoopStep =
+      std::function<std::vector<Value>(ComputationEmitter&, const std::vector<Value>& state)>;
+  std::vector<Value> Loop(ComputationEmitter& e, std::string_view name, std::vector<Value> init,
+                          int64_t trips, const LoopStep& step) {
+    init.insert(init.begin(), e.ScalarInt(0));
+    const Value carry = e.Tuple(init);
+    ComputationEmitter& condition = module_.AddComputation(fmt::format("{}_condition", name));
+    condition.SetRoot(
+        condition.Compare(condition.Element(condition.TupleParameter(carry.elements, "state"), 0),
+                          condition.ScalarInt(trips), "LT"));
+    ComputationEmitter& body = module_.AddComputation(name);
+    const std::vector<Value> in = body.Elements(body.TupleParameter(carry.elements, "state"));
+    std::vector<Value> next = step(body, in);
+    next.insert(next.begin(), body.Add(in[0], body.ScalarInt(1)));
+    body.SetRoot(body.Tuple(next));
+    return e.Elements(e.While(carry, condition, body));
   }
 
   // Runs the layers forward; returns (final x, saved layer inputs).
   std::pair<Value, Value> ForwardLoop(ComputationEmitter& e, const Value& x,
                                       const std::vector<Value>& stacked) {
-    const Value saved = e.Full(P_, 0, {s_.L, s_.T, s_.M});
-    std::vector<Value> init = {e.ScalarInt(0), x, saved};
+    std::vector<Value> init = {x, e.Full(P_, 0, {s_.L, s_.T, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
-    const Value carry = e.Tuple(init);
-    ComputationEmitter& condition = LoopCondition("forward_condition", carry, s_.L);
-    ComputationEmitter& body = module_.AddComputation("forward_layer");
-    {
-      ComputationEmitter& c = body;
-      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
-      const std::vector<Value> weights(in.begin() + 3, in.end());
-      const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, in[0]));
-      std::vector<Value> out = {c.Add(in[0], c.ScalarInt(1)), a.out, Store(c, in[2], in[1], in[0])};
-      out.insert(out.end(), weights.begin(), weights.end());
-      c.SetRoot(c.Tuple(out));
-    }
-    const Value done = e.While(carry, condition, body);
-    return {e.Element(done, 1), e.Element(done, 2)};
+    const std::vector<Value> done = Loop(
+        e, "forward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> weights(in.begin() + 3, in.end());
+          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, in[0]));
+          std::vector<Value> out = {a.out, Store(c, in[2], in[1], in[0])};
+          out.insert(out.end(), weights.begin(), weights.end());
+          return out;
+        });
+    return {done[1], done[2]};
   }
 
   // Runs the layers backward from dx (the gradient of the last layer's
@@ -359,31 +367,24 @@ class StepWriter {
   std::pair<Value, std::vector<Value>> BackwardLoop(ComputationEmitter& e, const Value& dx,
                                                     const Value& saved,
                                                     const std::vector<Value>& stacked) {
-    std::vector<Value> init = {e.ScalarInt(0), dx, saved};
+    const size_t n = stacked.size();
+    std::vector<Value> init = {dx, saved};
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
-    const Value carry = e.Tuple(init);
-    const size_t n = stacked.size();
-    ComputationEmitter& condition = LoopCondition("backward_condition", carry, s_.L);
-    ComputationEmitter& body = module_.AddComputation("backward_layer");
-    {
-      ComputationEmitter& c = body;
-      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
-      const std::vector<Value> weights(in.begin() + 3, in.begin() + 3 + static_cast<long>(n));
-      const std::vector<Value> grads(in.begin() + 3 + static_cast<long>(n), in.end());
-      const Value layer = c.Sub(c.ScalarInt(s_.L - 1), in[0]);
-      const LayerWeights w = SliceLayer(c, weights, layer);
-      const LayerActs a = LayerForward(c, Load(c, in[2], layer), w);  // recomputed
-      const LayerGrads g = LayerBackward(c, a, w, in[1]);
-      std::vector<Value> out = {c.Add(in[0], c.ScalarInt(1)), g.dx, in[2]};
-      out.insert(out.end(), weights.begin(), weights.end());
-      for (size_t k = 0; k < n; ++k) out.push_back(Store(c, grads[k], g.weights[k], layer));
-      c.SetRoot(c.Tuple(out));
-    }
-    const Value done = e.While(carry, condition, body);
-    std::vector<Value> weight_grads;
-    for (size_t k = 0; k < n; ++k) weight_grads.push_back(e.Element(done, 3 + n + k));
-    return {e.Element(done, 1), weight_grads};
+    const std::vector<Value> done = Loop(
+        e, "backward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> weights(in.begin() + 3, in.begin() + 3 + static_cast<long>(n));
+          const std::vector<Value> grads(in.begin() + 3 + static_cast<long>(n), in.end());
+          const Value layer = c.Sub(c.ScalarInt(s_.L - 1), in[0]);
+          const LayerWeights w = SliceLayer(c, weights, layer);
+          const LayerActs a = LayerForward(c, Load(c, in[2], layer), w);  // recomputed
+          const LayerGrads g = LayerBackward(c, a, w, in[1]);
+          std::vector<Value> out = {g.dx, in[2]};
+          out.insert(out.end(), weights.begin(), weights.end());
+          for (size_t k = 0; k < n; ++k) out.push_back(Store(c, grads[k], g.weights[k], layer));
+          return out;
+        });
+    return {done[1], std::vector<Value>(done.begin() + 3 + static_cast<long>(n), done.end())};
   }
 
   // --- the pipeline ---------------------------------------------------------------------
@@ -428,17 +429,11 @@ class StepWriter {
   std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
                                           const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline;
-    const Value micro = e.Reshape(x0, {n, s_.T, s_.M});
     const Value zeros = e.Full(P_, 0, {n, s_.T, s_.M});
-    std::vector<Value> init = {e.ScalarInt(0), e.Full(P_, 0, {s_.T, s_.M}), zeros, zeros, micro};
+    std::vector<Value> init = {e.Full(P_, 0, {s_.T, s_.M}), zeros, zeros,
+                               e.Reshape(x0, {n, s_.T, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
-    const Value carry = e.Tuple(init);
-    ComputationEmitter& condition =
-        LoopCondition("pipeline_forward_condition", carry, n + stages - 1);
-    ComputationEmitter& body = module_.AddComputation("pipeline_forward");
-    {
-      ComputationEmitter& c = body;
-      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &i = in[0], &received = in[1], &inputs = in[2], &outputs = in[3];
       const std::vector<Value> weights(in.begin() + 5, in.end());
       const Value stage = StageIndex(c);
@@ -446,18 +441,16 @@ class StepWriter {
       const Value x = Where(c, Is(c, stage, 0), first, received);
       // This stage's micro-batch, i - stage; the last stage's output is i - (P - 1)'s.
       const Value mine = c.Sub(i, stage);
-      const Value at = ClampIndex(c, mine, n);
-      const Value saved = StoreIf(c, inputs, x, at, InRange(c, mine, n));
+      const Value saved = StoreIf(c, inputs, x, ClampIndex(c, mine, n), InRange(c, mine, n));
       const Value out = ForwardLoop(c, x, weights).first;
       const Value last = c.Sub(i, c.ScalarInt(stages - 1));
       const Value kept = StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n));
-      std::vector<Value> next = {c.Add(i, c.ScalarInt(1)), HandOn(c, out, to_next_stage_), saved,
-                                 kept, in[4]};
+      std::vector<Value> next = {HandOn(c, out, to_next_stage_), saved, kept, in[4]};
       next.insert(next.end(), weights.begin(), weights.end());
-      c.SetRoot(c.Tuple(next));
-    }
-    const Value done = e.While(carry, condition, body);
-    return {e.Reshape(e.Element(done, 3), {s_.Tb, s_.M}), e.Element(done, 2)};
+      return next;
+    };
+    const std::vector<Value> done = Loop(e, "pipeline_forward", init, n + stages - 1, step);
+    return {e.Reshape(done[3], {s_.Tb, s_.M}), done[2]};
   }
 
   // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
@@ -469,17 +462,11 @@ class StepWriter {
                                                         const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline;
     const size_t w = stacked.size();
-    std::vector<Value> init = {e.ScalarInt(0), e.Full(P_, 0, {s_.T, s_.M}), inputs,
-                               e.Reshape(dxl, {n, s_.T, s_.M}), e.Full(P_, 0, {n, s_.T, s_.M})};
+    std::vector<Value> init = {e.Full(P_, 0, {s_.T, s_.M}), inputs, e.Reshape(dxl, {n, s_.T, s_.M}),
+                               e.Full(P_, 0, {n, s_.T, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
-    const Value carry = e.Tuple(init);
-    ComputationEmitter& condition =
-        LoopCondition("pipeline_backward_condition", carry, n + stages - 1);
-    ComputationEmitter& body = module_.AddComputation("pipeline_backward");
-    {
-      ComputationEmitter& c = body;
-      const std::vector<Value> in = c.Elements(c.TupleParameter(carry.elements, "state"));
+    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &j = in[0], &received = in[1], &saved = in[2], &dxl_all = in[3], &dx0 = in[4];
       const std::vector<Value> weights(in.begin() + 5, in.begin() + 5 + static_cast<long>(w));
       const std::vector<Value> sums(in.begin() + 5 + static_cast<long>(w), in.end());
@@ -491,19 +478,17 @@ class StepWriter {
       const Value at = ClampIndex(c, c.Sub(c.ScalarInt(n - 1), k), n);
       const Value from_loss = Load(c, dxl_all, ClampIndex(c, c.Sub(c.ScalarInt(n - 1), j), n));
       const Value dout = Masked(c, valid, Where(c, Is(c, stage, stages - 1), from_loss, received));
-      const auto [out, layer_inputs] = ForwardLoop(c, Load(c, saved, at), weights);  // recomputed
-      (void)out;
+      const Value layer_inputs = ForwardLoop(c, Load(c, saved, at), weights).second;  // recomputed
       const auto [dx, grads] = BackwardLoop(c, dout, layer_inputs, weights);
-      std::vector<Value> next = {c.Add(j, c.ScalarInt(1)), HandOn(c, dx, to_previous_stage_), saved,
-                                 dxl_all, StoreIf(c, dx0, dx, at, valid)};
+      std::vector<Value> next = {HandOn(c, dx, to_previous_stage_), saved, dxl_all,
+                                 StoreIf(c, dx0, dx, at, valid)};
       next.insert(next.end(), weights.begin(), weights.end());
       for (size_t g = 0; g < w; ++g) next.push_back(c.Add(sums[g], grads[g]));
-      c.SetRoot(c.Tuple(next));
-    }
-    const Value done = e.While(carry, condition, body);
-    std::vector<Value> weight_grads;
-    for (size_t g = 0; g < w; ++g) weight_grads.push_back(e.Element(done, 5 + w + g));
-    return {e.Reshape(e.Element(done, 4), {s_.Tb, s_.M}), weight_grads};
+      return next;
+    };
+    const std::vector<Value> done = Loop(e, "pipeline_backward", init, n + stages - 1, step);
+    return {e.Reshape(done[4], {s_.Tb, s_.M}),
+            std::vector<Value>(done.begin() + 5 + static_cast<long>(w), done.end())};
   }
 
   // onehot(ids)[Tb, V] in `type`
