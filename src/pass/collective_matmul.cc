@@ -13,6 +13,7 @@
 #include "ir/verifier.h"
 #include "pass/ring/all_to_all_exchange.h"
 #include "pass/ring/block_ops.h"
+#include "pass/ring/chunked_reduction.h"
 #include "pass/ring/dimension_trace.h"
 #include "pass/ring/dot_geometry.h"
 #include "pass/ring/ring_group.h"
@@ -58,6 +59,9 @@ struct ScatterMatch {
   // a reduce-scatter's always; an all-reduce's when they are its contiguous
   // chunks, every dimension before the split being 1.
   bool blocks_are_chunks = true;
+  // The dot's output dimension a chunked form would cut, when the chain
+  // keeps dimensions in place (pass/ring/chunked_reduction.h).
+  std::optional<int64_t> chunk_dim;
 };
 
 // A collective next to a dot, matched or declined.
@@ -223,6 +227,11 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
     match.dim = ClassifyOutputDim(dot, match.output_dim);
     match.blocks_are_chunks =
         !all_reduce || ElementsBefore(reduced.dims(), match.collective_dim) == 1;
+    if (!IsChunk(*collective) &&
+        std::all_of(match.chain.begin(), match.chain.end(),
+                    [](const Instruction* op) { return KeepsDimensions(*op); })) {
+      match.chunk_dim = ChunkDimension(dot, all_reduce ? -1 : match.output_dim);
+    }
     found.match = std::move(match);
     return found;
   }
@@ -573,10 +582,13 @@ Candidate DescribeCandidate(const AnyMatch& any) {
         x->before_dot ? DimClassName(x->operand_class.dim_class) : OutputDimName(x->output_class));
   }
   const auto& s = std::get<ScatterMatch>(any);
-  return CandidateOf(s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
-                                                                  : CandidateKind::kReduceScatter,
-                     *s.collective, *s.dot, s.ring, s.collective->operand(0)->shape().ByteSize(),
-                     OutputDimName(s.dim));
+  Candidate c =
+      CandidateOf(s.collective->opcode() == Opcode::kAllReduce ? CandidateKind::kAllReduce
+                                                               : CandidateKind::kReduceScatter,
+                  *s.collective, *s.dot, s.ring, s.collective->operand(0)->shape().ByteSize(),
+                  OutputDimName(s.dim));
+  if (s.chunk_dim) c.chunk_extent = s.dot->shape().dim(*s.chunk_dim);
+  return c;
 }
 
 }  // namespace
@@ -601,6 +613,10 @@ std::string FormatDecision(const Decision& d) {
 }
 
 std::string RewriteSummary(const GateVerdict& verdict, CandidateKind kind, int64_t group_size) {
+  if (verdict.chunks >= 2) {
+    return fmt::format("{} chunks, each reduced by its own {}", verdict.chunks,
+                       CandidateKindName(kind));
+  }
   if (kind == CandidateKind::kAllToAll) {
     return fmt::format("pairwise exchange of {} permutes, {} round(s) per product", group_size - 1,
                        verdict.rounds_per_product);
@@ -693,6 +709,7 @@ class Rewriter {
     GateVerdict verdict = Judge(candidate);
     if (options_.deterministic && candidate.SumsAlongTheRing()) {
       verdict.direction = RingDirection::kUnidirectional;
+      if (candidate.ChunksReorderSums()) verdict.chunks = 0;
     }
     if (!verdict.rewrite) {
       Record(candidate, match, false, verdict.reason);
@@ -723,6 +740,10 @@ class Rewriter {
     GateVerdict verdict;
     verdict.direction = options_.direction;
     verdict.form = options_.form;
+    if (options_.chunks >= 2 && candidate.chunk_extent > 0 &&
+        candidate.chunk_extent % options_.chunks == 0) {
+      verdict.chunks = options_.chunks;
+    }
     if (!candidate.HasRingForms() && options_.rounds_per_product > 0 &&
         candidate.group_size % options_.rounds_per_product == 0) {
       verdict.rounds_per_product = options_.rounds_per_product;
@@ -748,8 +769,13 @@ class Rewriter {
     if (const auto* x = std::get_if<AllToAllMatch>(&p.match)) {
       return EmitPairwiseExchange(*x, p.verdict.rounds_per_product, names_);
     }
-    return ScatterRing(std::get<ScatterMatch>(p.match), names_)
-        .Emit(p.verdict.direction, p.verdict.form);
+    const auto& s = std::get<ScatterMatch>(p.match);
+    if (p.verdict.chunks >= 2 && s.chunk_dim) {
+      const ChunkedReduction chunked{s.dot, s.chain, s.collective, *s.chunk_dim,
+                                     ClassifyOutputDim(*s.dot, *s.chunk_dim)};
+      return EmitChunkedReduction(chunked, p.verdict.chunks, names_);
+    }
+    return ScatterRing(s, names_).Emit(p.verdict.direction, p.verdict.form);
   }
 
   static std::string Describe(const AnyMatch& match) {

@@ -54,6 +54,13 @@
 // of the result, which this pass then decomposes against the dot that
 // consumes it, when there is one.
 //
+// A reduce-side pair can instead be cut into k chunks along a dimension of
+// the product, each chunk reduced by its own collective, so that chunk i's
+// transfer overlaps chunk i+1's product (CoCoNet's chunked MatMul and
+// AllReduce): pass/ring/chunked_reduction.h shows that rewrite. `chunks=K`
+// asks for it without a target; with one, the gate tries k among the
+// divisors of the dimension up to 16, beside the rings.
+//
 // Bidirectional rings send half the windows (or partial sums) each way
 // round the ring, for any N >= 3: the critical path has ceil((N-1)/2)
 // transfers instead of N-1, each carrying one shard.
@@ -92,12 +99,18 @@ struct Candidate {
   bool SumsAlongTheRing() const {
     return kind == CandidateKind::kReduceScatter || kind == CandidateKind::kAllReduce;
   }
+  // Whether its chunked form folds sums in another order than the whole
+  // collective: an all-reduce's chunks over three or more devices.
+  bool ChunksReorderSums() const { return kind == CandidateKind::kAllReduce && group_size >= 3; }
   std::string computation;
   std::string collective;  // the all-gather, reduce-scatter, all-reduce or all-to-all
   std::string dot;
   int64_t group_size = 0;
   // Bytes of the whole buffer the collective gathers or reduces (per device).
   int64_t collective_bytes = 0;
+  // A reduce-side pair that can be chunked (pass/ring/chunked_reduction.h):
+  // the size of the product's dimension the chunks cut; 0 when it cannot.
+  int64_t chunk_extent = 0;
   int64_t dot_flops = 0;
   // How the collective's dimension enters the dot: "free", "batch" or
   // "contracting" (all-gather, or an all-to-all before the dot); "lhs
@@ -118,6 +131,9 @@ struct GateVerdict {
   // An all-to-all's exchange: how many consecutive rounds one product
   // multiplies (a divisor of the group size; pass/ring/all_to_all_exchange.h).
   int64_t rounds_per_product = 1;
+  // A reduce-side pair: at least 2 cuts it into that many chunks, each with
+  // its collective, instead of a ring (pass/ring/chunked_reduction.h).
+  int64_t chunks = 0;
 };
 using Gate = std::function<GateVerdict(const Candidate&)>;
 
@@ -132,6 +148,10 @@ struct CollectiveMatmulOptions {
   // An all-to-all's exchange without a gate: rounds per product, used when
   // it divides the group size (else 1).
   int64_t rounds_per_product = 1;
+  // Without a gate: at least 2 chunks every dot -> reduce-scatter or
+  // all-reduce whose chunk dimension it divides into that many (the others
+  // get the ring).
+  int64_t chunks = 0;
   // Collectives whose whole buffer is smaller than this are left alone (a
   // stand-in for a cost model when no gate is given).
   int64_t min_bytes = 1 << 20;
@@ -149,8 +169,10 @@ struct CollectiveMatmulOptions {
   // bidirectional ring folds half the blocks backwards); an all-gather
   // along a contracting dimension is declined (it adds N partial products
   // where the dot sums once); an all-reduce is split only into the
-  // contiguous chunks the executor's ring folds. The gather side, an
-  // all-to-all's exchange and the unidirectional rings are exact anyway.
+  // contiguous chunks the executor's ring folds, and chunked only when that
+  // keeps the order (a reduce-scatter; an all-reduce on two devices). The
+  // gather side, an all-to-all's exchange and the unidirectional rings are
+  // exact anyway.
   bool deterministic = false;
   // When set, decides each candidate instead of min_bytes, direction and form.
   Gate gate;

@@ -17,6 +17,9 @@ namespace loom::pass {
 
 namespace {
 
+// The most chunks the gate tries for a chunked form.
+constexpr int64_t kMaxChunks = 16;
+
 // One candidate in one ring form.
 struct Choice {
   std::string computation, collective, dot;
@@ -25,6 +28,7 @@ struct Choice {
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
   int64_t rounds_per_product = 1;
+  int64_t chunks = 0;  // at least 2: the chunked form instead of a ring
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
   GateVerdict Verdict(bool rewrite) const {
@@ -33,6 +37,7 @@ struct Choice {
     verdict.direction = direction;
     verdict.form = form;
     verdict.rounds_per_product = rounds_per_product;
+    verdict.chunks = chunks;
     return verdict;
   }
   std::string Ring() const { return RewriteSummary(Verdict(true), kind, group_size); }
@@ -88,6 +93,15 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
           found.choices.push_back(
               {c.computation, c.collective, c.dot, c.group_size, c.kind, direction, form, g});
         }
+      }
+    }
+    // The chunked forms: every k up to kMaxChunks that divides the product's
+    // dimension (not in deterministic mode where chunks would reorder sums).
+    if (c.SumsAlongTheRing() && !(matching.deterministic && c.ChunksReorderSums())) {
+      for (int64_t k = 2; k <= std::min(c.chunk_extent, kMaxChunks); ++k) {
+        if (c.chunk_extent % k != 0) continue;
+        found.choices.push_back({c.computation, c.collective, c.dot, c.group_size, c.kind,
+                                 RingDirection::kUnidirectional, RingForm::kUnrolled, 1, k});
       }
     }
     GateVerdict verdict;
@@ -208,6 +222,15 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     auto [it, fresh] = best_of.try_emplace(t.choice.Key(), t);
     if (!fresh && t.step < it->second.step) it->second = t;
   }
+  // Per candidate, the step with each chunk count (on the program as given):
+  // the curve the gate chose k from, for --explain.
+  std::map<std::string, std::string> chunk_curve;
+  for (const Trial& t : trials) {
+    if (t.choice.chunks < 2) continue;
+    std::string& curve = chunk_curve[t.choice.Key()];
+    curve += fmt::format("{}k={} {}", curve.empty() ? "; chunked steps: " : ", ", t.choice.chunks,
+                         FormatSeconds(t.step));
+  }
 
   struct Accepted {
     Choice choice;
@@ -305,9 +328,9 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   } else {
     for (const Accepted& a : accepted) {
       Decision d = a.decision;
-      d.reason =
-          fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(), FormatSeconds(a.before),
-                      FormatSeconds(a.after), Change(a.before, a.after), on);
+      d.reason = fmt::format("{}: step {} -> {} ({}) on {}{}", a.choice.Ring(),
+                             FormatSeconds(a.before), FormatSeconds(a.after),
+                             Change(a.before, a.after), on, chunk_curve[a.choice.Key()]);
       decisions_.push_back(d);
     }
   }
@@ -330,14 +353,14 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
                false,
                ""};
     auto it = best_of.find(choice.Key());
-    d.reason =
-        it == best_of.end()
-            ? "no ring form applies"
-            : fmt::format(
-                  "its best ring ({}) makes the step {} against {} without it "
-                  "({}; needs better than -{:.1f}%) on {}",
-                  it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
-                  Change(baseline, it->second.step), 100 * options_.min_gain, on);
+    d.reason = it == best_of.end()
+                   ? "no ring form applies"
+                   : fmt::format(
+                         "its best ring ({}) makes the step {} against {} without it "
+                         "({}; needs better than -{:.1f}%) on {}{}",
+                         it->second.choice.Ring(), FormatSeconds(it->second.step),
+                         FormatSeconds(baseline), Change(baseline, it->second.step),
+                         100 * options_.min_gain, on, chunk_curve[choice.Key()]);
     decisions_.push_back(std::move(d));
   }
   for (const Decision& d : decisions_) explanation_.push_back(FormatDecision(d));

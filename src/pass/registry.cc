@@ -209,6 +209,8 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
     } else if (key == "permutes-in-flight") {
       LOOM_ASSIGN_OR_RETURN(gate.schedule.MaxInFlight(cost::TransferKind::kCollectivePermute),
                             ParseCount(kName, key, value));
+    } else if (key == "chunks") {
+      LOOM_ASSIGN_OR_RETURN(config.chunks, ParseCount(kName, key, value));
     } else if (key == "rounds-per-product") {
       LOOM_ASSIGN_OR_RETURN(config.rounds_per_product, ParseCount(kName, key, value));
     } else if (key == "min-gain") {
@@ -317,6 +319,10 @@ const std::vector<PassEntry>& PassTable() {
            {"judge", OptionType::kChoice, "estimate|simulate", "", "estimate",
             "with --target: price each trial's step by the cost model's estimate, or by the "
             "simulator (sees links shared; slower)"},
+           {"chunks", OptionType::kCount, "", "", "1",
+            "without --target: cut each dot -> reduce-scatter / all-reduce into this many chunks "
+            "(1: none), each with its own collective, where they divide the product (else the "
+            "ring); with --target the gate tries chunks beside the rings"},
            {"rounds-per-product", OptionType::kCount, "", "", "1",
             "without --target: an all-to-all exchange multiplies this many rounds per product "
             "(when it divides the group size); with --target the gate chooses"},
