@@ -78,8 +78,11 @@ constexpr PipelineCase kPipelines[] = {
     {"collective-matmul,async-collectives,schedule", true, Arithmetic::kReordered},
     // Deterministic mode: whatever it rewrites folds every sum as before,
     // so the result must be bitwise the original's.
-    {"collective-matmul{min-bytes=0,direction=bidirectional,deterministic=true}", false,
+    // (chunks=2: the reduce-scatters chunked, exact; all-reduces of three or
+    // more devices not, so they get the ring.)
+    {"collective-matmul{min-bytes=0,direction=bidirectional,deterministic=true,chunks=2}", false,
      Arithmetic::kUnchanged},
+    {"collective-matmul{min-bytes=0,chunks=3}", false, Arithmetic::kReordered},
     // joint-schedule only reorders; its simulations bounded as the fuzzer's.
     {"async-collectives,schedule,joint-schedule{max-trials=6,max-messages=200000,max-steps="
      "2000000}",
