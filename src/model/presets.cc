@@ -40,6 +40,9 @@ std::vector<ModelConfig> Presets() {
               "a small Llama-like decoder for tests (not a published model)"),
       Decoder("gpt3-175b", 96, 12288, 49152, 96, 96, 128, 51200, 2048, 1536, "gelu", "layernorm",
               "Brown et al. 2020, table 2.1 (batch 3.2M tokens = 1536 x 2048)"),
+      Decoder("megatron-8.3b", 72, 3072, 12288, 32, 32, 96, 51200, 1024, 512, "gelu", "layernorm",
+              "Shoeybi et al. 2019 (Megatron-LM), table 2: the 8.3B GPT-2; vocab 50257 padded to "
+              "51200 as there; batch 512"),
       Decoder("megatron-22b", 48, 6144, 24576, 64, 64, 96, 51200, 2048, 1536, "gelu", "layernorm",
               "Korthikanti et al. 2022 (Megatron-LM), table 3; batch assumed as GPT-3's"),
       Decoder("megatron-530b", 105, 20480, 81920, 128, 128, 160, 51200, 2048, 2240, "gelu",

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <tuple>
 
 #include "model/hlo_emitter.h"
 
@@ -30,15 +31,17 @@ struct NormActs {
 // What backward needs of one layer's forward.
 struct LayerActs {
   Value x, h, q, k, v, p, o, x1, h2, u, z, act, out;
+  Value kc, vc;  // k and v before the kv heads are shared out: [b,S,K,hd], what a cache holds
   NormActs norm1, norm2;
 };
 
 class StepWriter {
  public:
-  StepWriter(const ModelConfig& model, const ParallelPlan& plan)
+  // `kind`: the module name's last part ("train_step", "prefill", "decode").
+  StepWriter(const ModelConfig& model, const ParallelPlan& plan, std::string_view kind)
       : m_(model),
         plan_(plan),
-        module_(ModuleName(model, plan), plan.tensor * plan.data * plan.pipeline) {
+        module_(ModuleName(model, plan, kind), plan.tensor * plan.data * plan.pipeline) {
     const int64_t t = plan.tensor;
     s_.n = plan.micro_batches;
     s_.b = model.batch / plan.data / s_.n;
@@ -89,10 +92,39 @@ class StepWriter {
   }
 
   std::string Write();
+  // Inference (training_step.h): the prompt's forward with its caches, or
+  // one token against caches of `context` positions.
+  std::string WritePrefill();
+  std::string WriteDecode(int64_t context);
 
  private:
-  static std::string ModuleName(const ModelConfig& m, const ParallelPlan& p) {
-    std::string name = fmt::format("{}_{}_train_step", m.name, p.name);
+  // The weights' parameters (their local shards).
+  std::vector<Value> WeightParameters(ComputationEmitter& e) {
+    std::vector<Value> weights;
+    for (const WeightInfo& info : Weights(m_)) {
+      weights.push_back(e.Parameter(P_, LocalDimsOf(info), info.name));
+    }
+    return weights;
+  }
+  std::vector<int64_t> LocalDimsOf(const WeightInfo& w) const {
+    std::vector<int64_t> dims = w.dims;
+    if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan_.tensor;
+    if (w.stacked) dims[0] /= plan_.pipeline;
+    return dims;
+  }
+  // The output projection of x [rows, M]: logits [rows, V].
+  Value Logits(ComputationEmitter& e, const Value& x, const Value& gf, const Value& wout) {
+    const NormActs norm = NormForward(e, x);
+    return MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
+  }
+  // One KV cache of `positions` per layer: [L, b, positions, K, hd].
+  std::vector<int64_t> CacheDims(int64_t positions) const {
+    return {s_.L, s_.b, positions, s_.K, s_.hd};
+  }
+
+  static std::string ModuleName(const ModelConfig& m, const ParallelPlan& p,
+                                std::string_view kind) {
+    std::string name = fmt::format("{}_{}_{}", m.name, p.name, kind);
     for (char& c : name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
     }
@@ -187,11 +219,19 @@ class StepWriter {
     a.norm1 = NormForward(c, x);
     a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
     a.q = Heads(c, MatMul(c, a.h, w.wq), s_.H);
-    a.k = ExpandKv(c, Heads(c, MatMul(c, a.h, w.wk), s_.K));
-    a.v = ExpandKv(c, Heads(c, MatMul(c, a.h, w.wv), s_.K));
+    a.kc = Heads(c, MatMul(c, a.h, w.wk), s_.K);
+    a.vc = Heads(c, MatMul(c, a.h, w.wv), s_.K);
+    a.k = ExpandKv(c, a.kc);
+    a.v = ExpandKv(c, a.vc);
     a.p = AttentionProbabilities(c, a.q, a.k);
     a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
     a.x1 = c.Add(x, c.AllReduce(MatMul(c, a.o, w.wo), tensor_groups_));
+    MlpForward(c, w, a);
+    return a;
+  }
+
+  // The MLP half of a layer, from a.x1: fills norm2 .. out.
+  void MlpForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.norm2 = NormForward(c, a.x1);
     a.h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1));
     a.u = MatMul(c, a.h2, w.w1);
@@ -202,7 +242,50 @@ class StepWriter {
       a.act = Gelu(c, a.u);
     }
     a.out = c.Add(a.x1, c.AllReduce(MatMul(c, a.act, w.w2), tensor_groups_));
-    return a;
+  }
+
+  // --- inference ----------------------------------------------------------------------
+  // Softmax over the last dimension of [b,H,Q,C] scores.
+  Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
+    const Value shifted = c.Sub(scores, Lanes(c, c.ReduceMax(scores, {3}), scores));
+    const Value e = c.Unary("exponential", shifted);
+    return c.Div(e, Lanes(c, c.ReduceSum(e, {3}), e));
+  }
+
+  // One layer for one new token per sequence (x [b, M]) at position
+  // `context` of caches [b, context+1, K, hd] (positions 0 .. context-1
+  // filled): writes the token's k and v at `context`, attends over all
+  // context + 1 positions (all visible: none is later than the token).
+  // Returns (out, k cache, v cache).
+  std::tuple<Value, Value, Value> DecodeLayer(ComputationEmitter& c, const Value& x,
+                                              const LayerWeights& w, const Value& k_cache,
+                                              const Value& v_cache, int64_t context) {
+    const int64_t b = s_.b, length = context + 1;
+    LayerActs a;
+    a.norm1 = NormForward(c, x);
+    a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
+    const Value q = c.Reshape(MatMul(c, a.h, w.wq), {b, 1, s_.H, s_.hd});
+    const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(context), c.ScalarInt(0),
+                                   c.ScalarInt(0)};
+    const Value keys =
+        c.DynamicUpdateSlice(k_cache, c.Reshape(MatMul(c, a.h, w.wk), {b, 1, s_.K, s_.hd}), at);
+    const Value values =
+        c.DynamicUpdateSlice(v_cache, c.Reshape(MatMul(c, a.h, w.wv), {b, 1, s_.K, s_.hd}), at);
+    const auto expand = [&](const Value& kv) {
+      if (s_.G == 1) return kv;
+      const Value wide = c.Broadcast(kv, {b, length, s_.K, s_.G, s_.hd}, {0, 1, 2, 4});
+      return c.Reshape(wide, {b, length, s_.H, s_.hd});
+    };
+    Value scores =
+        c.Dot(c.Convert(q, C_), c.Convert(expand(keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,length]
+    const Value p = SoftmaxLastDim(c, scores);
+    const Value o = c.Transpose(
+        c.Dot(c.Convert(p, C_), c.Convert(expand(values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
+        {0, 2, 1, 3});
+    a.x1 = c.Add(x, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo), tensor_groups_));
+    MlpForward(c, w, a);
+    return {a.out, keys, values};
   }
 
   // GELU, tanh form: 0.5 u (1 + tanh(c (u + 0.044715 u^3))).
@@ -528,23 +611,12 @@ class StepWriter {
   std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_;
 };
 
-std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
-  std::vector<int64_t> dims = w.dims;
-  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
-  if (w.stacked) dims[0] /= plan.pipeline;
-  return dims;
-}
-
 std::string StepWriter::Write() {
   ComputationEmitter& e = module_.Entry();
   const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
   const Value targets = e.Parameter("s32", {s_.b * s_.n, s_.S}, "targets");
   const Value step = e.Parameter(P_, {}, "step");
-  std::vector<Value> weights;
-  const std::vector<WeightInfo> infos = Weights(m_);
-  for (const WeightInfo& info : infos) {
-    weights.push_back(e.Parameter(P_, LocalDims(info, plan_), info.name));
-  }
+  const std::vector<Value> weights = WeightParameters(e);
   std::vector<Value> moments, variances;
   if (plan_.optimizer == "adam") {
     for (const Value& w : weights) moments.push_back(e.Parameter(P_, w.dims, "m." + w.name));
@@ -619,6 +691,60 @@ std::string StepWriter::Write() {
   return module_.Text();
 }
 
+std::string StepWriter::WritePrefill() {
+  ComputationEmitter& e = module_.Entry();
+  const Value tokens = e.Parameter("s32", {s_.b, s_.S}, "tokens");
+  const std::vector<Value> weights = WeightParameters(e);
+  const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+  const Value x0 = e.Dot(OneHot(e, tokens, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
+  std::vector<Value> init = {x0, e.Full(P_, 0, CacheDims(s_.S)), e.Full(P_, 0, CacheDims(s_.S))};
+  init.insert(init.end(), stacked.begin(), stacked.end());
+  const std::vector<Value> done = Loop(
+      e, "prefill_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+        const std::vector<Value> w(in.begin() + 4, in.end());
+        const LayerActs a = LayerForward(c, in[1], SliceLayer(c, w, in[0]));
+        std::vector<Value> next = {a.out, Store(c, in[2], a.kc, in[0]),
+                                   Store(c, in[3], a.vc, in[0])};
+        next.insert(next.end(), w.begin(), w.end());
+        return next;
+      });
+  // The logits of each sequence's last position: what the first new token is drawn from.
+  const Value last = e.Reshape(
+      e.DynamicSlice(e.Reshape(done[1], {s_.b, s_.S, s_.M}),
+                     {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {s_.b, 1, s_.M}),
+      {s_.b, s_.M});
+  e.SetRoot(e.Tuple({Logits(e, last, weights[1], weights[2]), done[2], done[3]}));
+  return module_.Text();
+}
+
+std::string StepWriter::WriteDecode(int64_t context) {
+  ComputationEmitter& e = module_.Entry();
+  const Value token = e.Parameter("s32", {s_.b, 1}, "token");
+  const std::vector<Value> weights = WeightParameters(e);
+  const Value k_cache = e.Parameter(P_, CacheDims(context + 1), "k_cache");
+  const Value v_cache = e.Parameter(P_, CacheDims(context + 1), "v_cache");
+  const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+  const Value flat = e.Reshape(token, {s_.b});
+  const Value onehot = e.Convert(
+      e.Compare(e.Broadcast(flat, {s_.b, s_.V}, {0}), e.Iota("s32", {s_.b, s_.V}, 1), "EQ"), C_);
+  const Value x0 = e.Dot(onehot, e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
+  std::vector<Value> init = {x0, k_cache, v_cache};
+  init.insert(init.end(), stacked.begin(), stacked.end());
+  const std::vector<Value> done =
+      Loop(e, "decode_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+        const std::vector<Value> w(in.begin() + 4, in.end());
+        const auto [out, keys, values] =
+            DecodeLayer(c, in[1], SliceLayer(c, w, in[0]), Load(c, in[2], in[0]),
+                        Load(c, in[3], in[0]), context);
+        std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
+                                   Store(c, in[3], values, in[0])};
+        next.insert(next.end(), w.begin(), w.end());
+        return next;
+      });
+  e.SetRoot(e.Tuple({Logits(e, done[1], weights[1], weights[2]), done[2], done[3]}));
+  return module_.Text();
+}
+
 Status Positive(int64_t value, std::string_view what) {
   if (value > 0) return OkStatus();
   return Error{fmt::format("{} must be positive, is {}", what, value)};
@@ -690,8 +816,22 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
 
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan) {
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
-  StepWriter writer(model, plan);
+  StepWriter writer(model, plan, "train_step");
   return writer.Write();
+}
+
+Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,
+                                         const InferenceStep& step) {
+  LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
+  if (plan.pipeline != 1 || plan.micro_batches != 1) {
+    return Error{"inference steps take tensor and data parallelism only (no pipeline yet)"};
+  }
+  if (step.kind != "prefill" && step.kind != "decode") {
+    return Error{fmt::format("step '{}' is not one of train, prefill, decode", step.kind)};
+  }
+  if (step.context < 0) return Error{fmt::format("context must be >= 0, is {}", step.context)};
+  StepWriter writer(model, plan, step.kind);
+  return step.kind == "prefill" ? writer.WritePrefill() : writer.WriteDecode(step.context);
 }
 
 }  // namespace loom::model

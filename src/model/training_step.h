@@ -91,6 +91,23 @@ Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 // (loss, gradients...) with optimizer "none".
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan);
 
+// Inference under a tensor- and data-parallel plan (Megatron's serving: an
+// all-reduce after each row-parallel product), the weights as for training:
+//   prefill: the prompt (tokens s32[b,S], S = the model's seq) through every
+//     layer, causal; returns the logits of each sequence's last position
+//     [b,V] and the KV caches k, v [L, b, S, kv_heads/tensor, head_dim];
+//   decode: one token per sequence (s32[b,1]) at position `context`, with
+//     caches of context + 1 positions (0 .. context-1 filled) after the
+//     weights; writes the token's k and v at `context`, attends over all,
+//     and returns its logits [b,V] and both caches.
+// The module is named like a training step's, "_prefill" / "_decode".
+struct InferenceStep {
+  std::string kind = "prefill";  // prefill | decode
+  int64_t context = 0;           // decode: the positions already cached
+};
+Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,
+                                         const InferenceStep& step);
+
 // The weights in parameter order: name and full (unsharded) dims, and the
 // dimension the model axis splits (-1: replicated); a layer weight, stacked
 // [L, ...], is split along its first dimension over the pipeline axis.

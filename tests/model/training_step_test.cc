@@ -261,6 +261,168 @@ TEST(TrainingStepGradients, AgreeWithFiniteDifferences) {
   }
 }
 
+// --- inference -------------------------------------------------------------------
+
+std::unique_ptr<ir::Module> BuildInference(const ModelConfig& m, const ParallelPlan& p,
+                                           const InferenceStep& step) {
+  Expected<std::string> text = BuildInferenceStep(m, p, step);
+  EXPECT_TRUE(text.ok()) << (text.ok() ? "" : text.error().message);
+  Expected<std::unique_ptr<ir::Module>> module = ir::ParseModule(*text);
+  EXPECT_TRUE(module.ok()) << (module.ok() ? "" : module.error().ToString("<model>"));
+  EXPECT_TRUE(ir::VerifyModule(**module).ok());
+  return std::move(module).value();
+}
+
+// Full weights in parameter order (as FullInputs draws them).
+std::vector<Tensor> FullWeights(const ModelConfig& m, uint64_t seed) {
+  ParallelPlan one;
+  one.optimizer = "sgd";
+  const auto training = Build(m, one);
+  std::vector<Tensor> inputs = FullInputs(*training, m, seed);
+  return std::vector<Tensor>(inputs.begin() + 3, inputs.end());
+}
+
+Tensor Tokens(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::uniform_int_distribution<int64_t> token(0, vocab - 1);
+  Tensor t = Tensor::Zeros(ir::Shape(ir::PrimitiveType::kS32, {batch, length})).value();
+  for (int64_t e = 0; e < t.ElementCount(); ++e) t.SetInt(e, token(random));
+  return t;
+}
+
+// Positions [from, to) of dimension `dim` of `full`, padded with zeros to
+// `size` positions.
+Tensor Positions(const Tensor& full, int64_t dim, int64_t from, int64_t to, int64_t size) {
+  std::vector<int64_t> dims = full.shape().dims();
+  const std::vector<int64_t> full_dims = dims;
+  dims[static_cast<size_t>(dim)] = size;
+  Tensor out = Tensor::Zeros(ir::Shape(full.shape().type(), dims)).value();
+  std::vector<int64_t> at(dims.size(), 0);
+  for (int64_t e = 0; e < out.ElementCount(); ++e) {
+    const int64_t position = at[static_cast<size_t>(dim)];
+    if (position < to - from) {
+      int64_t offset = 0;
+      for (size_t k = 0; k < dims.size(); ++k) {
+        offset = offset * full_dims[k] + at[k] + (static_cast<int64_t>(k) == dim ? from : 0);
+      }
+      if (ir::IsInteger(full.shape().type())) {
+        out.SetInt(e, full.GetInt(offset));
+      } else {
+        out.SetDouble(e, full.GetDouble(offset));
+      }
+    }
+    for (int64_t k = static_cast<int64_t>(dims.size()) - 1; k >= 0; --k) {
+      if (++at[static_cast<size_t>(k)] < dims[static_cast<size_t>(k)]) break;
+      at[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> Concat(Tensor first, const std::vector<Tensor>& rest,
+                           const std::vector<Tensor>& tail = {}) {
+  std::vector<Tensor> all = {std::move(first)};
+  all.insert(all.end(), rest.begin(), rest.end());
+  all.insert(all.end(), tail.begin(), tail.end());
+  return all;
+}
+
+// Decoding token S after a prefill of tokens 0 .. S-1 gives the logits a
+// prefill of all S + 1 tokens gives at its last position, and the caches
+// that prefill holds, bitwise: with the deterministic kernels every value
+// is the same sum of the same products in the same order (the prefill's
+// masked positions add exact zeros).
+TEST(InferenceStep, DecodeContinuesThePrefill) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  const int64_t S = m.seq, b = m.batch;
+  const std::vector<Tensor> weights = FullWeights(m, 11);
+  const Tensor tokens = Tokens(b, S + 1, m.vocab, 12);
+  ModelConfig longer = m;
+  longer.seq = S + 1;
+  const ParallelPlan one;
+  const auto whole =
+      RunStep(*BuildInference(longer, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+  const auto prompt = RunStep(*BuildInference(m, one, {"prefill", 0}), 1,
+                              {Concat(Positions(tokens, 1, 0, S, S), weights)});
+  const auto cached = exec::OutputLeaves(prompt[0].output);
+  const auto next = RunStep(
+      *BuildInference(m, one, {"decode", S}), 1,
+      {Concat(Positions(tokens, 1, S, S + 1, 1), weights,
+              {Positions(*cached[1], 2, 0, S, S + 1), Positions(*cached[2], 2, 0, S, S + 1)})});
+  const auto expected = exec::OutputLeaves(whole[0].output);
+  const auto got = exec::OutputLeaves(next[0].output);
+  ASSERT_EQ(got.size(), 3u);
+  const double logits = RelativeDifference(*got[0], *expected[0]);
+  const double keys = RelativeDifference(*got[1], *expected[1]);
+  const double values = RelativeDifference(*got[2], *expected[2]);
+  EXPECT_EQ(logits, 0);
+  EXPECT_EQ(keys, 0);
+  EXPECT_EQ(values, 0);
+  std::printf("[ model ] decode after prefill against prefill: logits %.3g, k %.3g, v %.3g\n",
+              logits, keys, values);
+}
+
+// The tensor- and data-parallel prefill and decode against the 1-device
+// steps: row-parallel products sum partial products, so within rounding
+// (the threshold as for training).
+TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  const int64_t S = m.seq, b = m.batch;
+  const std::vector<WeightInfo> infos = Weights(m);
+  const std::vector<Tensor> weights = FullWeights(m, 21);
+  const Tensor tokens = Tokens(b, S, m.vocab, 22);
+  const Tensor token = Tokens(b, 1, m.vocab, 23);
+  const ParallelPlan one;
+  const auto prompt =
+      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+  const auto caches = exec::OutputLeaves(prompt[0].output);
+  // Decode at position 5 of a cache of 6 (positions 0 .. 4 from the prompt).
+  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
+                                            Positions(*caches[2], 2, 0, 5, 6)};
+  const auto step =
+      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+  for (const auto& [tensor, data] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
+    ParallelPlan plan;
+    plan.tensor = tensor;
+    plan.data = data;
+    const int64_t devices = tensor * data;
+    // A cache [L, b, positions, kv heads, hd]: the batch over data, the kv heads over tensor.
+    const auto cache_part = [&](const Tensor& full, int64_t d) {
+      return Shard(Shard(full, 1, data, d / tensor), 3, tensor, d % tensor);
+    };
+    for (const std::string kind : {"prefill", "decode"}) {
+      std::vector<std::vector<Tensor>> inputs;
+      for (int64_t d = 0; d < devices; ++d) {
+        std::vector<Tensor> mine = {Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor)};
+        for (size_t w = 0; w < weights.size(); ++w) {
+          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
+        }
+        if (kind == "decode") {
+          for (const Tensor& cache : cache_inputs) mine.push_back(cache_part(cache, d));
+        }
+        inputs.push_back(std::move(mine));
+      }
+      const auto results =
+          RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
+      const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
+      double worst = 0;
+      for (int64_t d = 0; d < devices; ++d) {
+        const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+        ASSERT_EQ(got.size(), 3u);
+        worst =
+            std::max(worst, RelativeDifference(*got[0], Shard(*expected[0], 0, data, d / tensor)));
+        worst = std::max(worst, RelativeDifference(*got[1], cache_part(*expected[1], d)));
+        worst = std::max(worst, RelativeDifference(*got[2], cache_part(*expected[2], d)));
+      }
+      EXPECT_LE(worst, std::ldexp(1.0, -12)) << kind << " tp=" << tensor << " dp=" << data;
+      std::printf("[ model ] %s tp=%d dp=%d: worst relative difference %.3g\n", kind.c_str(),
+                  tensor, data, worst);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom::model
 

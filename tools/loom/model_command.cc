@@ -41,6 +41,8 @@ void AddModelCommand(CLI::App& app) {
     int64_t data = 0;
     int64_t pipeline = 0;
     int64_t micro_batches = 0;
+    std::string step = "train";
+    int64_t context = 0;
     int64_t layers = 0;
     int64_t batch = 0;
     int64_t seq = 0;
@@ -73,6 +75,15 @@ void AddModelCommand(CLI::App& app) {
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches of each data-parallel replica's batch (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--step", options->step,
+                   "train (forward, backward, optimizer), prefill (the prompt's forward and its KV "
+                   "caches) or decode (one token against caches of --context positions)")
+      ->check(CLI::IsMember({"train", "prefill", "decode"}));
+  command
+      ->add_option("--context", options->context,
+                   "decode: the positions already in the KV caches (the new token's position)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   command->add_option("--layers", options->layers, "Override the number of layers")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--batch", options->batch, "Override the global batch (sequences)")
@@ -124,7 +135,11 @@ void AddModelCommand(CLI::App& app) {
       WriteOutput(options->output, model::ModelConfigJson(m));
       return;
     }
-    const std::string text = OrFail(model::BuildTrainingStep(m, plan));
+    const std::string text =
+        options->step == "train"
+            ? OrFail(model::BuildTrainingStep(m, plan))
+            : OrFail(model::BuildInferenceStep(
+                  m, plan, model::InferenceStep{options->step, options->context}));
     // What is written is what Loom reads back: parsed and verified first.
     Expected<std::unique_ptr<ir::Module>> module = ir::ParseModule(text);
     if (!module.ok()) {
