@@ -1,6 +1,7 @@
-// `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--layers N]
+// `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
+// [--micro-batches M] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
-// per-device HLO of one training step (model/training_step.h).
+// per-device HLO of one training or serving step (model/training_step.h).
 #include <fmt/format.h>
 
 #include <chrono>
