@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cost/step_time.h"
+#include "cost/target_cost_model.h"
 #include "ir/async.h"
 #include "ir/clone.h"
 #include "ir/collective_groups.h"
@@ -245,6 +246,13 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
     return report->step_seconds;
   };
   LOOM_ASSIGN_OR_RETURN(const double initial, simulate(module));
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  const cost::TargetCostModel model(target_);
+  // What contention costs the step: the simulated step over the estimate,
+  // which sees none. Holding transfers back can only recover that much;
+  // below min-gain of the step there is nothing to search for.
+  const double contention =
+      std::max(0.0, initial - cost::EstimateStep(module, model, grid).total_seconds);
   std::unique_ptr<ir::Module> current;
   double step = initial;
   int64_t trials = 1, kept = 0;
@@ -254,6 +262,12 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
                           CandidateMoves(current ? *current : module, target_));
     if (moves.empty() && kept == 0) {
       explanation_.push_back("no two transfers of one computation cross a common link");
+    } else if (kept == 0 && contention <= options_.min_gain * initial) {
+      explanation_.push_back(fmt::format(
+          "contention costs the step {} of {} (the simulated step over the contention-free "
+          "estimate): nothing to recover above min-gain",
+          FormatSeconds(contention), FormatSeconds(initial)));
+      break;
     }
     std::unique_ptr<ir::Module> best;
     std::optional<Move> best_move;
@@ -288,7 +302,8 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
   explanation_.push_back(fmt::format(
       "simulated step on {}: {} -> {} ({}) with {} move(s), {} simulation(s){}", target_.name(),
       FormatSeconds(initial), FormatSeconds(step), Change(initial, step), kept, trials,
-      out_of_trials ? fmt::format(" (max-trials={} reached)", options_.max_trials) : ""));
+      trials >= options_.max_trials ? fmt::format(" (max-trials={} reached)", options_.max_trials)
+                                    : ""));
   if (!current) return false;
   // The computations of the moved clone replace the module's.
   for (const auto& computation : current->computations()) {
