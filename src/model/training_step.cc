@@ -81,6 +81,13 @@ class StepWriter {
       }
       head_groups_.push_back(group);
     }
+    for (int64_t d = 0; d < dp; ++d) {
+      for (int64_t j = 0; j < t; ++j) {
+        std::vector<int64_t> group;
+        for (int64_t stage = 0; stage < pp; ++stage) group.push_back(device(stage, d, j));
+        pipeline_groups_.push_back(group);
+      }
+    }
     for (int64_t stage = 0; stage + 1 < pp; ++stage) {
       for (int64_t d = 0; d < dp; ++d) {
         for (int64_t j = 0; j < t; ++j) {
@@ -117,9 +124,108 @@ class StepWriter {
     const NormActs norm = NormForward(e, x);
     return MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
   }
-  // One KV cache of `positions` per layer: [L, b, positions, K, hd].
+  // One KV cache of `positions` per layer: [L, b, positions, K, hd] (b and
+  // L a micro-batch's and a stage's).
   std::vector<int64_t> CacheDims(int64_t positions) const {
     return {s_.L, s_.b, positions, s_.K, s_.hd};
+  }
+
+  // A stage's layers on x: (out, k caches, v caches), given the caches (a
+  // decode's, or zeros for a prefill to fill).
+  using ServingLayers = std::function<std::tuple<Value, Value, Value>(
+      ComputationEmitter&, const Value& x, const Value& k, const Value& v,
+      const std::vector<Value>& weights)>;
+
+  // Prefill's layers on x [b*S, M]: every layer's k and v stored.
+  std::tuple<Value, Value, Value> PrefillLayers(ComputationEmitter& e, const Value& x,
+                                                const Value& k, const Value& v,
+                                                const std::vector<Value>& stacked) {
+    std::vector<Value> init = {x, k, v};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    const std::vector<Value> done = Loop(
+        e, "prefill_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> w(in.begin() + 4, in.end());
+          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, w, in[0]));
+          std::vector<Value> next = {a.out, Store(c, in[2], a.kc, in[0]),
+                                     Store(c, in[3], a.vc, in[0])};
+          next.insert(next.end(), w.begin(), w.end());
+          return next;
+        });
+    return {done[1], done[2], done[3]};
+  }
+
+  // Decode's layers on x [b, M] at position `context` of the caches.
+  std::tuple<Value, Value, Value> DecodeLayers(ComputationEmitter& e, const Value& x,
+                                               const Value& k, const Value& v,
+                                               const std::vector<Value>& stacked, int64_t context) {
+    std::vector<Value> init = {x, k, v};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    const std::vector<Value> done = Loop(
+        e, "decode_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> w(in.begin() + 4, in.end());
+          const auto [out, keys, values] =
+              DecodeLayer(c, in[1], SliceLayer(c, w, in[0]), Load(c, in[2], in[0]),
+                          Load(c, in[3], in[0]), context);
+          std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
+                                     Store(c, in[3], values, in[0])};
+          next.insert(next.end(), w.begin(), w.end());
+          return next;
+        });
+    return {done[1], done[2], done[3]};
+  }
+
+  // A stage's caches [L, n*b, ...] as n micro-batches [n, L, b, ...], and back.
+  Value ByMicroBatch(ComputationEmitter& e, const Value& cache) {
+    std::vector<int64_t> split = {s_.L, s_.n, s_.b};
+    split.insert(split.end(), cache.dims.begin() + 2, cache.dims.end());
+    return e.Transpose(e.Reshape(cache, split), {1, 0, 2, 3, 4, 5});
+  }
+  Value ByLayer(ComputationEmitter& e, const Value& micro) {
+    const Value layers = e.Transpose(micro, {1, 0, 2, 3, 4, 5});
+    std::vector<int64_t> joined = {s_.L, s_.n * s_.b};
+    joined.insert(joined.end(), micro.dims.begin() + 3, micro.dims.end());
+    return e.Reshape(layers, joined);
+  }
+
+  // Serving through the pipeline: micro-batches of x0 [n*rows, M] through
+  // the stages as in PipelineForward, each stage's `layers` reading and
+  // writing its caches of that micro-batch ([n, L, b, positions, K, hd]).
+  // Returns the last stage's outputs [n*rows, M] and the caches.
+  std::tuple<Value, Value, Value> ServingPipeline(ComputationEmitter& e, const Value& x0,
+                                                  int64_t rows, const Value& k, const Value& v,
+                                                  const std::vector<Value>& stacked,
+                                                  const ServingLayers& layers) {
+    const int64_t n = s_.n, stages = plan_.pipeline;
+    std::vector<Value> init = {e.Full(P_, 0, {rows, s_.M}), e.Full(P_, 0, {n, rows, s_.M}),
+                               e.Reshape(x0, {n, rows, s_.M}), k, v};
+    init.insert(init.end(), stacked.begin(), stacked.end());
+    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
+      const Value &i = in[0], &received = in[1], &outputs = in[2], &micro = in[3];
+      const std::vector<Value> weights(in.begin() + 6, in.end());
+      const Value stage = StageIndex(c);
+      const Value x = Where(c, Is(c, stage, 0), Load(c, micro, ClampIndex(c, i, n)), received);
+      const Value mine = c.Sub(i, stage);
+      const Value at = ClampIndex(c, mine, n), valid = InRange(c, mine, n);
+      const auto [out, keys, values] =
+          layers(c, x, Load(c, in[4], at), Load(c, in[5], at), weights);
+      const Value last = c.Sub(i, c.ScalarInt(stages - 1));
+      std::vector<Value> next = {
+          HandOn(c, out, to_next_stage_),
+          StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n)), micro,
+          StoreIf(c, in[4], keys, at, valid), StoreIf(c, in[5], values, at, valid)};
+      next.insert(next.end(), weights.begin(), weights.end());
+      return next;
+    };
+    const std::vector<Value> done = Loop(e, "serving_pipeline", init, n + stages - 1, step);
+    return {e.Reshape(done[2], {n * rows, s_.M}), done[4], done[5]};
+  }
+
+  // Logits [rows, V] of the last stage's x, on every stage of the pipeline.
+  Value ServedLogits(ComputationEmitter& e, const Value& x, const Value& gf, const Value& wout) {
+    const Value logits = Logits(e, x, gf, wout);
+    if (plan_.pipeline == 1) return logits;
+    const Value on_last = Masked(e, Is(e, StageIndex(e), plan_.pipeline - 1), logits);
+    return e.AllReduce(on_last, pipeline_groups_);
   }
 
   static std::string ModuleName(const ModelConfig& m, const ParallelPlan& p,
@@ -607,7 +713,7 @@ class StepWriter {
   std::string P_, C_;
   // head_groups_: the pipeline and data axes together (the loss and the
   // weights every stage holds).
-  Groups tensor_groups_, data_groups_, head_groups_;
+  Groups tensor_groups_, data_groups_, head_groups_, pipeline_groups_;
   std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_;
 };
 
@@ -693,55 +799,64 @@ std::string StepWriter::Write() {
 
 std::string StepWriter::WritePrefill() {
   ComputationEmitter& e = module_.Entry();
-  const Value tokens = e.Parameter("s32", {s_.b, s_.S}, "tokens");
+  const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
   const std::vector<Value> weights = WeightParameters(e);
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
   const Value x0 = e.Dot(OneHot(e, tokens, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
-  std::vector<Value> init = {x0, e.Full(P_, 0, CacheDims(s_.S)), e.Full(P_, 0, CacheDims(s_.S))};
-  init.insert(init.end(), stacked.begin(), stacked.end());
-  const std::vector<Value> done = Loop(
-      e, "prefill_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-        const std::vector<Value> w(in.begin() + 4, in.end());
-        const LayerActs a = LayerForward(c, in[1], SliceLayer(c, w, in[0]));
-        std::vector<Value> next = {a.out, Store(c, in[2], a.kc, in[0]),
-                                   Store(c, in[3], a.vc, in[0])};
-        next.insert(next.end(), w.begin(), w.end());
-        return next;
-      });
+  Value x, k, v;
+  if (Pipelined()) {
+    std::vector<int64_t> micro = CacheDims(s_.S);
+    micro.insert(micro.begin(), s_.n);
+    const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
+                            const Value& vin, const std::vector<Value>& w) {
+      return PrefillLayers(c, in, kin, vin, w);
+    };
+    std::tie(x, k, v) =
+        ServingPipeline(e, x0, s_.T, e.Full(P_, 0, micro), e.Full(P_, 0, micro), stacked, layers);
+    k = ByLayer(e, k);
+    v = ByLayer(e, v);
+  } else {
+    std::tie(x, k, v) = PrefillLayers(e, x0, e.Full(P_, 0, CacheDims(s_.S)),
+                                      e.Full(P_, 0, CacheDims(s_.S)), stacked);
+  }
   // The logits of each sequence's last position: what the first new token is drawn from.
+  const int64_t b = s_.b * s_.n;
   const Value last = e.Reshape(
-      e.DynamicSlice(e.Reshape(done[1], {s_.b, s_.S, s_.M}),
-                     {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {s_.b, 1, s_.M}),
-      {s_.b, s_.M});
-  e.SetRoot(e.Tuple({Logits(e, last, weights[1], weights[2]), done[2], done[3]}));
+      e.DynamicSlice(e.Reshape(x, {b, s_.S, s_.M}),
+                     {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {b, 1, s_.M}),
+      {b, s_.M});
+  e.SetRoot(e.Tuple({ServedLogits(e, last, weights[1], weights[2]), k, v}));
   return module_.Text();
 }
 
 std::string StepWriter::WriteDecode(int64_t context) {
   ComputationEmitter& e = module_.Entry();
-  const Value token = e.Parameter("s32", {s_.b, 1}, "token");
+  const int64_t b = s_.b * s_.n;
+  const Value token = e.Parameter("s32", {b, 1}, "token");
   const std::vector<Value> weights = WeightParameters(e);
-  const Value k_cache = e.Parameter(P_, CacheDims(context + 1), "k_cache");
-  const Value v_cache = e.Parameter(P_, CacheDims(context + 1), "v_cache");
+  std::vector<int64_t> cache = CacheDims(context + 1);
+  cache[1] = b;
+  const Value k_cache = e.Parameter(P_, cache, "k_cache");
+  const Value v_cache = e.Parameter(P_, cache, "v_cache");
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value flat = e.Reshape(token, {s_.b});
+  const Value flat = e.Reshape(token, {b});
   const Value onehot = e.Convert(
-      e.Compare(e.Broadcast(flat, {s_.b, s_.V}, {0}), e.Iota("s32", {s_.b, s_.V}, 1), "EQ"), C_);
+      e.Compare(e.Broadcast(flat, {b, s_.V}, {0}), e.Iota("s32", {b, s_.V}, 1), "EQ"), C_);
   const Value x0 = e.Dot(onehot, e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
-  std::vector<Value> init = {x0, k_cache, v_cache};
-  init.insert(init.end(), stacked.begin(), stacked.end());
-  const std::vector<Value> done =
-      Loop(e, "decode_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-        const std::vector<Value> w(in.begin() + 4, in.end());
-        const auto [out, keys, values] =
-            DecodeLayer(c, in[1], SliceLayer(c, w, in[0]), Load(c, in[2], in[0]),
-                        Load(c, in[3], in[0]), context);
-        std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
-                                   Store(c, in[3], values, in[0])};
-        next.insert(next.end(), w.begin(), w.end());
-        return next;
-      });
-  e.SetRoot(e.Tuple({Logits(e, done[1], weights[1], weights[2]), done[2], done[3]}));
+  Value x, k, v;
+  const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
+                          const Value& vin, const std::vector<Value>& w) {
+    return DecodeLayers(c, in, kin, vin, w, context);
+  };
+  if (Pipelined()) {
+    std::tie(x, k, v) = ServingPipeline(e, x0, s_.b, ByMicroBatch(e, k_cache),
+                                        ByMicroBatch(e, v_cache), stacked, layers);
+    k = ByLayer(e, k);
+    v = ByLayer(e, v);
+  } else {
+    std::tie(x, k, v) = layers(e, x0, k_cache, v_cache, stacked);
+  }
+  e.SetRoot(e.Tuple({ServedLogits(e, x, weights[1], weights[2]), k, v}));
   return module_.Text();
 }
 
@@ -823,9 +938,6 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
 Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,
                                          const InferenceStep& step) {
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
-  if (plan.pipeline != 1 || plan.micro_batches != 1) {
-    return Error{"inference steps take tensor and data parallelism only (no pipeline yet)"};
-  }
   if (step.kind != "prefill" && step.kind != "decode") {
     return Error{fmt::format("step '{}' is not one of train, prefill, decode", step.kind)};
   }

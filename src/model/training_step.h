@@ -91,11 +91,15 @@ Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 // (loss, gradients...) with optimizer "none".
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan);
 
-// Inference under a tensor- and data-parallel plan (Megatron's serving: an
-// all-reduce after each row-parallel product), the weights as for training:
+// Inference under a tensor-, data- and pipeline-parallel plan (Megatron's
+// serving: an all-reduce after each row-parallel product; micro-batches of
+// sequences through the stages as for training, each stage's caches of its
+// layers written per micro-batch, the logits all-reduced from the last
+// stage to every stage), the weights as for training:
 //   prefill: the prompt (tokens s32[b,S], S = the model's seq) through every
 //     layer, causal; returns the logits of each sequence's last position
-//     [b,V] and the KV caches k, v [L, b, S, kv_heads/tensor, head_dim];
+//     [b,V] and the KV caches k, v [L/pipeline, b, S, kv_heads/tensor,
+//     head_dim] of the stage's layers;
 //   decode: one token per sequence (s32[b,1]) at position `context`, with
 //     caches of context + 1 positions (0 .. context-1 filled) after the
 //     weights; writes the token's k and v at `context`, attends over all,

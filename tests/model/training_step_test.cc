@@ -363,9 +363,10 @@ TEST(InferenceStep, DecodeContinuesThePrefill) {
               logits, keys, values);
 }
 
-// The tensor- and data-parallel prefill and decode against the 1-device
-// steps: row-parallel products sum partial products, so within rounding
-// (the threshold as for training).
+// The tensor-, data- and pipeline-parallel prefill and decode against the
+// 1-device steps: row-parallel products sum partial products, so within
+// rounding (the threshold as for training); the pipeline alone reorders
+// nothing.
 TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
@@ -383,19 +384,30 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
                                             Positions(*caches[2], 2, 0, 5, 6)};
   const auto step =
       RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
-  for (const auto& [tensor, data] : {std::pair{2, 1}, std::pair{2, 2}, std::pair{1, 2}}) {
+  struct Plan {
+    int tensor, data, pipeline, micro_batches;
+  };
+  for (const Plan& p : {Plan{2, 1, 1, 1}, Plan{2, 2, 1, 1}, Plan{1, 2, 1, 1}, Plan{1, 1, 2, 2},
+                        Plan{2, 1, 2, 2}, Plan{1, 2, 2, 1}, Plan{1, 1, 1, 2}}) {
     ParallelPlan plan;
+    const int tensor = p.tensor, data = p.data;
     plan.tensor = tensor;
     plan.data = data;
-    const int64_t devices = tensor * data;
-    // A cache [L, b, positions, kv heads, hd]: the batch over data, the kv heads over tensor.
+    plan.pipeline = p.pipeline;
+    plan.micro_batches = p.micro_batches;
+    const int64_t devices = tensor * data * p.pipeline;
+    // A cache [L, b, positions, kv heads, hd]: the layers over the pipeline,
+    // the batch over data, the kv heads over tensor.
     const auto cache_part = [&](const Tensor& full, int64_t d) {
-      return Shard(Shard(full, 1, data, d / tensor), 3, tensor, d % tensor);
+      const int64_t stage = d / (tensor * data), replica = d / tensor % data;
+      return Shard(Shard(Shard(full, 0, p.pipeline, stage), 1, data, replica), 3, tensor,
+                   d % tensor);
     };
     for (const std::string kind : {"prefill", "decode"}) {
       std::vector<std::vector<Tensor>> inputs;
       for (int64_t d = 0; d < devices; ++d) {
-        std::vector<Tensor> mine = {Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor)};
+        std::vector<Tensor> mine = {
+            Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data)};
         for (size_t w = 0; w < weights.size(); ++w) {
           mine.push_back(WeightShard(weights[w], infos[w], plan, d));
         }
@@ -411,14 +423,16 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
       for (int64_t d = 0; d < devices; ++d) {
         const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
         ASSERT_EQ(got.size(), 3u);
-        worst =
-            std::max(worst, RelativeDifference(*got[0], Shard(*expected[0], 0, data, d / tensor)));
+        worst = std::max(
+            worst, RelativeDifference(*got[0], Shard(*expected[0], 0, data, d / tensor % data)));
         worst = std::max(worst, RelativeDifference(*got[1], cache_part(*expected[1], d)));
         worst = std::max(worst, RelativeDifference(*got[2], cache_part(*expected[2], d)));
       }
-      EXPECT_LE(worst, std::ldexp(1.0, -12)) << kind << " tp=" << tensor << " dp=" << data;
-      std::printf("[ model ] %s tp=%d dp=%d: worst relative difference %.3g\n", kind.c_str(),
-                  tensor, data, worst);
+      EXPECT_LE(worst, std::ldexp(1.0, -12))
+          << kind << " tp=" << tensor << " dp=" << data << " pp=" << p.pipeline;
+      std::printf(
+          "[ model ] %s tp=%d dp=%d pp=%d micro-batches=%d: worst relative difference %.3g\n",
+          kind.c_str(), tensor, data, p.pipeline, p.micro_batches, worst);
     }
   }
 }
