@@ -935,6 +935,37 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
   return writer.Write();
 }
 
+MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
+                          const InferenceStep* serving) {
+  const int64_t element = m.param_type == "f64" ? 8 : 4;
+  const auto product = [](const std::vector<int64_t>& dims) {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    return count;
+  };
+  MemoryFootprint f;
+  for (const WeightInfo& w : Weights(m)) {
+    std::vector<int64_t> dims = w.dims;
+    if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= p.tensor;
+    if (w.stacked) dims[0] /= p.pipeline;
+    f.weights += product(dims) * element;
+  }
+  const int64_t layers = m.layers / p.pipeline, local_batch = m.batch / p.data;
+  if (serving != nullptr) {
+    const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
+    f.activations =
+        2 * layers * local_batch * positions * (m.kv_heads / p.tensor) * m.head_dim * element;
+    return f;
+  }
+  f.gradients = f.weights;
+  if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
+  const int64_t tokens = local_batch * m.seq, micro_tokens = tokens / p.micro_batches;
+  const bool pipelined = p.pipeline > 1 || p.micro_batches > 1;
+  f.activations =
+      (pipelined ? tokens + layers * micro_tokens : layers * tokens) * m.d_model * element;
+  return f;
+}
+
 Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,
                                          const InferenceStep& step) {
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));

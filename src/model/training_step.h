@@ -112,6 +112,25 @@ struct InferenceStep {
 Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,
                                          const InferenceStep& step);
 
+// What one device holds in a step by the plan's arithmetic, in bytes (the
+// parameter type's size per element): its shards of the weights; in
+// training their gradients (one of each) and, with Adam, the two moments,
+// and the activations backward reads (each layer's input, or with a
+// pipeline each stage's input per micro-batch and one micro-batch's layer
+// inputs); in serving, the KV caches. The program's own peak (buffers live
+// at once, analysis/live_bytes.h) comes on top of none of these: it counts
+// them all, and the temporaries.
+struct MemoryFootprint {
+  int64_t weights = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t activations = 0;  // training: what backward reads; serving: the KV caches
+  int64_t total() const { return weights + gradients + optimizer + activations; }
+};
+// `serving`: the inference step, or null for a training step.
+MemoryFootprint Footprint(const ModelConfig& model, const ParallelPlan& plan,
+                          const InferenceStep* serving = nullptr);
+
 // The weights in parameter order: name and full (unsharded) dims, and the
 // dimension the model axis splits (-1: replicated); a layer weight, stacked
 // [L, ...], is split along its first dimension over the pipeline axis.

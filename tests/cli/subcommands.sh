@@ -343,6 +343,14 @@ if run "$loom" model --model tiny --tensor 2 --data 2 -o "$tmp/tiny.hlo" &&
 else
   fail "loom model tiny runs on 4 devices" "run failed"
 fi
+if run "$loom" model --model tiny --tensor 2 --memory --target dgx-h100 &&
+  grep -q "fits dgx-h100" "$tmp/out" &&
+  run "$loom" model --model llama3-405b --tensor 8 --data 2 --memory --target dgx-h100:auto &&
+  grep -q "DOES NOT FIT dgx-h100-x2" "$tmp/out"; then
+  ok "loom model --memory: the tiny step fits an H100, the 405B step on 16 does not"
+else
+  fail "loom model --memory" "$(cat "$tmp/out" "$tmp/err")"
+fi
 run "$loom" model --model tiny --tensor 3
 if [[ $? -eq 1 ]] && grep -q "heads (4) does not divide by the tensor axis (3)" "$tmp/err"; then
   ok "loom model: a plan that does not divide the model is refused"

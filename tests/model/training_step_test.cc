@@ -437,6 +437,38 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   }
 }
 
+// The footprint's arithmetic on the tiny model (L=2, M=64, F=256, 4 heads
+// of 16, vocab 128, batch 4 of 16 tokens, f32), written out.
+TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
+  const ModelConfig m = ModelPreset("tiny").value();
+  const int64_t replicated = 128 * 64 + 64 + 64 * 128 + 2 * (64 + 64);  // embed, gf, wout, g1, g2
+  const int64_t split = 2 * (4 * 64 * 64 + 2 * 64 * 256);  // wq wk wv wo, w1 w2: per layer
+  ParallelPlan plan;
+  plan.tensor = 2;
+  MemoryFootprint f = Footprint(m, plan);
+  EXPECT_EQ(f.weights, (replicated + split / 2) * 4);
+  EXPECT_EQ(f.gradients, f.weights);
+  EXPECT_EQ(f.optimizer, 2 * f.weights);
+  EXPECT_EQ(f.activations, 2 * (4 * 16) * 64 * 4);  // every layer's input
+  plan.tensor = 1;
+  plan.pipeline = 2;
+  plan.micro_batches = 2;
+  plan.optimizer = "sgd";
+  f = Footprint(m, plan);
+  EXPECT_EQ(f.weights, (replicated - 2 * 64 + split / 2) * 4);  // a stage holds one of the 2 layers
+  EXPECT_EQ(f.optimizer, 0);
+  // The stage's input per micro-batch (all 64 tokens) and one micro-batch's
+  // layer inputs (1 layer, 32 tokens).
+  EXPECT_EQ(f.activations, (64 + 32) * 64 * 4);
+  const InferenceStep decode{"decode", 9};
+  plan = ParallelPlan{};
+  plan.tensor = 2;
+  f = Footprint(m, plan, &decode);
+  EXPECT_EQ(f.gradients, 0);
+  EXPECT_EQ(f.activations,
+            2 * 2 * 4 * 10 * 2 * 16 * 4);  // k and v, 2 layers, 10 positions, 2 heads
+}
+
 }  // namespace
 }  // namespace loom::model
 

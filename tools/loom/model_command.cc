@@ -9,11 +9,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "analysis/live_bytes.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "loom/command.h"
 #include "model/training_step.h"
+#include "support/units.h"
 
 namespace loom::cli {
 namespace {
@@ -34,6 +36,40 @@ T OrFail(Expected<T> value) {
 
 }  // namespace
 
+namespace {
+
+// The --memory report of `module`: the footprint by category, the
+// program's peak live bytes, and against `target`'s device memory when one
+// is named.
+std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint& f,
+                         const std::string& target) {
+  const int64_t peak = analysis::PeakLiveBytes(module);
+  std::string text = fmt::format("memory of one device, {}:\n", module.name());
+  const auto line = [&](std::string_view what, int64_t bytes) {
+    text += fmt::format("  {:<40} {:>12}\n", what, FormatBytes(bytes));
+  };
+  line("weights", f.weights);
+  line("gradients", f.gradients);
+  line("optimizer state", f.optimizer);
+  line("activations kept (or KV caches)", f.activations);
+  line("together", f.total());
+  line("peak live bytes of the program", peak);
+  if (!target.empty()) {
+    const cost::Target device = ResolveTarget(target, module);
+    const auto capacity = static_cast<int64_t>(device.compute().memory_bytes);
+    const int64_t need = std::max(peak, f.total());
+    text += need <= capacity
+                ? fmt::format("  fits {} ({} per device; {:.0f}% used)\n", device.name(),
+                              FormatBytes(capacity),
+                              100.0 * static_cast<double>(need) / static_cast<double>(capacity))
+                : fmt::format("  DOES NOT FIT {}: {} per device, {} more needed\n", device.name(),
+                              FormatBytes(capacity), FormatBytes(need - capacity));
+  }
+  return text;
+}
+
+}  // namespace
+
 void AddModelCommand(CLI::App& app) {
   struct Options {
     std::string model;
@@ -44,6 +80,8 @@ void AddModelCommand(CLI::App& app) {
     int64_t micro_batches = 0;
     std::string step = "train";
     int64_t context = 0;
+    bool memory = false;
+    std::string target;
     int64_t layers = 0;
     int64_t batch = 0;
     int64_t seq = 0;
@@ -85,6 +123,13 @@ void AddModelCommand(CLI::App& app) {
       ->add_option("--context", options->context,
                    "decode: the positions already in the KV caches (the new token's position)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  command->add_flag("--memory", options->memory,
+                    "Print what one device holds (weights, gradients, optimizer state, "
+                    "activations or KV caches, and the program's peak live bytes) instead of the "
+                    "module; with --target, whether it fits the device's memory");
+  command->add_option(
+      "--target", options->target,
+      fmt::format("With --memory: the device whose memory to check against: {}", kTargetSpellings));
   command->add_option("--layers", options->layers, "Override the number of layers")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--batch", options->batch, "Override the global batch (sequences)")
@@ -151,6 +196,16 @@ void AddModelCommand(CLI::App& app) {
       throw CommandError("internal: the generated step does not verify: " +
                          report.error().ToString("<model>"));
     }
+    if (options->memory) {
+      const model::InferenceStep serving{options->step, options->context};
+      WriteOutput(
+          options->output,
+          MemoryReport(**module,
+                       model::Footprint(m, plan, options->step == "train" ? nullptr : &serving),
+                       options->target));
+      return;
+    }
+    if (!options->target.empty()) throw CommandError("model: --target goes with --memory");
     WriteOutput(options->output, ir::PrintModule(**module));
   });
 }
