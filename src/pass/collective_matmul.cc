@@ -425,17 +425,8 @@ class ScatterRing {
   // slices that produce that block of the output, then the chain.
   Expected<Instruction*> Contribution(Builder& builder, const RingValues& values,
                                       Instruction* block) const {
-    Instruction* lhs = values.invariants[0];
-    Instruction* rhs = values.invariants[1];
-    if (m_.dim.lhs_dim >= 0) {
-      LOOM_ASSIGN_OR_RETURN(lhs, SliceBlock(builder, lhs, m_.dim.lhs_dim, block, n_));
-    }
-    if (m_.dim.rhs_dim >= 0) {
-      LOOM_ASSIGN_OR_RETURN(rhs, SliceBlock(builder, rhs, m_.dim.rhs_dim, block, n_));
-    }
-    LOOM_ASSIGN_OR_RETURN(Instruction * partial,
-                          PartialDot(builder, *m_.dot, lhs, rhs, m_.dot->shape().type()));
-    return ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, partial, n_);
+    return ProductBlock(builder, *m_.dot, values.invariants[0], values.invariants[1], m_.dim,
+                        m_.chain, m_.chain_dims, block, n_);
   }
 
   // One stream's step: contribute block `block`, combined with the partial

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ir/computation.h"
+#include "pass/ring/dimension_trace.h"
 
 namespace loom::pass {
 
@@ -69,6 +70,21 @@ Expected<Instruction*> UpdateBlock(Builder& builder, Instruction* into, Instruct
   LOOM_ASSIGN_OR_RETURN(
       auto starts, BlockStarts(builder, into->shape().rank(), dim, index, block->shape().dim(dim)));
   return builder.DynamicUpdateSlice(into, block, starts);
+}
+
+Expected<Instruction*> ProductBlock(Builder& builder, const Instruction& dot, Instruction* lhs,
+                                    Instruction* rhs, const OutputDim& dim,
+                                    const std::vector<Instruction*>& chain,
+                                    const std::vector<int64_t>& chain_dims, Instruction* block,
+                                    int64_t blocks) {
+  if (dim.lhs_dim >= 0) {
+    LOOM_ASSIGN_OR_RETURN(lhs, SliceBlock(builder, lhs, dim.lhs_dim, block, blocks));
+  }
+  if (dim.rhs_dim >= 0) {
+    LOOM_ASSIGN_OR_RETURN(rhs, SliceBlock(builder, rhs, dim.rhs_dim, block, blocks));
+  }
+  LOOM_ASSIGN_OR_RETURN(Instruction * part, PartialDot(builder, dot, lhs, rhs, dot.shape().type()));
+  return ReplayChainOnBlock(builder, chain, chain_dims, part, blocks);
 }
 
 Expected<Instruction*> PartialDot(Builder& builder, const Instruction& prototype, Instruction* lhs,

@@ -11,6 +11,7 @@
 
 #include "ir/builder.h"
 #include "ir/instruction.h"
+#include "pass/ring/dot_geometry.h"
 #include "support/status.h"
 
 namespace loom::pass {
@@ -46,6 +47,17 @@ Expected<ir::Instruction*> UpdateBlock(ir::Builder& builder, ir::Instruction* in
 Expected<ir::Instruction*> PartialDot(ir::Builder& builder, const ir::Instruction& prototype,
                                       ir::Instruction* lhs, ir::Instruction* rhs,
                                       ir::PrimitiveType type);
+
+// Block `block` of `blocks` along output dimension `dim` of `dot`'s product,
+// computed from the operand slices that make it (lhs and rhs stand for the
+// dot's operands), then `chain` replayed on it (`chain_dims`: the
+// dimension in each chain result, as dimension_trace.h's TraceChain).
+Expected<ir::Instruction*> ProductBlock(ir::Builder& builder, const ir::Instruction& dot,
+                                        ir::Instruction* lhs, ir::Instruction* rhs,
+                                        const OutputDim& dim,
+                                        const std::vector<ir::Instruction*>& chain,
+                                        const std::vector<int64_t>& chain_dims,
+                                        ir::Instruction* block, int64_t blocks);
 
 // Removes what a rewrite left without users, from `last` back along its
 // operand chain, stopping at the first value still in use.

@@ -60,19 +60,10 @@ namespace {
 // that chunk of the output, the chain replayed on it, its own collective.
 Expected<Instruction*> EmitChunk(ir::Builder& builder, const ChunkedReduction& m, int64_t index,
                                  int64_t chunks, ir::NameTable& names) {
-  Instruction* lhs = m.dot->operand(0);
-  Instruction* rhs = m.dot->operand(1);
-  Instruction* block = builder.S32(index);
-  if (m.dim.lhs_dim >= 0) {
-    LOOM_ASSIGN_OR_RETURN(lhs, SliceBlock(builder, lhs, m.dim.lhs_dim, block, chunks));
-  }
-  if (m.dim.rhs_dim >= 0) {
-    LOOM_ASSIGN_OR_RETURN(rhs, SliceBlock(builder, rhs, m.dim.rhs_dim, block, chunks));
-  }
-  LOOM_ASSIGN_OR_RETURN(Instruction * part,
-                        PartialDot(builder, *m.dot, lhs, rhs, m.dot->shape().type()));
   const std::vector<int64_t> dims(m.chain.size(), m.output_dim);
-  LOOM_ASSIGN_OR_RETURN(part, ReplayChainOnBlock(builder, m.chain, dims, part, chunks));
+  LOOM_ASSIGN_OR_RETURN(Instruction * part,
+                        ProductBlock(builder, *m.dot, m.dot->operand(0), m.dot->operand(1), m.dim,
+                                     m.chain, dims, builder.S32(index), chunks));
   std::vector<int64_t> result = m.collective->shape().dims();
   result[static_cast<size_t>(m.output_dim)] /= chunks;
   Instruction* reduced = builder.CloneUnaryWithShape(
