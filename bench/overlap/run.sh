@@ -11,15 +11,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 loom=$(realpath "${1:-$here/../../build/loom}")
 runs=${2:-5}
 
-if [[ ${LOOM_IN_NAMESPACE:-} != 1 ]]; then
-  [[ $(id -u) -eq 0 ]] || { echo "run as root: it needs unshare and tc" >&2; exit 1; }
-  LOOM_IN_NAMESPACE=1 exec unshare -n "$0" "$loom" "$runs"
-fi
-
-# Inside the namespace: only loopback exists; shape it like the BRIEF's testbed.
-ip link set lo up
-tc qdisc add dev lo root tbf rate 2gbit burst 512kb latency 100ms
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$here/../shaped_loopback.sh"
+enter_shaped_loopback "$0" "$loom" "$runs"
 
 # The slowest device's time of one run of a module, in ms.
 time_once() {

@@ -20,13 +20,8 @@ repeats=${3:-5}
 loom=$build/loom
 hand_ring=$build/loom_hand_ring
 
-if [[ ${LOOM_IN_NAMESPACE:-} != 1 ]]; then
-  [[ $(id -u) -eq 0 ]] || { echo "run as root: it needs unshare and tc" >&2; exit 1; }
-  LOOM_IN_NAMESPACE=1 exec unshare -n "$0" "$build" "$rounds" "$repeats"
-fi
-ip link set lo up
-tc qdisc add dev lo root tbf rate 2gbit burst 512kb latency 100ms
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$here/../shaped_loopback.sh"
+enter_shaped_loopback "$0" "$build" "$rounds" "$repeats"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mpi=(--oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)

@@ -35,6 +35,15 @@ struct LayerActs {
   NormActs norm1, norm2;
 };
 
+// A device's shard of a weight: its split dimension over the model axis,
+// a stacked layer weight's layers over the pipeline axis.
+std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
+  std::vector<int64_t> dims = w.dims;
+  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
+  if (w.stacked) dims[0] /= plan.pipeline;
+  return dims;
+}
+
 class StepWriter {
  public:
   // `kind`: the module name's last part ("train_step", "prefill", "decode").
@@ -109,15 +118,9 @@ class StepWriter {
   std::vector<Value> WeightParameters(ComputationEmitter& e) {
     std::vector<Value> weights;
     for (const WeightInfo& info : Weights(m_)) {
-      weights.push_back(e.Parameter(P_, LocalDimsOf(info), info.name));
+      weights.push_back(e.Parameter(P_, LocalDims(info, plan_), info.name));
     }
     return weights;
-  }
-  std::vector<int64_t> LocalDimsOf(const WeightInfo& w) const {
-    std::vector<int64_t> dims = w.dims;
-    if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan_.tensor;
-    if (w.stacked) dims[0] /= plan_.pipeline;
-    return dims;
   }
   // The output projection of x [rows, M]: logits [rows, V].
   Value Logits(ComputationEmitter& e, const Value& x, const Value& gf, const Value& wout) {
@@ -130,48 +133,55 @@ class StepWriter {
     return {s_.L, s_.b, positions, s_.K, s_.hd};
   }
 
-  // A stage's layers on x: (out, k caches, v caches), given the caches (a
-  // decode's, or zeros for a prefill to fill).
-  using ServingLayers = std::function<std::tuple<Value, Value, Value>(
-      ComputationEmitter&, const Value& x, const Value& k, const Value& v,
-      const std::vector<Value>& weights)>;
+  // One layer with the KV caches of all the stage's layers ([L, b, positions,
+  // K, hd]): (out, this layer's new k entry, v entry).
+  using CachedLayer = std::function<std::tuple<Value, Value, Value>(
+      ComputationEmitter&, const Value& x, const LayerWeights& w, const Value& layer,
+      const Value& k, const Value& v)>;
 
-  // Prefill's layers on x [b*S, M]: every layer's k and v stored.
-  std::tuple<Value, Value, Value> PrefillLayers(ComputationEmitter& e, const Value& x,
-                                                const Value& k, const Value& v,
-                                                const std::vector<Value>& stacked) {
+  // The stage's layers on x, each writing its entry of the caches k and v:
+  // (out, k, v).
+  std::tuple<Value, Value, Value> CachedLayers(ComputationEmitter& e, std::string_view name,
+                                               const Value& x, const Value& k, const Value& v,
+                                               const std::vector<Value>& stacked,
+                                               const CachedLayer& layer) {
     std::vector<Value> init = {x, k, v};
     init.insert(init.end(), stacked.begin(), stacked.end());
-    const std::vector<Value> done = Loop(
-        e, "prefill_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> w(in.begin() + 4, in.end());
-          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, w, in[0]));
-          std::vector<Value> next = {a.out, Store(c, in[2], a.kc, in[0]),
-                                     Store(c, in[3], a.vc, in[0])};
-          next.insert(next.end(), w.begin(), w.end());
-          return next;
-        });
-    return {done[1], done[2], done[3]};
-  }
-
-  // Decode's layers on x [b, M] at position `context` of the caches.
-  std::tuple<Value, Value, Value> DecodeLayers(ComputationEmitter& e, const Value& x,
-                                               const Value& k, const Value& v,
-                                               const std::vector<Value>& stacked, int64_t context) {
-    std::vector<Value> init = {x, k, v};
-    init.insert(init.end(), stacked.begin(), stacked.end());
-    const std::vector<Value> done = Loop(
-        e, "decode_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+    const std::vector<Value> done =
+        Loop(e, name, init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> w(in.begin() + 4, in.end());
           const auto [out, keys, values] =
-              DecodeLayer(c, in[1], SliceLayer(c, w, in[0]), Load(c, in[2], in[0]),
-                          Load(c, in[3], in[0]), context);
+              layer(c, in[1], SliceLayer(c, w, in[0]), in[0], in[2], in[3]);
           std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
                                      Store(c, in[3], values, in[0])};
           next.insert(next.end(), w.begin(), w.end());
           return next;
         });
     return {done[1], done[2], done[3]};
+  }
+
+  // Prefill's layers on x [b*S, M]: every layer's k and v stored.
+  std::tuple<Value, Value, Value> PrefillLayers(ComputationEmitter& e, const Value& x,
+                                                const Value& k, const Value& v,
+                                                const std::vector<Value>& stacked) {
+    return CachedLayers(e, "prefill_layer", x, k, v, stacked,
+                        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
+                            const Value&, const Value&, const Value&) {
+                          const LayerActs a = LayerForward(c, in, w);
+                          return std::tuple{a.out, a.kc, a.vc};
+                        });
+  }
+
+  // Decode's layers on x [b, M] at position `context` of the caches.
+  std::tuple<Value, Value, Value> DecodeLayers(ComputationEmitter& e, const Value& x,
+                                               const Value& k, const Value& v,
+                                               const std::vector<Value>& stacked, int64_t context) {
+    return CachedLayers(e, "decode_layer", x, k, v, stacked,
+                        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
+                            const Value& layer, const Value& keys, const Value& values) {
+                          return DecodeLayer(c, in, w, Load(c, keys, layer), Load(c, values, layer),
+                                             context);
+                        });
   }
 
   // A stage's caches [L, n*b, ...] as n micro-batches [n, L, b, ...], and back.
@@ -187,37 +197,73 @@ class StepWriter {
     return e.Reshape(layers, joined);
   }
 
-  // Serving through the pipeline: micro-batches of x0 [n*rows, M] through
-  // the stages as in PipelineForward, each stage's `layers` reading and
-  // writing its caches of that micro-batch ([n, L, b, positions, K, hd]).
-  // Returns the last stage's outputs [n*rows, M] and the caches.
-  std::tuple<Value, Value, Value> ServingPipeline(ComputationEmitter& e, const Value& x0,
-                                                  int64_t rows, const Value& k, const Value& v,
-                                                  const std::vector<Value>& stacked,
-                                                  const ServingLayers& layers) {
+  // What a stage does with its micro-batch x in a forward pipeline: its
+  // output, and the entries it writes at `at` (its micro-batch) of `stacks`
+  // (which it may read).
+  using StageStep = std::function<std::pair<Value, std::vector<Value>>(
+      ComputationEmitter&, const Value& x, const std::vector<Value>& stacks, const Value& at,
+      const std::vector<Value>& weights)>;
+
+  // Micro-batches of x0 [n*rows, M] through the stages: a loop of n + P - 1
+  // iterations in which stage p takes micro-batch i - p (stage 0 from x0,
+  // the others from the stage before by collective-permute; bubbles compute
+  // on masked data and write nothing), runs `stage` and hands its output on.
+  // Returns the last stage's outputs [n*rows, M] (meaningful there) and the
+  // stacks, each entry written by the stage that took its micro-batch.
+  std::pair<Value, std::vector<Value>> MicroBatchPipeline(ComputationEmitter& e,
+                                                          std::string_view name, const Value& x0,
+                                                          int64_t rows, std::vector<Value> stacks,
+                                                          const std::vector<Value>& stacked,
+                                                          const StageStep& stage_step) {
     const int64_t n = s_.n, stages = plan_.pipeline;
+    const size_t count = stacks.size();
     std::vector<Value> init = {e.Full(P_, 0, {rows, s_.M}), e.Full(P_, 0, {n, rows, s_.M}),
-                               e.Reshape(x0, {n, rows, s_.M}), k, v};
+                               e.Reshape(x0, {n, rows, s_.M})};
+    init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &i = in[0], &received = in[1], &outputs = in[2], &micro = in[3];
-      const std::vector<Value> weights(in.begin() + 6, in.end());
+      const std::vector<Value> mine_stacks(in.begin() + 4,
+                                           in.begin() + 4 + static_cast<long>(count));
+      const std::vector<Value> weights(in.begin() + 4 + static_cast<long>(count), in.end());
       const Value stage = StageIndex(c);
       const Value x = Where(c, Is(c, stage, 0), Load(c, micro, ClampIndex(c, i, n)), received);
-      const Value mine = c.Sub(i, stage);
+      const Value mine = c.Sub(i, stage);  // this stage's micro-batch
       const Value at = ClampIndex(c, mine, n), valid = InRange(c, mine, n);
-      const auto [out, keys, values] =
-          layers(c, x, Load(c, in[4], at), Load(c, in[5], at), weights);
+      const auto [out, entries] = stage_step(c, x, mine_stacks, at, weights);
+      // The last stage's output is micro-batch i - (P - 1)'s.
       const Value last = c.Sub(i, c.ScalarInt(stages - 1));
       std::vector<Value> next = {
           HandOn(c, out, to_next_stage_),
-          StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n)), micro,
-          StoreIf(c, in[4], keys, at, valid), StoreIf(c, in[5], values, at, valid)};
+          StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n)), micro};
+      for (size_t k = 0; k < count; ++k) {
+        next.push_back(StoreIf(c, mine_stacks[k], entries[k], at, valid));
+      }
       next.insert(next.end(), weights.begin(), weights.end());
       return next;
     };
-    const std::vector<Value> done = Loop(e, "serving_pipeline", init, n + stages - 1, step);
-    return {e.Reshape(done[2], {n * rows, s_.M}), done[4], done[5]};
+    const std::vector<Value> done = Loop(e, name, init, n + stages - 1, step);
+    return {e.Reshape(done[2], {n * rows, s_.M}),
+            std::vector<Value>(done.begin() + 4, done.begin() + 4 + static_cast<long>(count))};
+  }
+
+  // Serving through the pipeline: `layers` on each micro-batch with its
+  // caches ([n, L, b, positions, K, hd]). Returns (outputs, k, v).
+  std::tuple<Value, Value, Value> ServingPipeline(
+      ComputationEmitter& e, const Value& x0, int64_t rows, const Value& k, const Value& v,
+      const std::vector<Value>& stacked,
+      const std::function<std::tuple<Value, Value, Value>(ComputationEmitter&, const Value&,
+                                                          const Value&, const Value&,
+                                                          const std::vector<Value>&)>& layers) {
+    const auto [out, caches] = MicroBatchPipeline(
+        e, "serving_pipeline", x0, rows, {k, v}, stacked,
+        [&](ComputationEmitter& c, const Value& x, const std::vector<Value>& stacks,
+            const Value& at, const std::vector<Value>& weights) {
+          const auto [y, keys, values] =
+              layers(c, x, Load(c, stacks[0], at), Load(c, stacks[1], at), weights);
+          return std::pair{y, std::vector<Value>{keys, values}};
+        });
+    return {out, caches[0], caches[1]};
   }
 
   // Logits [rows, V] of the last stage's x, on every stage of the pipeline.
@@ -284,11 +330,12 @@ class StepWriter {
   Value Heads(ComputationEmitter& c, const Value& x, int64_t heads) {
     return c.Reshape(x, {s_.b, s_.S, heads, s_.hd});
   }
-  // k or v [b,S,K,hd] shared by G query heads each: [b,S,H,hd].
+  // k or v [b,positions,K,hd] shared by G query heads each: [b,positions,H,hd].
   Value ExpandKv(ComputationEmitter& c, const Value& kv) {
     if (s_.G == 1) return kv;
-    const Value wide = c.Broadcast(kv, {s_.b, s_.S, s_.K, s_.G, s_.hd}, {0, 1, 2, 4});
-    return c.Reshape(wide, {s_.b, s_.S, s_.H, s_.hd});
+    const int64_t b = kv.dim(0), positions = kv.dim(1);
+    const Value wide = c.Broadcast(kv, {b, positions, s_.K, s_.G, s_.hd}, {0, 1, 2, 4});
+    return c.Reshape(wide, {b, positions, s_.H, s_.hd});
   }
   Value ReduceKv(ComputationEmitter& c, const Value& dkv) {
     if (s_.G == 1) return dkv;
@@ -308,6 +355,10 @@ class StepWriter {
     const Value column = c.Iota("s32", dims, 3);
     const Value visible = c.Compare(column, row, "LE");
     scores = c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
+    return SoftmaxLastDim(c, scores);
+  }
+  // Softmax over the last dimension of [b,H,Q,C] scores.
+  Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
     const Value shifted = c.Sub(scores, Lanes(c, c.ReduceMax(scores, {3}), scores));
     const Value e = c.Unary("exponential", shifted);
     return c.Div(e, Lanes(c, c.ReduceSum(e, {3}), e));
@@ -351,12 +402,6 @@ class StepWriter {
   }
 
   // --- inference ----------------------------------------------------------------------
-  // Softmax over the last dimension of [b,H,Q,C] scores.
-  Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
-    const Value shifted = c.Sub(scores, Lanes(c, c.ReduceMax(scores, {3}), scores));
-    const Value e = c.Unary("exponential", shifted);
-    return c.Div(e, Lanes(c, c.ReduceSum(e, {3}), e));
-  }
 
   // One layer for one new token per sequence (x [b, M]) at position
   // `context` of caches [b, context+1, K, hd] (positions 0 .. context-1
@@ -366,7 +411,7 @@ class StepWriter {
   std::tuple<Value, Value, Value> DecodeLayer(ComputationEmitter& c, const Value& x,
                                               const LayerWeights& w, const Value& k_cache,
                                               const Value& v_cache, int64_t context) {
-    const int64_t b = s_.b, length = context + 1;
+    const int64_t b = s_.b;
     LayerActs a;
     a.norm1 = NormForward(c, x);
     a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
@@ -377,17 +422,12 @@ class StepWriter {
         c.DynamicUpdateSlice(k_cache, c.Reshape(MatMul(c, a.h, w.wk), {b, 1, s_.K, s_.hd}), at);
     const Value values =
         c.DynamicUpdateSlice(v_cache, c.Reshape(MatMul(c, a.h, w.wv), {b, 1, s_.K, s_.hd}), at);
-    const auto expand = [&](const Value& kv) {
-      if (s_.G == 1) return kv;
-      const Value wide = c.Broadcast(kv, {b, length, s_.K, s_.G, s_.hd}, {0, 1, 2, 4});
-      return c.Reshape(wide, {b, length, s_.H, s_.hd});
-    };
     Value scores =
-        c.Dot(c.Convert(q, C_), c.Convert(expand(keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
-    scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,length]
+        c.Dot(c.Convert(q, C_), c.Convert(ExpandKv(c, keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,context+1]
     const Value p = SoftmaxLastDim(c, scores);
     const Value o = c.Transpose(
-        c.Dot(c.Convert(p, C_), c.Convert(expand(values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
+        c.Dot(c.Convert(p, C_), c.Convert(ExpandKv(c, values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
         {0, 2, 1, 3});
     a.x1 = c.Add(x, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo), tensor_groups_));
     MlpForward(c, w, a);
@@ -617,29 +657,13 @@ class StepWriter {
   // input per micro-batch [n, T, M].
   std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
                                           const std::vector<Value>& stacked) {
-    const int64_t n = s_.n, stages = plan_.pipeline;
-    const Value zeros = e.Full(P_, 0, {n, s_.T, s_.M});
-    std::vector<Value> init = {e.Full(P_, 0, {s_.T, s_.M}), zeros, zeros,
-                               e.Reshape(x0, {n, s_.T, s_.M})};
-    init.insert(init.end(), stacked.begin(), stacked.end());
-    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
-      const Value &i = in[0], &received = in[1], &inputs = in[2], &outputs = in[3];
-      const std::vector<Value> weights(in.begin() + 5, in.end());
-      const Value stage = StageIndex(c);
-      const Value first = Load(c, in[4], ClampIndex(c, i, n));
-      const Value x = Where(c, Is(c, stage, 0), first, received);
-      // This stage's micro-batch, i - stage; the last stage's output is i - (P - 1)'s.
-      const Value mine = c.Sub(i, stage);
-      const Value saved = StoreIf(c, inputs, x, ClampIndex(c, mine, n), InRange(c, mine, n));
-      const Value out = ForwardLoop(c, x, weights).first;
-      const Value last = c.Sub(i, c.ScalarInt(stages - 1));
-      const Value kept = StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n));
-      std::vector<Value> next = {HandOn(c, out, to_next_stage_), saved, kept, in[4]};
-      next.insert(next.end(), weights.begin(), weights.end());
-      return next;
-    };
-    const std::vector<Value> done = Loop(e, "pipeline_forward", init, n + stages - 1, step);
-    return {e.Reshape(done[3], {s_.Tb, s_.M}), done[2]};
+    const auto [out, inputs] = MicroBatchPipeline(
+        e, "pipeline_forward", x0, s_.T, {e.Full(P_, 0, {s_.n, s_.T, s_.M})}, stacked,
+        [&](ComputationEmitter& c, const Value& x, const std::vector<Value>&, const Value&,
+            const std::vector<Value>& weights) {
+          return std::pair{ForwardLoop(c, x, weights).first, std::vector<Value>{x}};
+        });
+    return {out, inputs[0]};
   }
 
   // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
@@ -680,11 +704,13 @@ class StepWriter {
             std::vector<Value>(done.begin() + 5 + static_cast<long>(w), done.end())};
   }
 
-  // onehot(ids)[Tb, V] in `type`
+  // onehot(ids)[rows, V] in `type`, rows the ids' count
   Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
-    const Value flat = c.Reshape(ids, {s_.Tb});
-    const Value wide = c.Broadcast(flat, {s_.Tb, s_.V}, {0});
-    const Value column = c.Iota("s32", {s_.Tb, s_.V}, 1);
+    int64_t rows = 1;
+    for (int64_t d : ids.dims) rows *= d;
+    const Value flat = c.Reshape(ids, {rows});
+    const Value wide = c.Broadcast(flat, {rows, s_.V}, {0});
+    const Value column = c.Iota("s32", {rows, s_.V}, 1);
     return c.Convert(c.Compare(wide, column, "EQ"), type);
   }
 
@@ -839,10 +865,7 @@ std::string StepWriter::WriteDecode(int64_t context) {
   const Value k_cache = e.Parameter(P_, cache, "k_cache");
   const Value v_cache = e.Parameter(P_, cache, "v_cache");
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value flat = e.Reshape(token, {b});
-  const Value onehot = e.Convert(
-      e.Compare(e.Broadcast(flat, {b, s_.V}, {0}), e.Iota("s32", {b, s_.V}, 1), "EQ"), C_);
-  const Value x0 = e.Dot(onehot, e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
+  const Value x0 = e.Dot(OneHot(e, token, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
   Value x, k, v;
   const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
                           const Value& vin, const std::vector<Value>& w) {
@@ -944,12 +967,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     return count;
   };
   MemoryFootprint f;
-  for (const WeightInfo& w : Weights(m)) {
-    std::vector<int64_t> dims = w.dims;
-    if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= p.tensor;
-    if (w.stacked) dims[0] /= p.pipeline;
-    f.weights += product(dims) * element;
-  }
+  for (const WeightInfo& w : Weights(m)) f.weights += product(LocalDims(w, p)) * element;
   const int64_t layers = m.layers / p.pipeline, local_batch = m.batch / p.data;
   if (serving != nullptr) {
     const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
