@@ -79,10 +79,12 @@ constexpr PipelineCase kPipelines[] = {
     // Deterministic mode: whatever it rewrites folds every sum as before,
     // so the result must be bitwise the original's.
     // (chunks=2: the reduce-scatters chunked, exact; all-reduces of three or
-    // more devices not, so they get the ring.)
-    {"collective-matmul{min-bytes=0,direction=bidirectional,deterministic=true,chunks=2}", false,
-     Arithmetic::kUnchanged},
-    {"collective-matmul{min-bytes=0,chunks=3}", false, Arithmetic::kReordered},
+    // more devices not, so they get the ring; step-chunks=2: every ring's
+    // steps in two chunks, exact.)
+    {"collective-matmul{min-bytes=0,direction=bidirectional,deterministic=true,chunks=2,"
+     "step-chunks=2}",
+     false, Arithmetic::kUnchanged},
+    {"collective-matmul{min-bytes=0,chunks=3,step-chunks=2}", false, Arithmetic::kReordered},
     // joint-schedule only reorders; its simulations bounded as the fuzzer's.
     {"async-collectives,schedule,joint-schedule{max-trials=6,max-messages=200000,max-steps="
      "2000000}",

@@ -3,9 +3,12 @@
 # a row-parallel dot followed by its all-reduce, on 2 (and 4) MPI processes
 # joined by a loopback link shaped to 2 Gbit/s inside a private network
 # namespace (as bench/overlap). Times, interleaved in one run: the dot alone,
-# the all-reduce alone, the pair as written (the all-reduce after the dot),
-# the pair chunked into k = 2, 4, 8 and 16 (collective-matmul{chunks=k}, then
-# async-collectives and schedule), and the gate's own choice for the
+# the all-reduce alone, the pair as written (the all-reduce after the dot;
+# async-collectives and schedule leave it so, nothing being independent of
+# it), the pair chunked into k = 2, 4, 8 and 16 (collective-matmul{chunks=k},
+# CoCoNet's form), the ring of whole steps, the ring with each step in
+# k = 2, 4, 8 and 16 chunks (step-chunks=k, FLUX's finer tiles), each then
+# through async-collectives and schedule, and the gate's own choice for the
 # loopback-2gbit target. Prints each median, the speed-up over the pair as
 # written, and how much of the shorter of dot and all-reduce was hidden:
 # (dot alone + all-reduce alone - pair) / min(dot alone, all-reduce alone).
@@ -58,16 +61,26 @@ time_once() {  # FILE N: the slowest device's time, ms
     --mca oob_tcp_if_include lo "$loom" run "$1" --devices "$2" --backend mpi |
     awk '/^ +[0-9]+ / { if ($2 > max) max = $2 } END { print max }'
 }
+decompose() {  # IN OPTIONS OUT: collective-matmul{min-bytes=0,OPTIONS}, async, schedule
+  "$loom" opt "$1" --passes="collective-matmul{min-bytes=0,$2}" -o "$3.rewritten"
+  "$loom" opt "$3.rewritten" --target loopback-2gbit --passes=async-collectives,schedule -o "$3"
+}
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR] = $1} END { print a[int((NR + 1) / 2)] }'; }
 
 for n in "${processes[@]}"; do
   for what in pair dot all-reduce; do module "$n" "$what" >"$work/$what.hlo"; done
   variants=(dot all-reduce pair)
+  # kK: the pair cut into K chunks; ring: the ring of whole steps; ring-sK:
+  # the ring with each step in K chunks (and the result gathered by piece).
   for k in 2 4 8 16; do
-    "$loom" opt "$work/pair.hlo" --passes="collective-matmul{min-bytes=0,chunks=$k}" -o "$work/k$k.ring.hlo"
-    "$loom" opt "$work/k$k.ring.hlo" --target loopback-2gbit --passes=async-collectives,schedule \
-      -o "$work/k$k.hlo"
+    decompose "$work/pair.hlo" "chunks=$k" "$work/k$k.hlo"
     variants+=("k$k")
+  done
+  decompose "$work/pair.hlo" "form=unrolled" "$work/ring.hlo"
+  variants+=(ring)
+  for k in 2 4 8 16; do
+    decompose "$work/pair.hlo" "form=unrolled,step-chunks=$k" "$work/ring-s$k.hlo"
+    variants+=("ring-s$k")
   done
   "$loom" opt "$work/pair.hlo" --target loopback-2gbit --explain \
     --passes=collective-matmul,async-collectives,schedule -o "$work/gate.hlo" >"$work/gate.txt"

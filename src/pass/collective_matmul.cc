@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <variant>
 
@@ -42,6 +43,10 @@ struct GatherMatch {
   OperandDim dim;
   bool other_users = false;  // the gather or a chain value has other users
   RingGroup ring;
+  // Whether each window may travel as pieces of its gathered dimension: the
+  // chain keeps every dimension in place and the dimension is not
+  // contracted (a piece's product is then a block of the output).
+  bool step_chunks_allowed = false;
 };
 
 // dot [-> traceable ops] -> reduce-scatter or all-reduce.
@@ -62,6 +67,9 @@ struct ScatterMatch {
   // The dot's output dimension a chunked form would cut, when the chain
   // keeps dimensions in place (pass/ring/chunked_reduction.h).
   std::optional<int64_t> chunk_dim;
+  // The dot's output dimension (not the split one) along which each ring
+  // step may be cut into pieces, when the chain keeps dimensions in place.
+  std::optional<int64_t> step_chunk_dim;
 };
 
 // A collective next to a dot, matched or declined.
@@ -111,6 +119,10 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
                     ChainHasOtherUsers(gather, chain, dot),
                     *ring};
   match.dim = ClassifyOperandDim(dot, operand, dim);
+  match.step_chunks_allowed = match.dim.dim_class != DimClass::kContracting &&
+                              std::all_of(chain.begin(), chain.end(), [](const Instruction* op) {
+                                return KeepsDimensions(*op);
+                              });
   found.match = std::move(match);
   return found;
 }
@@ -227,10 +239,12 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
     match.dim = ClassifyOutputDim(dot, match.output_dim);
     match.blocks_are_chunks =
         !all_reduce || ElementsBefore(reduced.dims(), match.collective_dim) == 1;
-    if (!IsChunk(*collective) &&
-        std::all_of(match.chain.begin(), match.chain.end(),
+    if (std::all_of(match.chain.begin(), match.chain.end(),
                     [](const Instruction* op) { return KeepsDimensions(*op); })) {
-      match.chunk_dim = ChunkDimension(dot, all_reduce ? -1 : match.output_dim);
+      if (!IsChunk(*collective)) {
+        match.chunk_dim = ChunkDimension(dot, all_reduce ? -1 : match.output_dim);
+      }
+      match.step_chunk_dim = ChunkDimension(dot, match.output_dim);
     }
     found.match = std::move(match);
     return found;
@@ -259,10 +273,19 @@ std::string_view FormName(RingForm form) { return form == RingForm::kLoop ? "loo
 // ---------------------------------------------------------------------------
 // all-gather -> dot
 
+// How many pieces each window travels in: `step_chunks` where the match
+// allows it and it divides the shard's gathered dimension, else 1.
+int64_t PiecesPerWindow(const GatherMatch& match, int64_t step_chunks) {
+  if (step_chunks < 2 || !match.step_chunks_allowed) return 1;
+  const int64_t extent =
+      match.gather->operand(0)->shape().dim(match.gather->attrs().dimensions->front());
+  return extent % step_chunks == 0 ? step_chunks : 1;
+}
+
 class GatherRing {
  public:
-  GatherRing(const GatherMatch& match, ir::NameTable& names)
-      : m_(match), n_(match.ring.size()), names_(names) {}
+  GatherRing(const GatherMatch& match, int64_t step_chunks, ir::NameTable& names)
+      : m_(match), n_(match.ring.size()), k_(PiecesPerWindow(match, step_chunks)), names_(names) {}
 
   Status Emit(RingDirection direction, RingForm form) {
     Builder builder(*m_.dot->parent(), names_, m_.dot);
@@ -272,11 +295,11 @@ class GatherRing {
     const ir::PrimitiveType type = ResultType();
     LOOM_ASSIGN_OR_RETURN(Instruction * result,
                           builder.Zeros(ir::Shape(type, m_.dot->shape().dims())));
-    Instruction* shard = m_.gather->operand(0);
+    LOOM_ASSIGN_OR_RETURN(std::vector<Instruction*> pieces, ShardPieces(builder));
     if (direction == RingDirection::kBidirectional && n_ >= 3) {
-      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, shard, result, values));
+      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, pieces, result, values));
     } else {
-      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, shard, result, values));
+      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, pieces, result, values));
     }
     Instruction* out = values.state.back();
     if (out->shape().type() != m_.dot->shape().type()) {
@@ -297,14 +320,32 @@ class GatherRing {
     return type;
   }
 
-  // Multiplies `window` (shard `block` of the gathered operand) and merges
-  // the partial product into `result`.
+  // The device's shard as the k pieces of its gathered dimension that
+  // travel separately (the shard itself when steps are whole).
+  Expected<std::vector<Instruction*>> ShardPieces(Builder& builder) const {
+    Instruction* shard = m_.gather->operand(0);
+    if (k_ == 1) return std::vector<Instruction*>{shard};
+    const int64_t gathered = m_.gather->attrs().dimensions->front();
+    std::vector<Instruction*> pieces;
+    for (int64_t c = 0; c < k_; ++c) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * piece,
+                            SliceBlock(builder, shard, gathered, builder.S32(c), k_));
+      pieces.push_back(piece);
+    }
+    return pieces;
+  }
+
+  // Multiplies `window` (piece `piece` of shard `block` of the gathered
+  // operand) and merges the partial product into `result`.
   Expected<Instruction*> Multiply(Builder& builder, Instruction* window, Instruction* block,
-                                  Instruction* other, Instruction* result) const {
-    LOOM_ASSIGN_OR_RETURN(window, ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, window, n_));
+                                  int64_t piece, Instruction* other, Instruction* result) const {
+    const int64_t blocks = n_ * k_;
+    LOOM_ASSIGN_OR_RETURN(Instruction * index, Piece(builder, block, k_, piece));
+    LOOM_ASSIGN_OR_RETURN(window,
+                          ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, window, blocks));
     if (m_.dim.other_operand_dim) {
       LOOM_ASSIGN_OR_RETURN(other,
-                            SliceBlock(builder, other, *m_.dim.other_operand_dim, block, n_));
+                            SliceBlock(builder, other, *m_.dim.other_operand_dim, index, blocks));
     }
     Instruction* lhs = m_.operand == 0 ? window : other;
     Instruction* rhs = m_.operand == 0 ? other : window;
@@ -313,22 +354,30 @@ class GatherRing {
     if (m_.dim.dim_class == DimClass::kContracting) {
       return builder.Binary(Opcode::kAdd, result, partial);
     }
-    return UpdateBlock(builder, result, partial, *m_.dim.output_dim, block);
+    return UpdateBlock(builder, result, partial, *m_.dim.output_dim, index);
   }
 
   // Step i: multiply window (r+i) mod N, passing it to the predecessor
-  // first unless it is the last step. State: (window, result).
-  Status EmitUnidirectional(Builder& builder, RingForm form, Instruction* shard,
+  // first unless it is the last step. State: (window pieces, result).
+  Status EmitUnidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
                             Instruction* result, RingValues& values) const {
-    values.state = {shard, result};
+    values.state = std::move(pieces);
+    values.state.push_back(result);
     const auto step = [this](bool send) {
       return [this, send](Builder& b, Instruction* i, RingValues& v) -> Status {
-        Instruction* window = v.state[0];
-        if (send) {
-          LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, window, true));
+        Instruction* block = nullptr;
+        for (int64_t c = 0; c < k_; ++c) {
+          Instruction* window = v.state[static_cast<size_t>(c)];
+          if (send) {
+            LOOM_ASSIGN_OR_RETURN(v.state[static_cast<size_t>(c)],
+                                  m_.ring.EmitShift(b, window, true));
+          }
+          if (block == nullptr) {
+            LOOM_ASSIGN_OR_RETURN(block, Block(b, v.position, i, n_));
+          }
+          LOOM_ASSIGN_OR_RETURN(v.state.back(),
+                                Multiply(b, window, block, c, v.invariants[0], v.state.back()));
         }
-        LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, i, n_));
-        LOOM_ASSIGN_OR_RETURN(v.state[1], Multiply(b, window, block, v.invariants[0], v.state[1]));
         return Status{};
       };
     };
@@ -339,40 +388,61 @@ class GatherRing {
   // Step 0 multiplies the own shard and sends it both ways; step j then
   // multiplies shard r+j (clockwise, from the successor) and r-j (from the
   // predecessor). N-1 shards: ceil((N-1)/2) clockwise, the rest the other
-  // way. State: (clockwise window, counter-clockwise window, result).
-  Status EmitBidirectional(Builder& builder, RingForm form, Instruction* shard, Instruction* result,
-                           RingValues& values) const {
+  // way. State: (clockwise window pieces, counter-clockwise window pieces,
+  // result).
+  Status EmitBidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
+                           Instruction* result, RingValues& values) const {
     const int64_t clockwise = n_ / 2;      // ceil((N-1)/2)
     const int64_t counter = (n_ - 1) / 2;  // floor((N-1)/2)
-    values.state = {shard, shard, result};
-    const auto first = [this](Builder& b, Instruction* i, RingValues& v) -> Status {
-      Instruction* own = v.state[0];
-      LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, own, true));
-      LOOM_ASSIGN_OR_RETURN(v.state[1], m_.ring.EmitShift(b, own, false));
-      LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, i, n_));
-      LOOM_ASSIGN_OR_RETURN(v.state[2], Multiply(b, own, block, v.invariants[0], v.state[2]));
+    const size_t ccw_slot = static_cast<size_t>(k_);
+    values.state = pieces;
+    values.state.insert(values.state.end(), pieces.begin(), pieces.end());
+    values.state.push_back(result);
+    const auto first = [this, ccw_slot](Builder& b, Instruction* i, RingValues& v) -> Status {
+      Instruction* block = nullptr;
+      for (int64_t c = 0; c < k_; ++c) {
+        const size_t cw = static_cast<size_t>(c);
+        Instruction* own = v.state[cw];
+        LOOM_ASSIGN_OR_RETURN(v.state[cw], m_.ring.EmitShift(b, own, true));
+        LOOM_ASSIGN_OR_RETURN(v.state[ccw_slot + cw], m_.ring.EmitShift(b, own, false));
+        if (block == nullptr) {
+          LOOM_ASSIGN_OR_RETURN(block, Block(b, v.position, i, n_));
+        }
+        LOOM_ASSIGN_OR_RETURN(v.state.back(),
+                              Multiply(b, own, block, c, v.invariants[0], v.state.back()));
+      }
       return Status{};
     };
-    const auto step = [this](bool send_cw, bool cw, bool send_ccw, bool ccw) {
+    const auto step = [=, this](bool send_cw, bool cw, bool send_ccw, bool ccw) {
       return [=, this](Builder& b, Instruction* j, RingValues& v) -> Status {
-        Instruction* cw_window = v.state[0];
-        Instruction* ccw_window = v.state[1];
-        if (send_cw) {
-          LOOM_ASSIGN_OR_RETURN(v.state[0], m_.ring.EmitShift(b, cw_window, true));
-        }
-        if (send_ccw) {
-          LOOM_ASSIGN_OR_RETURN(v.state[1], m_.ring.EmitShift(b, ccw_window, false));
-        }
-        if (cw) {
-          LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, j, n_));
-          LOOM_ASSIGN_OR_RETURN(v.state[2],
-                                Multiply(b, cw_window, block, v.invariants[0], v.state[2]));
-        }
-        if (ccw) {
-          LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_));
-          LOOM_ASSIGN_OR_RETURN(Instruction * block, Block(b, v.position, back, n_));
-          LOOM_ASSIGN_OR_RETURN(v.state[2],
-                                Multiply(b, ccw_window, block, v.invariants[0], v.state[2]));
+        Instruction* cw_block = nullptr;
+        Instruction* ccw_block = nullptr;
+        for (int64_t c = 0; c < k_; ++c) {
+          const size_t cw_slot = static_cast<size_t>(c);
+          Instruction* cw_window = v.state[cw_slot];
+          Instruction* ccw_window = v.state[ccw_slot + cw_slot];
+          if (send_cw) {
+            LOOM_ASSIGN_OR_RETURN(v.state[cw_slot], m_.ring.EmitShift(b, cw_window, true));
+          }
+          if (send_ccw) {
+            LOOM_ASSIGN_OR_RETURN(v.state[ccw_slot + cw_slot],
+                                  m_.ring.EmitShift(b, ccw_window, false));
+          }
+          if (cw) {
+            if (cw_block == nullptr) {
+              LOOM_ASSIGN_OR_RETURN(cw_block, Block(b, v.position, j, n_));
+            }
+            LOOM_ASSIGN_OR_RETURN(v.state.back(), Multiply(b, cw_window, cw_block, c,
+                                                           v.invariants[0], v.state.back()));
+          }
+          if (ccw) {
+            if (ccw_block == nullptr) {
+              LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_));
+              LOOM_ASSIGN_OR_RETURN(ccw_block, Block(b, v.position, back, n_));
+            }
+            LOOM_ASSIGN_OR_RETURN(v.state.back(), Multiply(b, ccw_window, ccw_block, c,
+                                                           v.invariants[0], v.state.back()));
+          }
         }
         return Status{};
       };
@@ -391,29 +461,37 @@ class GatherRing {
 
   const GatherMatch& m_;
   const int64_t n_;
+  const int64_t k_;  // pieces per window
   ir::NameTable& names_;
 };
 
 // ---------------------------------------------------------------------------
 // dot -> reduce-scatter / all-reduce
 
+// How many pieces each step's partial sum travels in: `step_chunks` where
+// the match has a piece dimension that it divides, else 1.
+int64_t PiecesPerStep(const ScatterMatch& match, int64_t step_chunks) {
+  if (step_chunks < 2 || !match.step_chunk_dim) return 1;
+  return match.dot->shape().dim(*match.step_chunk_dim) % step_chunks == 0 ? step_chunks : 1;
+}
+
 class ScatterRing {
  public:
-  ScatterRing(const ScatterMatch& match, ir::NameTable& names)
-      : m_(match), n_(match.ring.size()), names_(names) {}
+  ScatterRing(const ScatterMatch& match, int64_t step_chunks, ir::NameTable& names)
+      : m_(match), n_(match.ring.size()), k_(PiecesPerStep(match, step_chunks)), names_(names) {}
 
   Status Emit(RingDirection direction, RingForm form) {
     Builder builder(*m_.collective->parent(), names_, m_.collective);
     RingValues values;
     LOOM_ASSIGN_OR_RETURN(values.position, m_.ring.EmitPosition(builder));
-    values.invariants = {m_.dot->operand(0), m_.dot->operand(1)};
+    LOOM_RETURN_IF_ERROR(OperandPieces(builder, values));
     if (direction == RingDirection::kBidirectional && n_ >= 3) {
       LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, values));
     } else {
       LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, values));
     }
     Instruction* out = values.state.back();
-    if (m_.collective->opcode() == Opcode::kAllReduce) {
+    if (m_.collective->opcode() == Opcode::kAllReduce && !gathered_by_piece_) {
       LOOM_ASSIGN_OR_RETURN(out, GatherBack(builder, out));
     }
     ReplaceByRewrite(builder, m_.collective, out, m_.chain.empty() ? m_.dot : m_.chain.back());
@@ -421,43 +499,131 @@ class ScatterRing {
   }
 
  private:
-  // Block `block` of this device's contribution: the dot of the operand
-  // slices that produce that block of the output, then the chain.
+  // The dot's operands as the ring's invariants: whole when steps are
+  // whole; else, for the operand (or both, for a batch dimension) that
+  // supplies the piece dimension, its k slices along it. lhs_[c] and rhs_[c]
+  // index piece c's operands among them.
+  Status OperandPieces(Builder& builder, RingValues& values) {
+    const OutputDim piece_dim =
+        k_ == 1 ? OutputDim{} : ClassifyOutputDim(*m_.dot, *m_.step_chunk_dim);
+    const auto add = [&](int64_t operand, int64_t dim, std::vector<size_t>& index) -> Status {
+      Instruction* value = m_.dot->operand(operand);
+      for (int64_t c = 0; c < k_; ++c) {
+        if (dim < 0 && c > 0) {
+          index.push_back(index.back());
+          continue;
+        }
+        if (dim >= 0) {
+          LOOM_ASSIGN_OR_RETURN(
+              value, SliceBlock(builder, m_.dot->operand(operand), dim, builder.S32(c), k_));
+        }
+        index.push_back(values.invariants.size());
+        values.invariants.push_back(value);
+      }
+      return Status{};
+    };
+    LOOM_RETURN_IF_ERROR(add(0, k_ == 1 ? -1 : piece_dim.lhs_dim, lhs_));
+    return add(1, k_ == 1 ? -1 : piece_dim.rhs_dim, rhs_);
+  }
+
+  // Block slices of the invariants already made for the step being
+  // emitted: an operand that pieces do not cut is sliced once per block.
+  using SliceCache = std::map<Instruction*, Instruction*>;
+
+  // Piece `piece` of block `block` of this device's contribution: the dot
+  // of the operand slices that produce it, then the chain.
   Expected<Instruction*> Contribution(Builder& builder, const RingValues& values,
-                                      Instruction* block) const {
-    return ProductBlock(builder, *m_.dot, values.invariants[0], values.invariants[1], m_.dim,
-                        m_.chain, m_.chain_dims, block, n_);
+                                      Instruction* block, int64_t piece, SliceCache& cache) const {
+    Instruction* lhs = values.invariants[lhs_[static_cast<size_t>(piece)]];
+    Instruction* rhs = values.invariants[rhs_[static_cast<size_t>(piece)]];
+    if (k_ == 1) {
+      return ProductBlock(builder, *m_.dot, lhs, rhs, m_.dim, m_.chain, m_.chain_dims, block, n_);
+    }
+    const auto slice = [&](Instruction* operand, int64_t dim) -> Expected<Instruction*> {
+      if (dim < 0) return operand;
+      Instruction*& sliced = cache[operand];
+      if (sliced == nullptr) {
+        LOOM_ASSIGN_OR_RETURN(sliced, SliceBlock(builder, operand, dim, block, n_));
+      }
+      return sliced;
+    };
+    LOOM_ASSIGN_OR_RETURN(lhs, slice(lhs, m_.dim.lhs_dim));
+    LOOM_ASSIGN_OR_RETURN(rhs, slice(rhs, m_.dim.rhs_dim));
+    LOOM_ASSIGN_OR_RETURN(Instruction * part,
+                          PartialDot(builder, *m_.dot, lhs, rhs, m_.dot->shape().type()));
+    // Pieces exist only where the chain keeps every dimension in place.
+    return ReplayKeepingShape(builder, m_.chain, part);
   }
 
-  // One stream's step: contribute block `block`, combined with the partial
-  // sum received (state[slot]) unless this is the stream's first step, and
-  // send the sum on.
-  Status StreamStep(Builder& b, RingValues& v, size_t slot, Instruction* block, bool first,
+  // One stream's step, piece by piece: contribute piece c of block `block`,
+  // combined with the partial sum of that piece received (state[first_slot
+  // + c]) unless this is the stream's first step, and send the sum on.
+  Status StreamStep(Builder& b, RingValues& v, size_t first_slot, Instruction* block, bool first,
                     bool to_predecessor) const {
-    LOOM_ASSIGN_OR_RETURN(Instruction * sum, Contribution(b, v, block));
-    if (!first) {
-      LOOM_ASSIGN_OR_RETURN(sum, b.Binary(m_.combine, v.state[slot], sum));
+    SliceCache cache;
+    for (int64_t c = 0; c < k_; ++c) {
+      const size_t slot = first_slot + static_cast<size_t>(c);
+      LOOM_ASSIGN_OR_RETURN(Instruction * sum, Contribution(b, v, block, c, cache));
+      if (!first) {
+        LOOM_ASSIGN_OR_RETURN(sum, b.Binary(m_.combine, v.state[slot], sum));
+      }
+      LOOM_ASSIGN_OR_RETURN(v.state[slot], m_.ring.EmitShift(b, sum, to_predecessor));
     }
-    LOOM_ASSIGN_OR_RETURN(v.state[slot], m_.ring.EmitShift(b, sum, to_predecessor));
     return Status{};
   }
 
-  // The device's own block plus what arrived: the result.
+  // The device's own block plus what arrived (every stream's sum, in stream
+  // order): the result, its pieces put together.
   Status Finish(Builder& b, RingValues& v) const {
-    LOOM_ASSIGN_OR_RETURN(Instruction * out, Contribution(b, v, v.position));
-    for (Instruction* received : v.state) {
-      LOOM_ASSIGN_OR_RETURN(out, b.Binary(m_.combine, received, out));
+    const size_t streams = v.state.size() / static_cast<size_t>(k_);
+    std::vector<Instruction*> pieces;
+    SliceCache cache;
+    for (int64_t c = 0; c < k_; ++c) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * out, Contribution(b, v, v.position, c, cache));
+      for (size_t stream = 0; stream < streams; ++stream) {
+        Instruction* received = v.state[stream * static_cast<size_t>(k_) + static_cast<size_t>(c)];
+        LOOM_ASSIGN_OR_RETURN(out, b.Binary(m_.combine, received, out));
+      }
+      if (gathered_by_piece_) {
+        LOOM_ASSIGN_OR_RETURN(out, GatherBack(b, out));
+      }
+      pieces.push_back(out);
     }
-    v.state = {out};
+    if (k_ == 1) {
+      v.state = {pieces.front()};
+      return Status{};
+    }
+    LOOM_ASSIGN_OR_RETURN(Instruction * whole, b.Concatenate(pieces, *m_.step_chunk_dim));
+    v.state = {whole};
     return Status{};
+  }
+
+  // An all-reduce whose result no dot reads (through traceable ops) gathers
+  // each piece of its block back as soon as the last step has summed it,
+  // so that piece c's gather is in flight while piece c+1 is computed. One
+  // whole gather is kept where a dot reads it: collective-matmul then
+  // decomposes that all-gather against the dot.
+  bool GathersByPiece() const {
+    if (k_ == 1 || m_.collective->opcode() != Opcode::kAllReduce) return false;
+    std::vector<const Instruction*> values = {m_.collective};
+    while (!values.empty()) {
+      const Instruction* value = values.back();
+      values.pop_back();
+      for (const Instruction* user : value->parent()->Users(value)) {
+        if (user->opcode() == Opcode::kDot) return false;
+        if (IsTraceableOp(*user)) values.push_back(user);
+      }
+    }
+    return true;
   }
 
   // Step i contributes block (r-1-i) mod N and passes the sum to the
   // successor; after N-1 steps block r arrives home, summed in the order
   // r+1, r+2, ..., r: the ring order of the executor's reduce-scatter, so
-  // the two agree bitwise when the partial products do. State: (received).
+  // the two agree bitwise when the partial products do. State: (received,
+  // per piece).
   Status EmitUnidirectional(Builder& builder, RingForm form, RingValues& values) const {
-    values.state = {nullptr};
+    values.state.assign(static_cast<size_t>(k_), nullptr);
     const auto step = [this](bool first) {
       return [this, first](Builder& b, Instruction* i, RingValues& v) -> Status {
         LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, i, n_ - 1));
@@ -474,11 +640,11 @@ class ScatterRing {
   // q+a .. q+1, the other from q-b .. q-1 (a = ceil((N-1)/2), b the rest);
   // block r is then the own contribution plus both. Round j contributes
   // block r-a+j to the first stream and r+b-j to the second.
-  // State: (received from successor, received from predecessor).
+  // State: (received from successor, per piece; from predecessor, per piece).
   Status EmitBidirectional(Builder& builder, RingForm form, RingValues& values) const {
     const int64_t a = n_ / 2;
     const int64_t b_count = (n_ - 1) / 2;
-    values.state = {nullptr, nullptr};
+    values.state.assign(2 * static_cast<size_t>(k_), nullptr);
     const auto round = [this, a, b_count](bool first, bool second_stream) {
       return [=, this](Builder& b, Instruction* j, RingValues& v) -> Status {
         LOOM_ASSIGN_OR_RETURN(Instruction * p_block, BlockAt(b, v.position, n_ - a, j, n_));
@@ -486,7 +652,7 @@ class ScatterRing {
         if (second_stream) {
           LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_ + b_count));
           LOOM_ASSIGN_OR_RETURN(Instruction * s_block, Block(b, v.position, back, n_));
-          LOOM_RETURN_IF_ERROR(StreamStep(b, v, 1, s_block, first, false));
+          LOOM_RETURN_IF_ERROR(StreamStep(b, v, static_cast<size_t>(k_), s_block, first, false));
         }
         return Status{};
       };
@@ -504,11 +670,13 @@ class ScatterRing {
   }
 
   // The all-reduce's second half: gather the reduced blocks back.
+  // (Of one piece, when gathered by piece.)
   Expected<Instruction*> GatherBack(Builder& builder, Instruction* block) const {
     const Instruction& all_reduce = *m_.collective;
-    auto gather = std::make_unique<Instruction>(
-        all_reduce.name() + ".gather", Opcode::kAllGather,
-        ir::Shape(all_reduce.shape().type(), all_reduce.shape().dims()));
+    std::vector<int64_t> dims = all_reduce.shape().dims();
+    if (gathered_by_piece_) dims[static_cast<size_t>(*m_.step_chunk_dim)] /= k_;
+    auto gather = std::make_unique<Instruction>(all_reduce.name() + ".gather", Opcode::kAllGather,
+                                                ir::Shape(all_reduce.shape().type(), dims));
     gather->AppendOperand(block);
     ir::Attributes& attrs = gather->mutable_attrs();
     attrs.dimensions = std::vector<int64_t>{m_.collective_dim};
@@ -520,7 +688,10 @@ class ScatterRing {
 
   const ScatterMatch& m_;
   const int64_t n_;
+  const int64_t k_;  // pieces per step
   ir::NameTable& names_;
+  std::vector<size_t> lhs_, rhs_;  // piece -> index among the invariants
+  const bool gathered_by_piece_ = GathersByPiece();
 };
 
 // ---------------------------------------------------------------------------
@@ -564,8 +735,13 @@ Candidate CandidateOf(CandidateKind kind, const Instruction& collective, const I
 
 Candidate DescribeCandidate(const AnyMatch& any) {
   if (const auto* g = std::get_if<GatherMatch>(&any)) {
-    return CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
-                       g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
+    Candidate c = CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
+                              g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
+    if (g->step_chunks_allowed) {
+      c.step_chunk_extent =
+          g->gather->operand(0)->shape().dim(g->gather->attrs().dimensions->front());
+    }
+    return c;
   }
   if (const auto* x = std::get_if<AllToAllMatch>(&any)) {
     return CandidateOf(
@@ -579,6 +755,7 @@ Candidate DescribeCandidate(const AnyMatch& any) {
                   *s.collective, *s.dot, s.ring, s.collective->operand(0)->shape().ByteSize(),
                   OutputDimName(s.dim));
   if (s.chunk_dim) c.chunk_extent = s.dot->shape().dim(*s.chunk_dim);
+  if (s.step_chunk_dim) c.step_chunk_extent = s.dot->shape().dim(*s.step_chunk_dim);
   return c;
 }
 
@@ -614,9 +791,10 @@ std::string RewriteSummary(const GateVerdict& verdict, CandidateKind kind, int64
   }
   const bool bidirectional = verdict.direction == RingDirection::kBidirectional && group_size >= 3;
   return fmt::format(
-      "{} {} ring",
+      "{} {} ring{}",
       DirectionName(bidirectional ? RingDirection::kBidirectional : RingDirection::kUnidirectional),
-      FormName(verdict.form));
+      FormName(verdict.form),
+      verdict.step_chunks >= 2 ? fmt::format(", each step in {} chunks", verdict.step_chunks) : "");
 }
 
 namespace {
@@ -735,6 +913,11 @@ class Rewriter {
         candidate.chunk_extent % options_.chunks == 0) {
       verdict.chunks = options_.chunks;
     }
+    if (options_.step_chunks >= 2 && candidate.HasRingForms() &&
+        candidate.step_chunk_extent % options_.step_chunks == 0 &&
+        candidate.step_chunk_extent > 0) {
+      verdict.step_chunks = options_.step_chunks;
+    }
     if (!candidate.HasRingForms() && options_.rounds_per_product > 0 &&
         candidate.group_size % options_.rounds_per_product == 0) {
       verdict.rounds_per_product = options_.rounds_per_product;
@@ -755,7 +938,8 @@ class Rewriter {
 
   Status Apply(const Pending& p) {
     if (const auto* g = std::get_if<GatherMatch>(&p.match)) {
-      return GatherRing(*g, names_).Emit(p.verdict.direction, p.verdict.form);
+      return GatherRing(*g, p.verdict.step_chunks, names_)
+          .Emit(p.verdict.direction, p.verdict.form);
     }
     if (const auto* x = std::get_if<AllToAllMatch>(&p.match)) {
       return EmitPairwiseExchange(*x, p.verdict.rounds_per_product, names_);
@@ -766,7 +950,7 @@ class Rewriter {
                                      ClassifyOutputDim(*s.dot, *s.chunk_dim)};
       return EmitChunkedReduction(chunked, p.verdict.chunks, names_);
     }
-    return ScatterRing(s, names_).Emit(p.verdict.direction, p.verdict.form);
+    return ScatterRing(s, p.verdict.step_chunks, names_).Emit(p.verdict.direction, p.verdict.form);
   }
 
   static std::string Describe(const AnyMatch& match) {

@@ -61,6 +61,15 @@
 // asks for it without a target; with one, the gate tries k among the
 // divisors of the dimension up to 16, beside the rings.
 //
+// A ring's steps can themselves be cut into k chunks (`step-chunks=K`, or
+// the gate's choice): the all-gather ring sends each window as k pieces of
+// its gathered dimension and multiplies each piece as it arrives; the
+// reduce-scatter ring computes and sends its partial sum in k pieces of a
+// dimension it does not scatter. Every element is computed, and every sum
+// folded, exactly as in the whole-step ring. An all-reduce's ring whose
+// result no dot reads then gathers each piece back by its own all-gather,
+// started as soon as the last step has summed it.
+//
 // Bidirectional rings send half the windows (or partial sums) each way
 // round the ring, for any N >= 3: the critical path has ceil((N-1)/2)
 // transfers instead of N-1, each carrying one shard.
@@ -111,6 +120,10 @@ struct Candidate {
   // A reduce-side pair that can be chunked (pass/ring/chunked_reduction.h):
   // the size of the product's dimension the chunks cut; 0 when it cannot.
   int64_t chunk_extent = 0;
+  // A ring whose every step can be cut into chunks, each with its own
+  // transfer (GateVerdict::step_chunks): the size of the dimension those
+  // chunks cut; 0 when they cannot.
+  int64_t step_chunk_extent = 0;
   int64_t dot_flops = 0;
   // How the collective's dimension enters the dot: "free", "batch" or
   // "contracting" (all-gather, or an all-to-all before the dot); "lhs
@@ -134,6 +147,11 @@ struct GateVerdict {
   // A reduce-side pair: at least 2 cuts it into that many chunks, each with
   // its collective, instead of a ring (pass/ring/chunked_reduction.h).
   int64_t chunks = 0;
+  // A ring: at least 2 cuts each of its steps into that many chunks along a
+  // free dimension of the product, each chunk's window or partial sum sent
+  // by its own collective-permute, so that chunk j's transfer is in flight
+  // while chunk j+1 of the same step is multiplied (FLUX's finer tiles).
+  int64_t step_chunks = 0;
 };
 using Gate = std::function<GateVerdict(const Candidate&)>;
 
@@ -152,6 +170,10 @@ struct CollectiveMatmulOptions {
   // all-reduce whose chunk dimension it divides into that many (the others
   // get the ring).
   int64_t chunks = 0;
+  // Without a gate: at least 2 cuts every ring step into this many chunks
+  // where the ring's chunk dimension divides into that many (the others get
+  // whole steps).
+  int64_t step_chunks = 0;
   // Collectives whose whole buffer is smaller than this are left alone (a
   // stand-in for a cost model when no gate is given).
   int64_t min_bytes = 1 << 20;

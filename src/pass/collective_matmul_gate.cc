@@ -19,6 +19,8 @@ namespace {
 
 // The most chunks the gate tries for a chunked form.
 constexpr int64_t kMaxChunks = 16;
+// The chunk counts per ring step the gate tries (besides whole steps).
+constexpr int64_t kStepChunkCounts[] = {2, 4, 8, 16};
 
 // One candidate in one ring form.
 struct Choice {
@@ -28,7 +30,8 @@ struct Choice {
   RingDirection direction = RingDirection::kUnidirectional;
   RingForm form = RingForm::kLoop;
   int64_t rounds_per_product = 1;
-  int64_t chunks = 0;  // at least 2: the chunked form instead of a ring
+  int64_t chunks = 0;       // at least 2: the chunked form instead of a ring
+  int64_t step_chunks = 0;  // at least 2: each ring step in that many chunks
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
   GateVerdict Verdict(bool rewrite) const {
@@ -38,6 +41,7 @@ struct Choice {
     verdict.form = form;
     verdict.rounds_per_product = rounds_per_product;
     verdict.chunks = chunks;
+    verdict.step_chunks = step_chunks;
     return verdict;
   }
   std::string Ring() const { return RewriteSummary(Verdict(true), kind, group_size); }
@@ -51,6 +55,12 @@ struct Trial {
   int64_t round = 0;
 };
 
+bool HasRingForms(CandidateKind kind) {
+  Candidate c;
+  c.kind = kind;
+  return c.HasRingForms();
+}
+
 bool Matches(const Candidate& c, const Choice& choice) {
   return c.computation == choice.computation && c.collective == choice.collective &&
          c.dot == choice.dot;
@@ -62,6 +72,8 @@ struct Enumeration {
   std::vector<Choice> choices;
   std::vector<Decision> not_candidates;
   std::map<std::string, std::string> description;  // by Choice::Key: "all-gather -> dot (...)"
+  // By Choice::Key: the counts of chunks per ring step to search, ascending.
+  std::map<std::string, std::vector<int64_t>> step_chunk_counts;
 };
 
 Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matching,
@@ -87,11 +99,25 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
         if (c.group_size % g == 0) rounds.push_back(g);
       }
     }
+    // Chunks per ring step: fixed by the user, or (when the ring has a
+    // chunk dimension) searched from the best whole-step form afterwards.
+    int64_t step_chunks = 0;
+    if (options.step_chunks && *options.step_chunks >= 2 &&
+        c.step_chunk_extent % *options.step_chunks == 0) {
+      step_chunks = *options.step_chunks;
+    }
+    if (!options.step_chunks && c.HasRingForms()) {
+      for (int64_t k : kStepChunkCounts) {
+        if (c.step_chunk_extent >= k && c.step_chunk_extent % k == 0) {
+          found.step_chunk_counts[Choice{c.computation, c.collective, c.dot}.Key()].push_back(k);
+        }
+      }
+    }
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
         for (int64_t g : rounds) {
-          found.choices.push_back(
-              {c.computation, c.collective, c.dot, c.group_size, c.kind, direction, form, g});
+          found.choices.push_back({c.computation, c.collective, c.dot, c.group_size, c.kind,
+                                   direction, form, g, 0, step_chunks});
         }
       }
     }
@@ -214,7 +240,40 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     }
     return OkStatus();
   };
+  // Chunks per ring step, searched from each candidate's best whole-step
+  // ring: doubling k while the step keeps getting shorter (the curve has
+  // one minimum: more chunks hide more of the transfer until their launches
+  // and latencies cost more than they hide).
+  auto search_step_chunks = [&](const Enumeration& found, int64_t round) -> Status {
+    for (const auto& [key, counts] : found.step_chunk_counts) {
+      const Trial* whole = nullptr;
+      for (const Trial& t : trials) {
+        if (t.choice.Key() == key && t.round == round && t.choice.chunks < 2 &&
+            t.choice.step_chunks < 2 && (whole == nullptr || t.step < whole->step)) {
+          whole = &t;
+        }
+      }
+      if (whole == nullptr) continue;
+      Choice choice = whole->choice;
+      double best = whole->step;
+      for (int64_t k : counts) {
+        choice.step_chunks = k;
+        if (seen.count(choice.Key() + choice.Ring())) continue;
+        seen.insert(choice.Key() + choice.Ring());
+        LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
+                              Apply(*current, choice, matching_, nullptr));
+        if (!trial) break;
+        LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
+        trials.push_back({choice, seconds, round});
+        whole = nullptr;  // trials may have moved
+        if (!(seconds < best)) break;
+        best = seconds;
+      }
+    }
+    return OkStatus();
+  };
   LOOM_RETURN_IF_ERROR(estimate_new(enumeration.choices, 0));
+  LOOM_RETURN_IF_ERROR(search_step_chunks(enumeration, 0));
   // Per candidate, the best estimate of any of its forms against the
   // baseline (for the declines).
   std::map<std::string, Trial> best_of;
@@ -224,12 +283,30 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   }
   // Per candidate, the step with each chunk count (on the program as given):
   // the curve the gate chose k from, for --explain.
+  // And for rings, the best form's step with each count of chunks per
+  // ring step (1: whole steps).
   std::map<std::string, std::string> chunk_curve;
   for (const Trial& t : trials) {
     if (t.choice.chunks < 2) continue;
     std::string& curve = chunk_curve[t.choice.Key()];
-    curve += fmt::format("{}k={} {}", curve.empty() ? "; chunked steps: " : ", ", t.choice.chunks,
+    curve += fmt::format("{}k={} {}", curve.empty() ? "; chunked pair: " : ", ", t.choice.chunks,
                          FormatSeconds(t.step));
+  }
+  std::map<std::string, std::map<int64_t, double>> ring_chunk_steps;
+  for (const Trial& t : trials) {
+    if (t.choice.chunks >= 2 || !HasRingForms(t.choice.kind)) continue;
+    auto [it, fresh] = ring_chunk_steps[t.choice.Key()].try_emplace(
+        std::max<int64_t>(t.choice.step_chunks, 1), t.step);
+    if (!fresh) it->second = std::min(it->second, t.step);
+  }
+  for (const auto& [key, steps] : ring_chunk_steps) {
+    if (steps.size() < 2) continue;
+    std::string& curve = chunk_curve[key];
+    curve += "; ring steps in chunks:";
+    for (const auto& [k, seconds] : steps) {
+      curve += fmt::format("{} k={} {}", k == steps.begin()->first ? "" : ",", k,
+                           FormatSeconds(seconds));
+    }
   }
 
   struct Accepted {
@@ -273,6 +350,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     // Rewrites make new candidates (the all-gather of a split all-reduce).
     LOOM_ASSIGN_OR_RETURN(Enumeration more, Enumerate(*current, matching_, options_));
     LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
+    LOOM_RETURN_IF_ERROR(search_step_chunks(more, round));
   }
 
   // Every candidate rewritten in one form, as collective-matmul does

@@ -80,6 +80,9 @@ struct StepGateOptions {
   // Fixed by the user; tried both ways when absent.
   std::optional<RingDirection> direction;
   std::optional<RingForm> form;
+  // Chunks per ring step (GateVerdict::step_chunks; 1: whole steps); the
+  // gate tries 1, 2, 4, 8 and 16 when absent.
+  std::optional<int64_t> step_chunks;
   // The schedule the trials use: give the same in-flight limits as the
   // schedule pass that follows (one of each kind by default, as XLA).
   ScheduleOptions schedule;

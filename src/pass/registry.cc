@@ -211,6 +211,9 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
                             ParseCount(kName, key, value));
     } else if (key == "chunks") {
       LOOM_ASSIGN_OR_RETURN(config.chunks, ParseCount(kName, key, value));
+    } else if (key == "step-chunks") {
+      LOOM_ASSIGN_OR_RETURN(config.step_chunks, ParseCount(kName, key, value));
+      gate.step_chunks = config.step_chunks;
     } else if (key == "rounds-per-product") {
       LOOM_ASSIGN_OR_RETURN(config.rounds_per_product, ParseCount(kName, key, value));
     } else if (key == "min-gain") {
@@ -323,6 +326,10 @@ const std::vector<PassEntry>& PassTable() {
             "without --target: cut each dot -> reduce-scatter / all-reduce into this many chunks "
             "(1: none), each with its own collective, where they divide the product (else the "
             "ring); with --target the gate tries chunks beside the rings"},
+           {"step-chunks", OptionType::kCount, "", "", "1",
+            "cut each ring step into this many chunks (1: whole steps), each sent by its own "
+            "collective-permute, where they divide the ring's chunk dimension; with --target "
+            "fixes it for the gate, which otherwise tries 1, 2, 4, 8 and 16"},
            {"rounds-per-product", OptionType::kCount, "", "", "1",
             "without --target: an all-to-all exchange multiplies this many rounds per product "
             "(when it divides the group size); with --target the gate chooses"},

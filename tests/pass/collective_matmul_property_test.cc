@@ -1033,18 +1033,23 @@ struct Mode {
   // chunks=K: reduce-side pairs chunked where K divides the product's
   // chunk dimension (else the ring of direction and form).
   int64_t chunks = 0;
+  // step-chunks=K: every ring step in K chunks where K divides the ring's
+  // chunk dimension (else whole steps); exact as the whole-step ring.
+  int64_t step_chunks = 0;
   std::string Spec() const {
     return fmt::format(
-        "collective-matmul{{min-bytes=0,direction={},form={}{}{}}}",
+        "collective-matmul{{min-bytes=0,direction={},form={}{}{}{}}}",
         direction == RingDirection::kBidirectional ? "bidirectional" : "unidirectional",
         form == RingForm::kLoop ? "loop" : "unrolled", deterministic ? ",deterministic=true" : "",
-        chunks > 0 ? fmt::format(",chunks={}", chunks) : "");
+        chunks > 0 ? fmt::format(",chunks={}", chunks) : "",
+        step_chunks > 0 ? fmt::format(",step-chunks={}", step_chunks) : "");
   }
   std::string FileSuffix() const {
-    return fmt::format("{}_{}{}{}", direction == RingDirection::kBidirectional ? "bi" : "uni",
+    return fmt::format("{}_{}{}{}{}", direction == RingDirection::kBidirectional ? "bi" : "uni",
                        form == RingForm::kLoop ? "loop" : "unrolled",
                        deterministic ? "_deterministic" : "",
-                       chunks > 0 ? fmt::format("_chunks{}", chunks) : "");
+                       chunks > 0 ? fmt::format("_chunks{}", chunks) : "",
+                       step_chunks > 0 ? fmt::format("_steps{}", step_chunks) : "");
   }
 };
 
@@ -1060,6 +1065,11 @@ const std::vector<Mode> kModes = {
     // unidirectional rings.
     {RingDirection::kUnidirectional, RingForm::kLoop, false, 2},
     {RingDirection::kUnidirectional, RingForm::kUnrolled, false, 3},
+    // Ring steps in chunks, both directions, and bitwise in deterministic
+    // mode.
+    {RingDirection::kUnidirectional, RingForm::kLoop, false, 0, 2},
+    {RingDirection::kBidirectional, RingForm::kUnrolled, false, 0, 4},
+    {RingDirection::kBidirectional, RingForm::kLoop, true, 0, 2},
 };
 
 // Whether the rewritten module must equal the baseline bitwise in `mode`,
@@ -1206,6 +1216,7 @@ struct Stats {
   int blas_not_bitwise = 0;   // ... of which not bitwise equal (within the bound)
   int declined_without_decision = 0;
   int chunked = 0;                 // rewrites in the chunked form
+  int step_chunked = 0;            // rings whose steps are in chunks
   int deterministic_declines = 0;  // cases deterministic mode rewrote less of, saying why
   double worst_ratio = 0;          // largest |diff| / bound seen under a bound
 };
@@ -1367,6 +1378,9 @@ std::string CheckCase(const Case& c, Stats& stats) {
       }
       continue;
     }
+    stats.step_chunked += std::count_if(decisions.begin(), decisions.end(), [](const Decision& d) {
+      return d.rewritten && d.reason.find("each step in") != std::string::npos;
+    });
     if (mode.deterministic) {
       const std::string problem =
           CheckDeterministic(c, **module, printed, decisions, rewritten, *grid, reference, stats);
@@ -1478,10 +1492,16 @@ TEST(CollectiveMatmulProperty, RandomDotsInEveryRingMode) {
       "[ property ] {} declined case(s) had no decision (the dot has a second user: not a "
       "candidate)\n"
       "[ property ] deterministic mode declined an inexact rewrite in {} case(s)\n"
-      "[ property ] {} rewrite(s) chunked\n",
+      "[ property ] {} rewrite(s) chunked, {} ring(s) with steps in chunks\n",
       seed, cases, kModes.size(), kinds, chains, stats.compared_bitwise, stats.compared_bound,
       stats.worst_ratio, stats.blas_cases, stats.blas_not_bitwise, stats.blas_exact_claims,
-      stats.declined_without_decision, stats.deterministic_declines, stats.chunked);
+      stats.declined_without_decision, stats.deterministic_declines, stats.chunked,
+      stats.step_chunked);
+  // Both chunked forms must have been exercised for the run to mean anything.
+  if (cases >= 100) {
+    EXPECT_GT(stats.chunked, 0);
+    EXPECT_GT(stats.step_chunked, 0);
+  }
 }
 
 }  // namespace

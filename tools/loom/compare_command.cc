@@ -295,7 +295,7 @@ void AddCompareCommand(CLI::App& app) {
         std::vector<nlohmann::json> devices;
         for (const std::string& text : *texts) devices.push_back(nlohmann::json::parse(text));
         const Comparison comparison = Compare(devices, tolerance);
-        const std::string_view kernels = exec::cpu::DotKernelName(options->flags.deterministic);
+        const std::string kernels = exec::cpu::DotKernelName(options->flags.deterministic);
         if (options->json != "-") {
           fmt::print("compare {} and {} on {} device(s), backend {}, seed {}, dot kernels {}\n",
                      options->a, options->b, options->flags.devices, options->flags.backend,

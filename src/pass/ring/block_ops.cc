@@ -45,11 +45,21 @@ Expected<Instruction*> Backwards(Builder& builder, Instruction* step, int64_t n)
   return AddS32(builder, builder.S32(n), step, /*subtract=*/true);
 }
 
+Expected<Instruction*> Piece(Builder& builder, Instruction* block, int64_t pieces, int64_t piece) {
+  if (pieces == 1) return block;
+  if (const auto b = ConstantS32(block)) return builder.S32(*b * pieces + piece);
+  LOOM_ASSIGN_OR_RETURN(Instruction * scaled,
+                        builder.Binary(Opcode::kMultiply, block, builder.S32(pieces)));
+  return AddS32(builder, scaled, builder.S32(piece));
+}
+
 Expected<std::vector<Instruction*>> BlockStarts(Builder& builder, int64_t rank, int64_t dim,
                                                 Instruction* block, int64_t size) {
   std::vector<Instruction*> starts;
   Instruction* offset = block;
-  if (size != 1) {
+  if (const auto b = ConstantS32(block); b && size != 1) {
+    offset = builder.S32(*b * size);
+  } else if (size != 1) {
     LOOM_ASSIGN_OR_RETURN(offset, builder.Binary(Opcode::kMultiply, block, builder.S32(size)));
   }
   for (int64_t d = 0; d < rank; ++d) starts.push_back(d == dim ? offset : builder.S32(0));
@@ -94,6 +104,15 @@ Expected<Instruction*> PartialDot(Builder& builder, const Instruction& prototype
     if (raw.key != "sharding") dot->mutable_attrs().raw.push_back(raw);
   }
   return dot;
+}
+
+Expected<Instruction*> ReplayKeepingShape(Builder& builder, const std::vector<Instruction*>& chain,
+                                          Instruction* value) {
+  for (const Instruction* op : chain) {
+    value = builder.CloneUnaryWithShape(*op, value,
+                                        ir::Shape(op->shape().type(), value->shape().dims()));
+  }
+  return value;
 }
 
 void RemoveDeadChain(ir::Computation& computation, Instruction* last) {

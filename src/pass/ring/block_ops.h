@@ -33,6 +33,12 @@ Expected<ir::Instruction*> BlockAt(ir::Builder& builder, ir::Instruction* positi
 // n - step, for a step counting down the other way round the ring.
 Expected<ir::Instruction*> Backwards(ir::Builder& builder, ir::Instruction* step, int64_t n);
 
+// Piece `piece` of `pieces` of block `block`, as an index among the
+// block-count * pieces finer blocks: block * pieces + piece (folded when
+// the block is a constant).
+Expected<ir::Instruction*> Piece(ir::Builder& builder, ir::Instruction* block, int64_t pieces,
+                                 int64_t piece);
+
 // Start indices selecting block `block` (of size `size`) along `dim`.
 Expected<std::vector<ir::Instruction*>> BlockStarts(ir::Builder& builder, int64_t rank, int64_t dim,
                                                     ir::Instruction* block, int64_t size);
@@ -58,6 +64,13 @@ Expected<ir::Instruction*> ProductBlock(ir::Builder& builder, const ir::Instruct
                                         const std::vector<ir::Instruction*>& chain,
                                         const std::vector<int64_t>& chain_dims,
                                         ir::Instruction* block, int64_t blocks);
+
+// Ops that keep every dimension where it is (convert, copy; see
+// KeepsDimensions in chunked_reduction.h) replayed in turn on `value`,
+// whatever its shape.
+Expected<ir::Instruction*> ReplayKeepingShape(ir::Builder& builder,
+                                              const std::vector<ir::Instruction*>& chain,
+                                              ir::Instruction* value);
 
 // Removes what a rewrite left without users, from `last` back along its
 // operand chain, stopping at the first value still in use.
