@@ -12,9 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "analysis/fusion.h"
 #include "ir/collective_groups.h"
 #include "ir/instruction.h"
 
@@ -36,6 +39,19 @@ class CostModel {
   // and -done, and for aliasing ops). A while, call or conditional counts
   // its own launch only; their bodies are costed instruction by instruction.
   virtual double ComputeSeconds(const ir::Instruction& instruction) const = 0;
+
+  // Whether the target's compiler fuses chains of elementwise ops into one
+  // kernel (analysis/fusion.h), as XLA does on TPUs and GPUs; Loom's own
+  // executor runs every op by itself.
+  virtual bool FusesElementwise() const { return false; }
+  // ComputeSeconds of an instruction of the computation `fusion` describes,
+  // where the target fuses: an op fused into its users launches nothing
+  // and writes nothing, and its users do not read it back.
+  virtual double FusedComputeSeconds(const ir::Instruction& instruction,
+                                     const analysis::FusionPlan& fusion) const {
+    (void)fusion;
+    return ComputeSeconds(instruction);
+  }
 
   // Transfer time of a collective, a collective-permute, or the -start (or
   // async-start) of one, on `grid`: the slowest group's time. 0 for
@@ -64,6 +80,27 @@ class CostModel {
     (void)grid;
     return {};
   }
+};
+
+// The compute time of each instruction as the step estimate, the scheduler
+// and the simulator price it: FusedComputeSeconds with the fusion plan of
+// its computation where the model fuses, else ComputeSeconds. A plan is made
+// once per computation, so a ComputeTimes is valid while the program's data
+// flow stays as it was (reordering instructions is fine); copies share the
+// plans made so far.
+class ComputeTimes {
+ public:
+  explicit ComputeTimes(const CostModel& model) : model_(&model) {}
+  double Of(const ir::Instruction& instruction) const;
+  // Makes the plan of `computation` now, so that copies made after share it.
+  void Prepare(const ir::Computation& computation) const;
+
+ private:
+  const analysis::FusionPlan& PlanOf(const ir::Computation& computation) const;
+
+  const CostModel* model_;
+  mutable std::unordered_map<const ir::Computation*, std::shared_ptr<const analysis::FusionPlan>>
+      plans_;
 };
 
 // Whether transfers with these links (CostModel::TransferLinks) may run at

@@ -209,7 +209,7 @@ void Timeline::RunComputation(const ir::Computation& computation) {
 }
 
 void Timeline::Run(const Instruction& instruction) {
-  const double compute = model_->ComputeSeconds(instruction);
+  const double compute = compute_.Of(instruction);
   totals_.compute_seconds += compute;
   now_ += compute;
   switch (TransferRoleOf(instruction)) {
@@ -368,16 +368,21 @@ Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& m
 
 double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
                        const ir::DeviceGrid& grid) {
+  return IsolatedSeconds(instruction, model, grid, ComputeTimes(model));
+}
+
+double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid, const ComputeTimes& compute) {
   switch (TransferRoleOf(instruction)) {
     case TransferRole::kSynchronous:
     case TransferRole::kStart:
-      return model.ComputeSeconds(instruction) + model.TransferSeconds(instruction, grid);
+      return compute.Of(instruction) + model.TransferSeconds(instruction, grid);
     case TransferRole::kDone:
-      return model.ComputeSeconds(instruction);
+      return compute.Of(instruction);
     case TransferRole::kNone:
       break;
   }
-  Timeline timeline(model, grid);
+  Timeline timeline(model, grid, compute);
   timeline.Run(instruction);
   return timeline.now();
 }

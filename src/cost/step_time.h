@@ -117,10 +117,14 @@ class TransferTimes {
 class Timeline {
  public:
   // Transfers take CostModel::TransferSeconds: the slowest group's time.
-  Timeline(const CostModel& model, const ir::DeviceGrid& grid) : model_(&model), grid_(grid) {}
+  // Compute takes `compute` (the fusion plans it has made so far shared).
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid)
+      : Timeline(model, grid, ComputeTimes(model)) {}
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, ComputeTimes compute)
+      : model_(&model), grid_(grid), compute_(std::move(compute)) {}
   // Transfers take `device`'s own time (its group, its pairs).
   Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device)
-      : model_(&model), grid_(grid), times_(&times), device_(device) {}
+      : model_(&model), grid_(grid), compute_(model), times_(&times), device_(device) {}
 
   // Runs `instruction` after everything run so far (its callees too).
   void Run(const ir::Instruction& instruction);
@@ -151,6 +155,7 @@ class Timeline {
 
   const CostModel* model_;
   ir::DeviceGrid grid_;
+  ComputeTimes compute_;
   TransferTimes* times_ = nullptr;
   int64_t device_ = -1;
   // Without `times_`: each transfer's time and links, priced once (a
@@ -187,5 +192,8 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
 // and for a while, call or conditional the time of what it calls.
 double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& model,
                        const ir::DeviceGrid& grid);
+// The same with `compute`'s compute times (and the fusion plans it holds).
+double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid, const ComputeTimes& compute);
 
 }  // namespace loom::cost

@@ -121,7 +121,8 @@ ComputeSpec TpuV4Compute() {
   spec.peak_flops = {{"bf16", 275e12}, {"f32", 275e12 / 3}, {"s8", 275e12}};
   spec.memory_bytes_per_second = 1.2e12;
   spec.memory_bytes = 32.0 * (1LL << 30);
-  spec.launch_seconds = 1e-6;  // assumption
+  spec.launch_seconds = 1e-6;     // assumption
+  spec.fuses_elementwise = true;  // XLA's loop and input fusion
   return spec;
 }
 
@@ -142,7 +143,8 @@ ComputeSpec A100Compute() {
   spec.peak_flops = {{"bf16", 312e12}, {"f32", 156e12}, {"s8", 624e12}, {"f64", 19.5e12}};
   spec.memory_bytes_per_second = 2.0e12;
   spec.memory_bytes = 80e9;
-  spec.launch_seconds = 4e-6;  // kernel launch, assumption
+  spec.launch_seconds = 4e-6;     // kernel launch, assumption
+  spec.fuses_elementwise = true;  // XLA's loop and input fusion
   return spec;
 }
 
@@ -152,7 +154,8 @@ ComputeSpec H100Compute(double memory_bandwidth, double memory_bytes) {
       {"bf16", 989e12}, {"f32", 494e12}, {"f8", 1979e12}, {"s8", 1979e12}, {"f64", 67e12}};
   spec.memory_bytes_per_second = memory_bandwidth;
   spec.memory_bytes = memory_bytes;
-  spec.launch_seconds = 4e-6;  // kernel launch, assumption
+  spec.launch_seconds = 4e-6;     // kernel launch, assumption
+  spec.fuses_elementwise = true;  // XLA's loop and input fusion
   return spec;
 }
 
@@ -265,6 +268,10 @@ Expected<ComputeSpec> ParseCompute(const Json& json) {
   LOOM_ASSIGN_OR_RETURN(spec.memory_bytes_per_second, Number(json, "memory_bandwidth", "compute"));
   LOOM_ASSIGN_OR_RETURN(spec.memory_bytes, Number(json, "memory_capacity", "compute"));
   LOOM_ASSIGN_OR_RETURN(spec.launch_seconds, Number(json, "launch_latency", "compute"));
+  if (const auto fuses = json.find("fuses_elementwise"); fuses != json.end()) {
+    if (!fuses->is_boolean()) return Error{"compute: 'fuses_elementwise' must be true or false"};
+    spec.fuses_elementwise = fuses->get<bool>();
+  }
   if (spec.memory_bytes_per_second <= 0) return Error{"compute: memory_bandwidth must be > 0"};
   return spec;
 }
@@ -370,7 +377,8 @@ std::string TargetToJson(const Target& target) {
   Json compute = {{"peak_flops", target.compute().peak_flops},
                   {"memory_bandwidth", target.compute().memory_bytes_per_second},
                   {"memory_capacity", target.compute().memory_bytes},
-                  {"launch_latency", target.compute().launch_seconds}};
+                  {"launch_latency", target.compute().launch_seconds},
+                  {"fuses_elementwise", target.compute().fuses_elementwise}};
   Json topology;
   if (const auto* torus = std::get_if<TorusTopology>(&target.topology())) {
     topology = {{"kind", "torus"},

@@ -39,6 +39,10 @@ struct ComputeSpec {
   double memory_bytes_per_second = 0;
   double memory_bytes = 0;    // capacity
   double launch_seconds = 0;  // fixed cost of every op
+  // Whether the target's compiler fuses chains of elementwise ops into one
+  // kernel (analysis/fusion.h): XLA on TPUs and GPUs does; Loom's executor
+  // does not.
+  bool fuses_elementwise = false;
 
   double PeakFlops(ir::PrimitiveType type) const;
 };

@@ -79,6 +79,51 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   return MemorySeconds(bytes) + target_.compute().launch_seconds;
 }
 
+namespace {
+
+// Bytes `instruction` reads of its operand `index` in a kernel of its own.
+double OperandReadBytes(const ir::Instruction& instruction, int64_t index) {
+  const ir::Instruction& operand = *instruction.operand(index);
+  switch (instruction.opcode()) {
+    case Opcode::kDynamicSlice:
+    case Opcode::kSlice:
+      // The window only.
+      if (index == 0) return static_cast<double>(instruction.shape().ByteSize());
+      break;
+    case Opcode::kDynamicUpdateSlice:
+      if (index == 0) return 0;  // updated in place
+      break;
+    default:
+      break;
+  }
+  return static_cast<double>(operand.shape().ByteSize());
+}
+
+}  // namespace
+
+double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
+                                            const analysis::FusionPlan& fusion) const {
+  const Opcode opcode = instruction.opcode();
+  if (opcode == Opcode::kDot || ComputeSeconds(instruction) == 0) {
+    return ComputeSeconds(instruction);  // free, scalar, or a kernel with unfused operands
+  }
+  // The kernel reads what its fused producers do not compute for it (each
+  // value once), and writes its result unless it is fused into its users.
+  double bytes = 0;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i) {
+    const ir::Instruction* operand = instruction.operand(i);
+    bool seen = false;
+    for (int64_t j = 0; j < i; ++j) seen |= instruction.operand(j) == operand;
+    if (seen || fusion.FusedIntoUsers(*operand)) continue;
+    bytes += OperandReadBytes(instruction, i);
+  }
+  if (fusion.FusedIntoUsers(instruction)) return MemorySeconds(bytes);
+  bytes += opcode == Opcode::kDynamicUpdateSlice
+               ? static_cast<double>(instruction.operand(1)->shape().ByteSize())
+               : static_cast<double>(instruction.shape().ByteSize());
+  return MemorySeconds(bytes) + target_.compute().launch_seconds;
+}
+
 double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
                                         const ir::DeviceGrid& grid) const {
   const std::vector<double> by_device = TransferSecondsByDevice(instruction, grid);

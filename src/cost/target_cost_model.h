@@ -1,6 +1,8 @@
 // The cost model of a Target (target.h): rooflines for compute (scalar
-// arithmetic is free: it folds into the op that uses it, as XLA fuses it),
-// and the native algorithm of each collective on the target's topology.
+// arithmetic is free: it folds into the op that uses it, as XLA fuses it;
+// on targets whose compiler fuses, a chain of elementwise ops is priced as
+// the one kernel analysis/fusion.h makes of it), and the native algorithm
+// of each collective on the target's topology.
 //
 // Collective times are those of the algorithms cost/collective_algorithm.h
 // describes (the simulator runs the same ones as messages), summed phase by
@@ -31,6 +33,9 @@ class TargetCostModel : public CostModel {
   const Target& target() const { return target_; }
 
   double ComputeSeconds(const ir::Instruction& instruction) const override;
+  bool FusesElementwise() const override { return target_.compute().fuses_elementwise; }
+  double FusedComputeSeconds(const ir::Instruction& instruction,
+                             const analysis::FusionPlan& fusion) const override;
   double TransferSeconds(const ir::Instruction& instruction,
                          const ir::DeviceGrid& grid) const override;
   std::vector<double> TransferSecondsByDevice(const ir::Instruction& instruction,

@@ -315,42 +315,75 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     double before = 0, after = 0;
   };
   std::vector<Accepted> accepted;
-  std::set<std::string> done;  // candidates rewritten
+  std::set<std::string> done;  // candidates rewritten (or excluded)
   int64_t round = 0;
-  while (true) {
-    std::erase_if(trials, [&](const Trial& t) { return done.count(t.choice.Key()) > 0; });
-    if (trials.empty()) break;
-    std::stable_sort(trials.begin(), trials.end(),
-                     [](const Trial& a, const Trial& b) { return a.step < b.step; });
-    Trial& best = trials.front();
-    if (best.round != round) {  // estimated before the last acceptance: redo it
-      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> again,
-                            Apply(*current, best.choice, matching_, nullptr));
-      if (!again) {
+  const std::vector<Trial> first_trials = trials;
+  const std::set<std::string> first_seen = seen;
+  // Accepts the best trial while it pays, re-pricing the others after each.
+  auto greedy = [&]() -> Status {
+    while (true) {
+      std::erase_if(trials, [&](const Trial& t) { return done.count(t.choice.Key()) > 0; });
+      if (trials.empty()) break;
+      std::stable_sort(trials.begin(), trials.end(),
+                       [](const Trial& a, const Trial& b) { return a.step < b.step; });
+      Trial& best = trials.front();
+      if (best.round != round) {  // estimated before the last acceptance: redo it
+        LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> again,
+                              Apply(*current, best.choice, matching_, nullptr));
+        if (!again) {
+          trials.erase(trials.begin());
+          continue;
+        }
+        LOOM_ASSIGN_OR_RETURN(best.step, step(*again));
+        best.round = round;
+        continue;  // re-sorted on the next pass
+      }
+      if (!(best.step < current_step * (1 - options_.min_gain))) break;
+      Decision decision;
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> next,
+                            Apply(*current, best.choice, matching_, &decision));
+      if (!next) {
         trials.erase(trials.begin());
         continue;
       }
-      LOOM_ASSIGN_OR_RETURN(best.step, step(*again));
-      best.round = round;
-      continue;  // re-sorted on the next pass
+      accepted.push_back({best.choice, decision, current_step, best.step});
+      done.insert(best.choice.Key());
+      current_step = best.step;
+      current = std::move(next);
+      ++round;
+      // Rewrites make new candidates (the all-gather of a split all-reduce).
+      LOOM_ASSIGN_OR_RETURN(Enumeration more, Enumerate(*current, matching_, options_));
+      LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
+      LOOM_RETURN_IF_ERROR(search_step_chunks(more, round));
     }
-    if (!(best.step < current_step * (1 - options_.min_gain))) break;
-    Decision decision;
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> next,
-                          Apply(*current, best.choice, matching_, &decision));
-    if (!next) {
-      trials.erase(trials.begin());
-      continue;
+    return OkStatus();
+  };
+  LOOM_RETURN_IF_ERROR(greedy());
+  // The first move can be a trap: the best rewrite alone may leave nothing
+  // that pays beside it, where two others together pay more (an exchange
+  // that hides the all-to-all the others would have broken up). Once more
+  // without the first move's candidate; the better of the two stays.
+  if (!accepted.empty()) {
+    const std::string excluded = accepted.front().choice.Key();
+    std::vector<Accepted> kept = std::move(accepted);
+    std::set<std::string> kept_done = std::move(done);
+    std::unique_ptr<ir::Module> kept_module = std::move(current);
+    const double kept_step = current_step;
+    accepted.clear();
+    done = {excluded};
+    trials = first_trials;
+    seen = first_seen;
+    round = 0;
+    current_step = baseline;
+    LOOM_ASSIGN_OR_RETURN(current, ir::CloneModule(module));
+    LOOM_RETURN_IF_ERROR(greedy());
+    done.erase(excluded);
+    if (!(current_step < kept_step * (1 - options_.min_gain))) {
+      accepted = std::move(kept);
+      done = std::move(kept_done);
+      current = std::move(kept_module);
+      current_step = kept_step;
     }
-    accepted.push_back({best.choice, decision, current_step, best.step});
-    done.insert(best.choice.Key());
-    current_step = best.step;
-    current = std::move(next);
-    ++round;
-    // Rewrites make new candidates (the all-gather of a split all-reduce).
-    LOOM_ASSIGN_OR_RETURN(Enumeration more, Enumerate(*current, matching_, options_));
-    LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
-    LOOM_RETURN_IF_ERROR(search_step_chunks(more, round));
   }
 
   // Every candidate rewritten in one form, as collective-matmul does
@@ -431,14 +464,24 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
                false,
                ""};
     auto it = best_of.find(choice.Key());
-    d.reason = it == best_of.end()
-                   ? "no ring form applies"
-                   : fmt::format(
-                         "its best ring ({}) makes the step {} against {} without it "
-                         "({}; needs better than -{:.1f}%) on {}{}",
-                         it->second.choice.Ring(), FormatSeconds(it->second.step),
-                         FormatSeconds(baseline), Change(baseline, it->second.step),
-                         100 * options_.min_gain, on, chunk_curve[choice.Key()]);
+    if (it == best_of.end()) {
+      d.reason = "no ring form applies";
+    } else if (it->second.step < baseline * (1 - options_.min_gain)) {
+      // It pays alone, but the rewrites taken pay more, and it adds nothing to them.
+      d.reason = fmt::format(
+          "alone its best ring ({}) makes the step {} against {} without it ({}), but the "
+          "rewrites taken make it {} ({}), and it gains nothing more after them, on {}{}",
+          it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
+          Change(baseline, it->second.step), FormatSeconds(current_step),
+          Change(baseline, current_step), on, chunk_curve[choice.Key()]);
+    } else {
+      d.reason = fmt::format(
+          "its best ring ({}) makes the step {} against {} without it ({}; needs better than "
+          "-{:.1f}%) on {}{}",
+          it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
+          Change(baseline, it->second.step), 100 * options_.min_gain, on,
+          chunk_curve[choice.Key()]);
+    }
     decisions_.push_back(std::move(d));
   }
   for (const Decision& d : decisions_) explanation_.push_back(FormatDecision(d));

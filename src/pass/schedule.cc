@@ -103,11 +103,24 @@ Expected<Graph> BuildGraph(const ir::Computation& computation) {
   return graph;
 }
 
+// Compute times with the fusion plan of the computation being scheduled
+// already made (the order changes, the data flow does not).
+cost::ComputeTimes PreparedFor(const cost::CostModel& model, const Graph& graph) {
+  cost::ComputeTimes times(model);
+  if (!graph.nodes.empty()) times.Prepare(*graph.nodes.front().instruction->parent());
+  return times;
+}
+
 class TopDownScheduler {
  public:
   TopDownScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
                    const ScheduleOptions& options)
-      : graph_(graph), model_(model), grid_(grid), options_(options), timeline_(model, grid) {}
+      : graph_(graph),
+        model_(model),
+        grid_(grid),
+        options_(options),
+        compute_times_(PreparedFor(model, graph)),
+        timeline_(model, grid, compute_times_) {}
 
   Expected<std::vector<const Instruction*>> Run() {
     InitNodes();
@@ -170,7 +183,8 @@ class TopDownScheduler {
       Node& node = nodes_[*it];
       double longest = 0;
       for (size_t s : node.successors) longest = std::max(longest, nodes_[s].critical_path);
-      node.critical_path = cost::IsolatedSeconds(*node.instruction, model_, grid_) + longest;
+      node.critical_path =
+          cost::IsolatedSeconds(*node.instruction, model_, grid_, compute_times_) + longest;
     }
   }
 
@@ -279,6 +293,7 @@ class TopDownScheduler {
   const cost::CostModel& model_;
   const ir::DeviceGrid& grid_;
   const ScheduleOptions& options_;
+  cost::ComputeTimes compute_times_;  // before timeline_, which shares its plans
   cost::Timeline timeline_;
 
   std::vector<Node> nodes_;
@@ -305,6 +320,7 @@ class BottomUpScheduler {
         model_(model),
         grid_(grid),
         options_(options),
+        compute_times_(PreparedFor(model, graph)),
         waiting_(graph.nodes.size()),
         depth_(graph.nodes.size()),
         placed_(graph.nodes.size(), false) {}
@@ -351,7 +367,9 @@ class BottomUpScheduler {
     for (size_t i : graph_.topological) {
       double longest = 0;
       for (size_t p : graph_.nodes[i].predecessors) longest = std::max(longest, depth_[p]);
-      depth_[i] = cost::IsolatedSeconds(*graph_.nodes[i].instruction, model_, grid_) + longest;
+      depth_[i] =
+          cost::IsolatedSeconds(*graph_.nodes[i].instruction, model_, grid_, compute_times_) +
+          longest;
     }
   }
 
@@ -422,7 +440,7 @@ class BottomUpScheduler {
     const Graph::Node& node = graph_.nodes[i];
     placed_[i] = true;
     reversed_.push_back(node.instruction);
-    clock_ += model_.ComputeSeconds(*node.instruction);
+    clock_ += compute_times_.Of(*node.instruction);
     switch (node.role) {
       case TransferRole::kSynchronous:
         clock_ += model_.TransferSeconds(*node.instruction, grid_);
@@ -456,6 +474,7 @@ class BottomUpScheduler {
   const cost::CostModel& model_;
   const ir::DeviceGrid& grid_;
   const ScheduleOptions& options_;
+  cost::ComputeTimes compute_times_;
 
   std::vector<int64_t> waiting_;  // successors not yet placed
   std::vector<double> depth_;

@@ -24,7 +24,7 @@ class TapeBuilder {
  public:
   TapeBuilder(const cost::TargetCostModel& model, const ir::DeviceGrid& grid,
               const cost::Target& target, const Network& network)
-      : model_(model), grid_(grid), target_(target), network_(network) {}
+      : model_(model), grid_(grid), target_(target), network_(network), compute_(model) {}
 
   Status Compile(const ir::Computation& computation, int depth = 0) {
     if (depth > ir::kMaxCallDepth) {
@@ -110,7 +110,7 @@ class TapeBuilder {
       default:
         break;
     }
-    const double seconds = model_.ComputeSeconds(instruction);
+    const double seconds = compute_.Of(instruction);
     if (seconds <= 0) return OkStatus();
     Step step;
     step.kind = StepKind::kCompute;
@@ -239,7 +239,7 @@ class TapeBuilder {
     double slowest_seconds = -1;
     for (const ir::Computation* branch : instruction.called_computations()) {
       if (branch == nullptr) continue;
-      cost::Timeline timeline(model_, grid_);
+      cost::Timeline timeline(model_, grid_, compute_);
       timeline.RunComputation(*branch);
       if (timeline.now() > slowest_seconds) {
         slowest_seconds = timeline.now();
@@ -257,6 +257,7 @@ class TapeBuilder {
   ir::DeviceGrid grid_;
   const cost::Target& target_;
   const Network& network_;
+  cost::ComputeTimes compute_;  // the module does not change while it compiles
   Tape tape_;
   std::unordered_map<const Instruction*, int32_t> slot_of_;
   std::unordered_map<std::string, int32_t> op_kind_index_;

@@ -161,7 +161,7 @@ fi
 # times as the cost model where nothing contends; --compare and knobs.
 if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/sim.json" \
   --trace "$tmp/sim.trace.json" && grep -q '^step time' "$tmp/out" &&
-  jq -e '(.step_seconds * 1e9 | round) == 240980 and .step_seconds == .cost_model_step_seconds' \
+  jq -e '(.step_seconds * 1e9 | round) == 127617 and .step_seconds == .cost_model_step_seconds' \
     "$tmp/sim.json" >/dev/null &&
   jq -e '[.traceEvents[] | select(.ph == "X")] | length > 0' "$tmp/sim.trace.json" >/dev/null; then
   ok "loom simulate: table, JSON, trace"

@@ -90,6 +90,39 @@ TEST(TargetCostModel, BusCarriesEveryByteOnOneMedium) {
   EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 0}}, 1e6), 1e-4 + 2e6 / 1e8);
 }
 
+TEST(TargetCostModel, AFusingTargetPricesAnElementwiseChainAsOneKernel) {
+  ComputeSpec compute = SimpleCompute();
+  compute.fuses_elementwise = true;
+  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  EXPECT_TRUE(model.FusesElementwise());
+  EXPECT_FALSE(TargetCostModel(Bus()).FusesElementwise());
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %x = f32[64,32] parameter(0)
+  %y = f32[64,32] parameter(1)
+  %m = f32[64,32] multiply(%x, %y)
+  %t = f32[64,32] tanh(%m)
+  ROOT %a = f32[64,32] add(%t, %x)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  const ir::Computation& entry = *(*module)->entry();
+  const ComputeTimes fused(model);
+  // multiply reads x and y (8 KiB each) inside the kernel; tanh reads
+  // nothing from memory; add reads x again and writes the result, and
+  // launches the one kernel.
+  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("m")), 2 * 8192 / 1e12);
+  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("t")), 0);
+  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("a")), 2 * 8192 / 1e12 + 1e-6);
+  // Unfused, each op is a kernel of its own: 3 + 2 + 3 arrays moved, 3 launches.
+  const TargetCostModel unfused_model(Bus());
+  const ComputeTimes unfused(unfused_model);
+  double total = 0;
+  for (const char* name : {"m", "t", "a"}) total += unfused.Of(*entry.FindInstruction(name));
+  EXPECT_DOUBLE_EQ(total, 8 * 8192 / 1e12 + 3e-6);
+}
+
 TEST(TargetCostModel, ComputeIsARooflinePlusLaunch) {
   const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
   auto module = ir::ParseModule(R"(
@@ -151,6 +184,21 @@ TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
   EXPECT_EQ(bad.error().message,
             "bad.json: topology: 'wraparound' must be an array of booleans, one per dimension");
   EXPECT_FALSE(ParseTargetJson("{", "x.json").ok());
+  // fuses_elementwise is optional (false), and must be a boolean.
+  const std::string compute =
+      R"({"name": "x", "compute": {"peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e12,
+      "memory_capacity": 1, "launch_latency": 0)";
+  const std::string topology =
+      R"(}, "topology": {"kind": "bus", "bus": {"bandwidth": 1, "latency": 0}}})";
+  auto plain = ParseTargetJson(compute + topology, "plain.json");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_FALSE(plain->compute().fuses_elementwise);
+  auto fusing = ParseTargetJson(compute + R"(, "fuses_elementwise": true)" + topology, "f.json");
+  ASSERT_TRUE(fusing.ok()) << fusing.error().message;
+  EXPECT_TRUE(fusing->compute().fuses_elementwise);
+  auto wrong = ParseTargetJson(compute + R"(, "fuses_elementwise": 1)" + topology, "w.json");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().message, "w.json: compute: 'fuses_elementwise' must be true or false");
 }
 
 // Integers past int64_t, products that wrap, and numbers that are not
