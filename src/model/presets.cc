@@ -69,6 +69,10 @@ Status Read(const nlohmann::json& json, std::string_view key, T* out, std::strin
   if constexpr (std::is_same_v<T, std::string>) {
     if (!value.is_string()) return Error{fmt::format("{}: '{}' must be a string", where, key)};
     *out = value.get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean())
+      return Error{fmt::format("{}: '{}' must be true or false", where, key)};
+    *out = value.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
     if (!value.is_number_integer()) {
       return Error{fmt::format("{}: '{}' must be an integer", where, key)};
@@ -142,16 +146,18 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
 }
 
 Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
-                        ParseObject(text, where,
-                                    {"name", "tensor", "data", "pipeline", "micro_batches",
-                                     "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
+  LOOM_ASSIGN_OR_RETURN(
+      const nlohmann::json json,
+      ParseObject(text, where,
+                  {"name", "tensor", "data", "pipeline", "micro_batches", "sequence_parallel",
+                   "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
   LOOM_RETURN_IF_ERROR(Read(json, "data", &p.data, where));
   LOOM_RETURN_IF_ERROR(Read(json, "pipeline", &p.pipeline, where));
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
   LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));
   LOOM_RETURN_IF_ERROR(Read(json, "learning_rate", &p.learning_rate, where));
   LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));

@@ -18,6 +18,7 @@ namespace {
 // micro-batch, n micro-batches (Tb tokens in all), L layers per stage.
 struct LocalSizes {
   int64_t b, S, T, M, H, K, G, hd, F, V, L, n, Tb;
+  int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
 };
 
 struct LayerWeights {
@@ -57,6 +58,7 @@ class StepWriter {
     s_.S = model.seq;
     s_.T = s_.b * s_.S;
     s_.Tb = s_.T * s_.n;
+    s_.R = SequenceParallel() ? s_.T / t : s_.T;
     s_.M = model.d_model;
     s_.H = model.heads / t;
     s_.K = model.kv_heads / t;
@@ -96,6 +98,18 @@ class StepWriter {
         for (int64_t stage = 0; stage < pp; ++stage) group.push_back(device(stage, d, j));
         pipeline_groups_.push_back(group);
       }
+    }
+    for (int64_t stage = 0; stage < pp; ++stage) {
+      std::vector<int64_t> group;
+      for (int64_t d = 0; d < dp; ++d) {
+        for (int64_t j = 0; j < t; ++j) group.push_back(device(stage, d, j));
+      }
+      data_and_model_groups_.push_back(group);
+    }
+    {
+      std::vector<int64_t> everyone;
+      for (int64_t i = 0; i < pp * dp * t; ++i) everyone.push_back(i);
+      head_and_model_groups_.push_back(everyone);
     }
     for (int64_t stage = 0; stage + 1 < pp; ++stage) {
       for (int64_t d = 0; d < dp; ++d) {
@@ -308,6 +322,33 @@ class StepWriter {
     return c.BroadcastLike(column, like, {1});
   }
 
+  // --- the model axis -----------------------------------------------------------------
+  bool SequenceParallel() const { return plan_.sequence_parallel && plan_.tensor > 1; }
+  // What a column-parallel product reads: every device's rows of the
+  // residual stream under sequence parallelism (an all-gather over the
+  // model axis), else x itself.
+  Value GatherRows(ComputationEmitter& c, const Value& x) {
+    return SequenceParallel() ? c.AllGather(x, 0, tensor_groups_) : x;
+  }
+  // A row-parallel product summed over the model axis: this device's rows
+  // of the sum under sequence parallelism (a reduce-scatter), else all of
+  // it (an all-reduce).
+  Value SumOverModel(ComputationEmitter& c, const Value& partial) {
+    return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
+                              : c.AllReduce(partial, tensor_groups_);
+  }
+  // This device's rows of x [T, ...] under sequence parallelism (its
+  // position on the model axis picks them), else x.
+  Value OwnRows(ComputationEmitter& c, const Value& x) {
+    if (!SequenceParallel()) return x;
+    const Value rank = c.Binary("remainder", c.PartitionId(), c.ScalarInt(plan_.tensor));
+    std::vector<Value> starts = {c.Mul(rank, c.ScalarInt(s_.R))};
+    for (size_t d = 1; d < x.dims.size(); ++d) starts.push_back(c.ScalarInt(0));
+    std::vector<int64_t> sizes = x.dims;
+    sizes[0] = s_.R;
+    return c.DynamicSlice(x, starts, sizes);
+  }
+
   NormActs NormForward(ComputationEmitter& c, const Value& x) {
     Value centred = x;
     if (m_.norm == "layernorm") centred = c.Sub(x, PerRow(c, RowMean(c, x), x));
@@ -374,7 +415,7 @@ class StepWriter {
     LayerActs a;
     a.x = x;
     a.norm1 = NormForward(c, x);
-    a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
+    a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
     a.q = Heads(c, MatMul(c, a.h, w.wq), s_.H);
     a.kc = Heads(c, MatMul(c, a.h, w.wk), s_.K);
     a.vc = Heads(c, MatMul(c, a.h, w.wv), s_.K);
@@ -382,7 +423,7 @@ class StepWriter {
     a.v = ExpandKv(c, a.vc);
     a.p = AttentionProbabilities(c, a.q, a.k);
     a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
-    a.x1 = c.Add(x, c.AllReduce(MatMul(c, a.o, w.wo), tensor_groups_));
+    a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo)));
     MlpForward(c, w, a);
     return a;
   }
@@ -390,7 +431,7 @@ class StepWriter {
   // The MLP half of a layer, from a.x1: fills norm2 .. out.
   void MlpForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.norm2 = NormForward(c, a.x1);
-    a.h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1));
+    a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1)));
     a.u = MatMul(c, a.h2, w.w1);
     if (m_.mlp == "swiglu") {
       a.z = MatMul(c, a.h2, w.w3);
@@ -398,7 +439,7 @@ class StepWriter {
     } else {
       a.act = Gelu(c, a.u);
     }
-    a.out = c.Add(a.x1, c.AllReduce(MatMul(c, a.act, w.w2), tensor_groups_));
+    a.out = c.Add(a.x1, SumOverModel(c, MatMul(c, a.act, w.w2)));
   }
 
   // --- inference ----------------------------------------------------------------------
@@ -459,9 +500,11 @@ class StepWriter {
 
   LayerGrads LayerBackward(ComputationEmitter& c, const LayerActs& a, const LayerWeights& w,
                            const Value& dout) {
-    // MLP: out = x1 + act . w2
-    const Value dw2 = WeightGrad(c, a.act, dout);
-    const Value dact = MatMulT(c, dout, w.w2);
+    // MLP: out = x1 + act . w2 (its rows of the sum under sequence
+    // parallelism: the gradient of every row is gathered back).
+    const Value dy2 = GatherRows(c, dout);
+    const Value dw2 = WeightGrad(c, a.act, dy2);
+    const Value dact = MatMulT(c, dy2, w.w2);
     Value du, dz, dw3;
     if (m_.mlp == "swiglu") {
       const Value s = c.Unary("logistic", a.u);
@@ -477,13 +520,14 @@ class StepWriter {
     const Value dw1 = WeightGrad(c, a.h2, du);
     Value dh2 = MatMulT(c, du, w.w1);
     if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3));
-    dh2 = c.AllReduce(dh2, tensor_groups_);
+    dh2 = SumOverModel(c, dh2);
     const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
     const Value dx1 = c.Add(dout, dx1_norm);
 
     // Attention: x1 = x + o . wo
-    const Value dwo = WeightGrad(c, a.o, dx1);
-    const Value dO = Heads(c, MatMulT(c, dx1, w.wo), s_.H);
+    const Value dy = GatherRows(c, dx1);
+    const Value dwo = WeightGrad(c, a.o, dy);
+    const Value dO = Heads(c, MatMulT(c, dy, w.wo), s_.H);
     const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     const Value dv = c.Transpose(
         c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
@@ -501,7 +545,7 @@ class StepWriter {
     const Value dwk = WeightGrad(c, a.h, dk2);
     const Value dwv = WeightGrad(c, a.h, dv2);
     Value dh = c.Add(c.Add(MatMulT(c, dq2, w.wq), MatMulT(c, dk2, w.wk)), MatMulT(c, dv2, w.wv));
-    dh = c.AllReduce(dh, tensor_groups_);
+    dh = SumOverModel(c, dh);
     const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
 
     LayerGrads grads;
@@ -577,7 +621,7 @@ class StepWriter {
   // Runs the layers forward; returns (final x, saved layer inputs).
   std::pair<Value, Value> ForwardLoop(ComputationEmitter& e, const Value& x,
                                       const std::vector<Value>& stacked) {
-    std::vector<Value> init = {x, e.Full(P_, 0, {s_.L, s_.T, s_.M})};
+    std::vector<Value> init = {x, e.Full(P_, 0, {s_.L, s_.R, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
     const std::vector<Value> done = Loop(
         e, "forward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
@@ -740,6 +784,9 @@ class StepWriter {
   // head_groups_: the pipeline and data axes together (the loss and the
   // weights every stage holds).
   Groups tensor_groups_, data_groups_, head_groups_, pipeline_groups_;
+  // Under sequence parallelism: the head groups with the model axis, and
+  // each stage's data and model axes.
+  Groups head_and_model_groups_, data_and_model_groups_;
   std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_;
 };
 
@@ -759,8 +806,9 @@ std::string StepWriter::Write() {
   const Value& wout = weights[2];
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
 
-  // Forward.
-  const Value onehot_in = OneHot(e, tokens, C_);
+  // Forward (under sequence parallelism on this device's rows of the
+  // tokens: the embedding, the residual stream, the head and the loss).
+  const Value onehot_in = OwnRows(e, OneHot(e, tokens, C_));
   const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, P_);
   const auto [xl, saved] =
       Pipelined() ? PipelineForward(e, x0, stacked) : ForwardLoop(e, x0, stacked);
@@ -776,12 +824,16 @@ std::string StepWriter::Write() {
   const Value shifted = e.Sub(logits, PerRow(e, mx, logits));
   const Value exp = e.Unary("exponential", shifted);
   const Value z = e.ReduceSum(exp, {1});
-  const Value onehot_target = OneHot(e, targets, P_);
+  const Value onehot_target = OwnRows(e, OneHot(e, targets, P_));
   const Value picked = e.ReduceSum(e.Mul(shifted, onehot_target), {1});
   const double tokens_total = static_cast<double>(m_.batch * m_.seq);
   const Value local_loss =
       on_stage(plan_.pipeline - 1, e.ReduceSum(e.Sub(e.Unary("log", z), picked), {0}));
-  const Value loss = e.Scale(e.AllReduce(local_loss, head_groups_), 1.0 / tokens_total);
+  // What every stage holds in full sums over the pipeline and data axes,
+  // and under sequence parallelism over the model axis too (each device saw
+  // its own rows).
+  const Groups& whole_groups = SequenceParallel() ? head_and_model_groups_ : head_groups_;
+  const Value loss = e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / tokens_total);
 
   // Backward.
   const Value softmax = e.Div(exp, PerRow(e, z, exp));
@@ -796,8 +848,16 @@ std::string StepWriter::Write() {
   // The weights every stage holds: their gradients come from one stage.
   std::vector<Value> grads = {on_stage(0, dembed), on_stage(plan_.pipeline - 1, dgf),
                               on_stage(plan_.pipeline - 1, dwout)};
-  for (Value& g : grads) g = e.AllReduce(g, head_groups_);
-  for (const Value& g : stacked_grads) grads.push_back(e.AllReduce(g, data_groups_));
+  for (Value& g : grads) g = e.AllReduce(g, whole_groups);
+  // A stacked weight the model axis does not split (a norm's gain) gets,
+  // under sequence parallelism, each device's rows' share of its gradient.
+  const std::vector<WeightInfo> infos = Weights(m_);
+  for (size_t i = 0; i < stacked_grads.size(); ++i) {
+    const bool replicated = infos[3 + i].split_dim < 0;
+    grads.push_back(e.AllReduce(stacked_grads[i], SequenceParallel() && replicated
+                                                      ? data_and_model_groups_
+                                                      : data_groups_));
+  }
 
   std::vector<Value> outputs = {loss};
   if (plan_.optimizer == "none") {
@@ -949,6 +1009,14 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
+  if (p.sequence_parallel) {
+    if (p.pipeline > 1 || p.micro_batches > 1) {
+      return Error{
+          "sequence parallelism with pipeline stages or micro-batches is not built yet (plan "
+          "'sequence_parallel' needs pipeline 1 and micro_batches 1)"};
+    }
+    LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data * m.seq, p.tensor, "the local tokens", "tensor"));
+  }
   return OkStatus();
 }
 
@@ -977,7 +1045,9 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   }
   f.gradients = f.weights;
   if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
-  const int64_t tokens = local_batch * m.seq, micro_tokens = tokens / p.micro_batches;
+  // Sequence parallelism splits the saved residual stream over the model axis.
+  const int64_t tokens = local_batch * m.seq / (p.sequence_parallel ? p.tensor : 1),
+                micro_tokens = tokens / p.micro_batches;
   const bool pipelined = p.pipeline > 1 || p.micro_batches > 1;
   f.activations =
       (pipelined ? tokens + layers * micro_tokens : layers * tokens) * m.d_model * element;
@@ -991,6 +1061,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
     return Error{fmt::format("step '{}' is not one of train, prefill, decode", step.kind)};
   }
   if (step.context < 0) return Error{fmt::format("context must be >= 0, is {}", step.context)};
+  if (plan.sequence_parallel) {
+    return Error{"sequence parallelism is built for training steps, not for serving"};
+  }
   StepWriter writer(model, plan, step.kind);
   return step.kind == "prefill" ? writer.WritePrefill() : writer.WriteDecode(step.context);
 }

@@ -69,10 +69,16 @@ struct ModelConfig {
 
 struct ParallelPlan {
   std::string name = "plan";
-  int64_t tensor = 1;              // model axis: Megatron column/row split
-  int64_t data = 1;                // data axis: batch split, gradient all-reduce
-  int64_t pipeline = 1;            // pipeline axis: stages of L / pipeline layers
-  int64_t micro_batches = 1;       // micro-batches of the local batch (GPipe)
+  int64_t tensor = 1;         // model axis: Megatron column/row split
+  int64_t data = 1;           // data axis: batch split, gradient all-reduce
+  int64_t pipeline = 1;       // pipeline axis: stages of L / pipeline layers
+  int64_t micro_batches = 1;  // micro-batches of the local batch (GPipe)
+  // Megatron's sequence parallelism (Korthikanti et al. 2022) on the model
+  // axis: the residual stream, the norms and the head are split by tokens;
+  // an all-gather before each column-parallel product and a reduce-scatter
+  // after each row-parallel one replace the all-reduce (training steps
+  // without pipeline stages or micro-batches).
+  bool sequence_parallel = false;
   std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
   double learning_rate = 1e-3;
   double beta1 = 0.9;

@@ -228,15 +228,21 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // makes the others stale, and a stale estimate is redone before it wins.
   std::vector<Trial> trials;
   std::set<std::string> seen;
+  // Estimates `choice` on the program as rewritten so far, unless that was
+  // done before: its step, or nothing when it was seen already or is no
+  // candidate there.
+  auto try_choice = [&](const Choice& choice, int64_t round) -> Expected<std::optional<double>> {
+    if (!seen.insert(choice.Key() + choice.Ring()).second) return std::optional<double>();
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
+                          Apply(*current, choice, matching_, nullptr));
+    if (!trial) return std::optional<double>();
+    LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
+    trials.push_back({choice, seconds, round});
+    return std::optional<double>(seconds);
+  };
   auto estimate_new = [&](const std::vector<Choice>& choices, int64_t round) -> Status {
     for (const Choice& choice : choices) {
-      if (seen.count(choice.Key() + choice.Ring())) continue;
-      seen.insert(choice.Key() + choice.Ring());
-      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
-                            Apply(*current, choice, matching_, nullptr));
-      if (!trial) continue;
-      LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
-      trials.push_back({choice, seconds, round});
+      LOOM_RETURN_IF_ERROR(try_choice(choice, round).status());
     }
     return OkStatus();
   };
@@ -258,16 +264,10 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       double best = whole->step;
       for (int64_t k : counts) {
         choice.step_chunks = k;
-        if (seen.count(choice.Key() + choice.Ring())) continue;
-        seen.insert(choice.Key() + choice.Ring());
-        LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
-                              Apply(*current, choice, matching_, nullptr));
-        if (!trial) break;
-        LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
-        trials.push_back({choice, seconds, round});
-        whole = nullptr;  // trials may have moved
-        if (!(seconds < best)) break;
-        best = seconds;
+        LOOM_ASSIGN_OR_RETURN(const std::optional<double> seconds, try_choice(choice, round));
+        if (!seconds) continue;
+        if (!(*seconds < best)) break;
+        best = *seconds;
       }
     }
     return OkStatus();

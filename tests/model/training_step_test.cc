@@ -147,6 +147,7 @@ double RelativeDifference(const Tensor& a, const Tensor& b) {
 struct Case {
   std::string preset;
   int64_t tensor, data, pipeline = 1, micro_batches = 1;
+  bool sequence_parallel = false;
 };
 
 class PartitionedStep : public ::testing::TestWithParam<Case> {};
@@ -170,6 +171,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   many.data = c.data;
   many.pipeline = c.pipeline;
   many.micro_batches = c.micro_batches;
+  many.sequence_parallel = c.sequence_parallel;
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
@@ -207,32 +209,33 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     }
   }
   std::printf(
-      "[ model ] %s tp=%lld dp=%lld pp=%lld micro-batches=%lld: loss %.6f, worst relative "
+      "[ model ] %s tp=%lld%s dp=%lld pp=%lld micro-batches=%lld: loss %.6f, worst relative "
       "difference %.3g\n",
-      c.preset.c_str(), static_cast<long long>(c.tensor), static_cast<long long>(c.data),
-      static_cast<long long>(c.pipeline), static_cast<long long>(c.micro_batches),
-      expected[0]->GetDouble(0), worst);
+      c.preset.c_str(), static_cast<long long>(c.tensor), c.sequence_parallel ? " (sp)" : "",
+      static_cast<long long>(c.data), static_cast<long long>(c.pipeline),
+      static_cast<long long>(c.micro_batches), expected[0]->GetDouble(0), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, PartitionedStep,
-                         ::testing::Values(Case{"tiny", 2, 1}, Case{"tiny", 1, 2},
-                                           Case{"tiny", 2, 2}, Case{"tiny-gqa", 2, 2},
-                                           Case{"tiny-gqa", 1, 4}, Case{"tiny", 1, 1, 1, 2},
-                                           Case{"tiny", 1, 1, 2, 1}, Case{"tiny", 1, 1, 2, 4},
-                                           Case{"tiny", 2, 1, 2, 2}, Case{"tiny-gqa", 2, 2, 2, 2}),
-                         [](const auto& info) {
-                           std::string name = info.param.preset + "_tp" +
-                                              std::to_string(info.param.tensor) + "_dp" +
-                                              std::to_string(info.param.data);
-                           if (info.param.pipeline > 1 || info.param.micro_batches > 1) {
-                             name += "_pp" + std::to_string(info.param.pipeline) + "_mb" +
-                                     std::to_string(info.param.micro_batches);
-                           }
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Plans, PartitionedStep,
+    ::testing::Values(Case{"tiny", 2, 1}, Case{"tiny", 1, 2}, Case{"tiny", 2, 2},
+                      Case{"tiny-gqa", 2, 2}, Case{"tiny-gqa", 1, 4}, Case{"tiny", 1, 1, 1, 2},
+                      Case{"tiny", 1, 1, 2, 1}, Case{"tiny", 1, 1, 2, 4}, Case{"tiny", 2, 1, 2, 2},
+                      Case{"tiny-gqa", 2, 2, 2, 2}, Case{"tiny", 2, 1, 1, 1, true},
+                      Case{"tiny", 4, 1, 1, 1, true}, Case{"tiny-gqa", 2, 2, 1, 1, true}),
+    [](const auto& info) {
+      std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
+                         std::to_string(info.param.data);
+      if (info.param.pipeline > 1 || info.param.micro_batches > 1) {
+        name += "_pp" + std::to_string(info.param.pipeline) + "_mb" +
+                std::to_string(info.param.micro_batches);
+      }
+      if (info.param.sequence_parallel) name += "_sp";
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
 
 // Gradients (optimizer "none" outputs them) against central differences of
 // the loss in f64, at a few coordinates of every weight.
@@ -453,6 +456,46 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   EXPECT_EQ(f.gradients, 0);
   EXPECT_EQ(f.activations,
             2 * 2 * 4 * 10 * 2 * 16 * 4);  // k and v, 2 layers, 10 positions, 2 heads
+  // Sequence parallelism splits the saved layer inputs over the model axis.
+  plan = ParallelPlan{};
+  plan.tensor = 2;
+  plan.sequence_parallel = true;
+  f = Footprint(m, plan);
+  EXPECT_EQ(f.activations, 2 * (4 * 16 / 2) * 64 * 4);
+}
+
+// Sequence parallelism: what it is not built for is refused by name, and
+// the step it writes gathers before and scatters after the model-parallel
+// products instead of all-reducing.
+TEST(SequenceParallelism, RefusesWhatItIsNotBuiltForAndScattersTheRowParallelSums) {
+  const ModelConfig m = ModelPreset("tiny").value();
+  ParallelPlan plan;
+  plan.tensor = 2;
+  plan.sequence_parallel = true;
+  plan.pipeline = 2;
+  Status refused = ValidatePlan(m, plan);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("not built yet"), std::string::npos);
+  plan.pipeline = 1;
+  Expected<std::string> serving = BuildInferenceStep(m, plan, InferenceStep{"prefill", 0});
+  ASSERT_FALSE(serving.ok());
+  EXPECT_EQ(serving.error().message,
+            "sequence parallelism is built for training steps, not for serving");
+  Expected<std::string> text = BuildTrainingStep(m, plan);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  const auto count = [&](std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text->find(what); at != std::string::npos; at = text->find(what, at + 1)) ++n;
+    return n;
+  };
+  // Per layer forward (twice: the backward recomputes it) 2 gathers and 2
+  // scatters, backward 2 more of each.
+  EXPECT_EQ(count(" reduce-scatter("), 6u);
+  EXPECT_EQ(count(" all-gather("), 6u);
+  plan.sequence_parallel = false;
+  Expected<std::string> plain = BuildTrainingStep(m, plan);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->find(" reduce-scatter("), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--step train|prefill|decode] [--context C] [--layers N]
+// [--micro-batches M] [--sequence-parallel] [--step train|prefill|decode] [--context C] [--layers
+// N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
 #include <fmt/format.h>
@@ -78,6 +79,7 @@ void AddModelCommand(CLI::App& app) {
     int64_t data = 0;
     int64_t pipeline = 0;
     int64_t micro_batches = 0;
+    bool sequence_parallel = false;
     std::string step = "train";
     int64_t context = 0;
     bool memory = false;
@@ -99,8 +101,8 @@ void AddModelCommand(CLI::App& app) {
                       "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
                       "overrides})");
   command->add_option("--plan", options->plan,
-                      "A JSON file: tensor, data, pipeline, micro_batches, optimizer, "
-                      "learning_rate, beta1, beta2, epsilon");
+                      "A JSON file: tensor, data, pipeline, micro_batches, sequence_parallel, "
+                      "optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--data", options->data, "Data-parallel ways")
@@ -114,6 +116,10 @@ void AddModelCommand(CLI::App& app) {
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches of each data-parallel replica's batch (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_flag("--sequence-parallel", options->sequence_parallel,
+                    "Megatron's sequence parallelism on the model axis: the residual stream split "
+                    "by tokens, an all-gather before each column-parallel product and a "
+                    "reduce-scatter after each row-parallel one (training steps)");
   command
       ->add_option("--step", options->step,
                    "train (forward, backward, optimizer), prefill (the prompt's forward and its KV "
@@ -166,6 +172,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->data > 0) plan.data = options->data;
     if (options->pipeline > 0) plan.pipeline = options->pipeline;
     if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
+    if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->layers > 0) m.layers = options->layers;
     if (options->batch > 0) m.batch = options->batch;
     if (options->seq > 0) m.seq = options->seq;
@@ -176,6 +183,7 @@ void AddModelCommand(CLI::App& app) {
       plan.name = fmt::format("tp{}_dp{}", plan.tensor, plan.data);
       if (plan.pipeline > 1) plan.name += fmt::format("_pp{}", plan.pipeline);
       if (plan.micro_batches > 1) plan.name += fmt::format("_mb{}", plan.micro_batches);
+      if (plan.sequence_parallel) plan.name += "_sp";
     }
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
