@@ -28,8 +28,11 @@ struct SimOptions {
   int64_t max_trace_events = 2'000'000;
   // A simulation that would move more point-to-point messages than this
   // (all devices, loops that transfer replayed trip by trip) is refused up
-  // front instead of running for hours; 0: no limit.
-  int64_t max_messages = 200'000'000;
+  // front instead of running for hours; 0: no limit. The tape stops
+  // planning as soon as the count passes it, but the plans made by then
+  // hold about 90 bytes a message: 50 M keeps a refused run under 5 GB (and
+  // an accepted one a few minutes).
+  int64_t max_messages = 50'000'000;
   // The same for the steps of the program walked, summed over devices (a
   // loop whose collectives move nothing walks its steps every trip).
   int64_t max_steps = 1'000'000'000;

@@ -14,7 +14,9 @@ namespace loom::sim {
 
 namespace {
 
-std::string AtLeast(int64_t count) { return count == kSaturated ? "at least " : ""; }
+std::string AtLeast(int64_t count, bool truncated = false) {
+  return count == kSaturated || truncated ? "at least " : "";
+}
 
 // " (the while %w at line 9 runs 4096 times, with the loops around it)"
 std::string LoopThatMultiplies(const ReplayCost& cost) {
@@ -33,8 +35,8 @@ Status CheckReplayCost(const ir::Module& module, const ReplayCost& cost, int64_t
     return Error{
         fmt::format("simulating module {} would move {}{} messages{}, more than the limit of {} "
                     "(--max-messages): loops that transfer are replayed trip by trip",
-                    module.name(), AtLeast(cost.messages), cost.messages, LoopThatMultiplies(cost),
-                    options.max_messages)};
+                    module.name(), AtLeast(cost.messages, cost.truncated), cost.messages,
+                    LoopThatMultiplies(cost), options.max_messages)};
   }
   const int64_t steps = SaturatingMul(cost.steps_per_device, devices);
   if (options.max_steps > 0 && steps > options.max_steps) {
@@ -88,11 +90,13 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
   const cost::TargetCostModel model(target);
   report.cost_model_step_seconds = cost::EstimateStep(module, model, grid).total_seconds;
 
-  LOOM_ASSIGN_OR_RETURN(Tape tape, BuildTape(*module.entry(), model, grid, target, network));
+  LOOM_ASSIGN_OR_RETURN(
+      Tape tape, BuildTape(*module.entry(), model, grid, target, network, options.max_messages));
   report.unknown_trip_counts = std::move(tape.unknown_trip_counts);
   report.collective_plans = std::move(tape.collective_plans);
   report.notes.insert(report.notes.end(), tape.notes.begin(), tape.notes.end());
   LOOM_RETURN_IF_ERROR(CheckReplayCost(module, tape.CostOfReplay(), devices, options));
+  if (tape.truncated) return Error{"simulate: internal error: a truncated tape within budget"};
   LOOM_RETURN_IF_ERROR(ReplayTape(tape, network, devices, options, &report));
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -23,8 +23,13 @@ using ir::Opcode;
 class TapeBuilder {
  public:
   TapeBuilder(const cost::TargetCostModel& model, const ir::DeviceGrid& grid,
-              const cost::Target& target, const Network& network)
-      : model_(model), grid_(grid), target_(target), network_(network), compute_(model) {}
+              const cost::Target& target, const Network& network, int64_t max_messages)
+      : model_(model),
+        grid_(grid),
+        target_(target),
+        network_(network),
+        compute_(model),
+        max_messages_(max_messages) {}
 
   Status Compile(const ir::Computation& computation, int depth = 0) {
     if (depth > ir::kMaxCallDepth) {
@@ -47,6 +52,7 @@ class TapeBuilder {
   }
 
   Tape Finish() && { return std::move(tape_); }
+  bool truncated() const { return tape_.truncated; }
 
  private:
   int32_t OpKind(const std::string& name) {
@@ -69,7 +75,7 @@ class TapeBuilder {
         step.op_kind = tape_.slots[static_cast<size_t>(slot)].op_kind;
         step.instruction = &instruction;
         tape_.steps.push_back(step);
-        return OkStatus();
+        return CountMessages(tape_.slots[static_cast<size_t>(slot)].plan.messages.size());
       }
       case cost::TransferRole::kDone: {
         const Instruction* start = ir::StartOf(instruction);
@@ -125,6 +131,18 @@ class TapeBuilder {
     return OkStatus();
   }
 
+  // Counts a transfer's messages once per trip of the loops around it;
+  // past the budget, marks the tape truncated and stops the compilation.
+  Status CountMessages(size_t messages) {
+    messages_ =
+        SaturatingAdd(messages_, SaturatingMul(static_cast<int64_t>(messages), repeats_.back()));
+    if (max_messages_ > 0 && messages_ > max_messages_) {
+      tape_.truncated = true;
+      return Error{"the replay's message budget is spent"};
+    }
+    return OkStatus();
+  }
+
   Expected<int32_t> SlotOf(const Instruction& instruction) {
     if (auto it = slot_of_.find(&instruction); it != slot_of_.end()) return it->second;
     const Instruction* op = cost::TransferOp(instruction);
@@ -168,8 +186,10 @@ class TapeBuilder {
     loop.trips = *trips;
     loop.instruction = &instruction;
     tape_.steps.push_back(loop);
+    repeats_.push_back(SaturatingMul(repeats_.back(), std::max<int64_t>(*trips, 0)));
     LOOM_RETURN_IF_ERROR(Compile(*condition, depth + 1));
     LOOM_RETURN_IF_ERROR(Compile(*body, depth + 1));
+    repeats_.pop_back();
     Step end;
     end.kind = StepKind::kLoopEnd;
     end.jump = static_cast<int32_t>(begin + 1);
@@ -258,6 +278,9 @@ class TapeBuilder {
   const cost::Target& target_;
   const Network& network_;
   cost::ComputeTimes compute_;  // the module does not change while it compiles
+  const int64_t max_messages_;
+  int64_t messages_ = 0;                // a replay's, so far
+  std::vector<int64_t> repeats_ = {1};  // the trips of the loops being compiled, multiplied
   Tape tape_;
   std::unordered_map<const Instruction*, int32_t> slot_of_;
   std::unordered_map<std::string, int32_t> op_kind_index_;
@@ -267,6 +290,7 @@ class TapeBuilder {
 
 ReplayCost Tape::CostOfReplay() const {
   ReplayCost cost;
+  cost.truncated = truncated;
   std::vector<int64_t> repeats = {1};  // the enclosing loops' trips, multiplied
   for (const Step& step : steps) {
     // A loop's begin is walked once per entry and its end once per trip.
@@ -298,9 +322,10 @@ ReplayCost Tape::CostOfReplay() const {
 
 Expected<Tape> BuildTape(const ir::Computation& entry, const cost::TargetCostModel& model,
                          const ir::DeviceGrid& grid, const cost::Target& target,
-                         const Network& network) {
-  TapeBuilder builder(model, grid, target, network);
-  LOOM_RETURN_IF_ERROR(builder.Compile(entry));
+                         const Network& network, int64_t max_messages) {
+  TapeBuilder builder(model, grid, target, network, max_messages);
+  Status compiled = builder.Compile(entry);
+  if (!compiled.ok() && !builder.truncated()) return compiled.error();
   return std::move(builder).Finish();
 }
 

@@ -68,6 +68,7 @@ struct Slot {
 // trip), and the loop that multiplies them most.
 struct ReplayCost {
   int64_t messages = 0;
+  bool truncated = false;  // the tape stopped at its message budget: at least `messages`
   int64_t steps_per_device = 0;
   const ir::Instruction* loop = nullptr;  // the loop whose trips multiply the most
   int64_t loop_trips = 1;                 // its trips times those of the loops around it
@@ -83,6 +84,9 @@ struct Tape {
   std::vector<std::string> unknown_trip_counts;  // loops counted once
   std::vector<std::string> notes;
   std::vector<std::string> collective_plans;  // one line per collective instruction
+  // BuildTape stopped compiling once the messages a replay would move passed
+  // its budget: the tape is a prefix, good only for CostOfReplay.
+  bool truncated = false;
 
   ReplayCost CostOfReplay() const;
 };
@@ -93,9 +97,12 @@ struct Tape {
 inline constexpr size_t kMaxTapeSteps = 2 * static_cast<size_t>(ir::kMaxInlinedInstructions);
 
 // Fails when a collective has no plan on this network, calls nest too
-// deep, or the tape would exceed kMaxTapeSteps.
+// deep, or the tape would exceed kMaxTapeSteps. With `max_messages` > 0 it
+// stops, truncated, as soon as a replay would move more messages than that
+// (with the loops' trips), before planning the rest: on thousands of
+// devices the plans alone can take gigabytes.
 Expected<Tape> BuildTape(const ir::Computation& entry, const cost::TargetCostModel& model,
                          const ir::DeviceGrid& grid, const cost::Target& target,
-                         const Network& network);
+                         const Network& network, int64_t max_messages = 0);
 
 }  // namespace loom::sim
