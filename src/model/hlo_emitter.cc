@@ -211,6 +211,37 @@ Value ComputationEmitter::DynamicSlice(const Value& x, const std::vector<Value>&
               fmt::format("dynamic-slice({}), {}", operands, attrs));
 }
 
+Value ComputationEmitter::Slice(const Value& x, int64_t dimension, int64_t begin, int64_t size) {
+  LOOM_CHECK(
+      dimension >= 0 && dimension < x.rank() && begin >= 0 && begin + size <= x.dim(dimension),
+      "slice: bounds");
+  std::vector<int64_t> dims = x.dims;
+  std::string ranges;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    const int64_t from = d == dimension ? begin : 0;
+    const int64_t to = d == dimension ? begin + size : x.dim(d);
+    ranges += fmt::format("{}[{}:{}]", d == 0 ? "" : ", ", from, to);
+  }
+  dims[static_cast<size_t>(dimension)] = size;
+  return Emit("slice", ArrayValue(x.type, std::move(dims)),
+              fmt::format("slice(%{}), slice={{{}}}", x.name, ranges));
+}
+
+Value ComputationEmitter::Concatenate(const std::vector<Value>& parts, int64_t dimension) {
+  LOOM_CHECK(!parts.empty(), "concatenate: no parts");
+  std::vector<int64_t> dims = parts.front().dims;
+  std::string operands;
+  dims[static_cast<size_t>(dimension)] = 0;
+  for (const Value& part : parts) {
+    LOOM_CHECK(part.type == parts.front().type && part.rank() == parts.front().rank(),
+               "concatenate: parts");
+    dims[static_cast<size_t>(dimension)] += part.dim(dimension);
+    operands += (operands.empty() ? "%" : ", %") + part.name;
+  }
+  return Emit("concatenate", ArrayValue(parts.front().type, std::move(dims)),
+              fmt::format("concatenate({}), dimensions={{{}}}", operands, dimension));
+}
+
 Value ComputationEmitter::DynamicUpdateSlice(const Value& x, const Value& update,
                                              const std::vector<Value>& starts) {
   LOOM_CHECK(static_cast<int64_t>(starts.size()) == x.rank() && update.type == x.type,

@@ -78,6 +78,10 @@ class ComputationEmitter {
   Value Transpose(const Value& x, std::vector<int64_t> permutation);
   Value Reshape(const Value& x, std::vector<int64_t> dims);
   Value DynamicSlice(const Value& x, const std::vector<Value>& starts, std::vector<int64_t> sizes);
+  // x[..., begin:begin+size, ...] along `dimension` (a static slice).
+  Value Slice(const Value& x, int64_t dimension, int64_t begin, int64_t size);
+  // The parts joined along `dimension`.
+  Value Concatenate(const std::vector<Value>& parts, int64_t dimension);
   Value DynamicUpdateSlice(const Value& x, const Value& update, const std::vector<Value>& starts);
 
   // This device's partition id, as s32.

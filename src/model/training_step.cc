@@ -22,7 +22,7 @@ struct LocalSizes {
 };
 
 struct LayerWeights {
-  Value g1, wq, wk, wv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
+  Value g1, wqkv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
 };
 
 struct NormActs {
@@ -372,6 +372,29 @@ class StepWriter {
     return c.Reshape(x, {s_.b, s_.S, heads, s_.hd});
   }
   // k or v [b,positions,K,hd] shared by G query heads each: [b,positions,H,hd].
+  // The fused projection's columns, per kv head: its G query heads, then
+  // its k and its v (Megatron's fused QKV layout), so that a device's
+  // column shard holds whole groups. qkv [b*positions, K*(G+2)*hd] -> q
+  // [b,positions,H,hd] (head k*G+g: the order ExpandKv shares k and v out
+  // in), k and v [b,positions,K,hd].
+  std::tuple<Value, Value, Value> SplitQkv(ComputationEmitter& c, const Value& qkv,
+                                           int64_t positions) {
+    const int64_t b = s_.b;
+    const Value grouped = c.Reshape(qkv, {b, positions, s_.K, s_.G + 2, s_.hd});
+    return {c.Reshape(c.Slice(grouped, 3, 0, s_.G), {b, positions, s_.H, s_.hd}),
+            c.Reshape(c.Slice(grouped, 3, s_.G, 1), {b, positions, s_.K, s_.hd}),
+            c.Reshape(c.Slice(grouped, 3, s_.G + 1, 1), {b, positions, s_.K, s_.hd})};
+  }
+  // The gradients of q [b,S,H,hd], k and v [b,S,K,hd] in the fused
+  // projection's layout: [T, K*(G+2)*hd].
+  Value JoinQkv(ComputationEmitter& c, const Value& dq, const Value& dk, const Value& dv) {
+    const std::vector<int64_t> group = {s_.b, s_.S, s_.K, 1, s_.hd};
+    const Value joined = c.Concatenate({c.Reshape(dq, {s_.b, s_.S, s_.K, s_.G, s_.hd}),
+                                        c.Reshape(dk, group), c.Reshape(dv, group)},
+                                       3);
+    return c.Reshape(joined, {s_.T, s_.K * (s_.G + 2) * s_.hd});
+  }
+
   Value ExpandKv(ComputationEmitter& c, const Value& kv) {
     if (s_.G == 1) return kv;
     const int64_t b = kv.dim(0), positions = kv.dim(1);
@@ -416,9 +439,7 @@ class StepWriter {
     a.x = x;
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
-    a.q = Heads(c, MatMul(c, a.h, w.wq), s_.H);
-    a.kc = Heads(c, MatMul(c, a.h, w.wk), s_.K);
-    a.vc = Heads(c, MatMul(c, a.h, w.wv), s_.K);
+    std::tie(a.q, a.kc, a.vc) = SplitQkv(c, MatMul(c, a.h, w.wqkv), s_.S);
     a.k = ExpandKv(c, a.kc);
     a.v = ExpandKv(c, a.vc);
     a.p = AttentionProbabilities(c, a.q, a.k);
@@ -456,13 +477,11 @@ class StepWriter {
     LayerActs a;
     a.norm1 = NormForward(c, x);
     a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
-    const Value q = c.Reshape(MatMul(c, a.h, w.wq), {b, 1, s_.H, s_.hd});
+    const auto [q, k, v] = SplitQkv(c, MatMul(c, a.h, w.wqkv), 1);
     const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(context), c.ScalarInt(0),
                                    c.ScalarInt(0)};
-    const Value keys =
-        c.DynamicUpdateSlice(k_cache, c.Reshape(MatMul(c, a.h, w.wk), {b, 1, s_.K, s_.hd}), at);
-    const Value values =
-        c.DynamicUpdateSlice(v_cache, c.Reshape(MatMul(c, a.h, w.wv), {b, 1, s_.K, s_.hd}), at);
+    const Value keys = c.DynamicUpdateSlice(k_cache, k, at);
+    const Value values = c.DynamicUpdateSlice(v_cache, v, at);
     Value scores =
         c.Dot(c.Convert(q, C_), c.Convert(ExpandKv(c, keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,context+1]
@@ -538,19 +557,15 @@ class StepWriter {
         c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
     const Value dk = c.Transpose(
         c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const Value dq2 = c.Reshape(dq, {s_.T, s_.H * s_.hd});
-    const Value dk2 = c.Reshape(ReduceKv(c, dk), {s_.T, s_.K * s_.hd});
-    const Value dv2 = c.Reshape(ReduceKv(c, dv), {s_.T, s_.K * s_.hd});
-    const Value dwq = WeightGrad(c, a.h, dq2);
-    const Value dwk = WeightGrad(c, a.h, dk2);
-    const Value dwv = WeightGrad(c, a.h, dv2);
-    Value dh = c.Add(c.Add(MatMulT(c, dq2, w.wq), MatMulT(c, dk2, w.wk)), MatMulT(c, dv2, w.wv));
+    const Value dqkv = JoinQkv(c, dq, ReduceKv(c, dk), ReduceKv(c, dv));
+    const Value dwqkv = WeightGrad(c, a.h, dqkv);
+    Value dh = MatMulT(c, dqkv, w.wqkv);
     dh = SumOverModel(c, dh);
     const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
 
     LayerGrads grads;
     grads.dx = c.Add(dx1, dx_norm);
-    grads.weights = {dg1, dwq, dwk, dwv, dwo, dg2, dw1};
+    grads.weights = {dg1, dwqkv, dwo, dg2, dw1};
     if (m_.mlp == "swiglu") grads.weights.push_back(dw3);
     grads.weights.push_back(dw2);
     return grads;
@@ -589,7 +604,7 @@ class StepWriter {
     for (const Value& s : stacked) w.push_back(Load(c, s, index));
     LayerWeights lw;
     size_t i = 0;
-    lw.g1 = w[i++], lw.wq = w[i++], lw.wk = w[i++], lw.wv = w[i++], lw.wo = w[i++];
+    lw.g1 = w[i++], lw.wqkv = w[i++], lw.wo = w[i++];
     lw.g2 = w[i++], lw.w1 = w[i++];
     if (m_.mlp == "swiglu") lw.w3 = w[i++];
     lw.w2 = w[i++];
@@ -957,13 +972,14 @@ Status Divides(int64_t value, int64_t by, std::string_view what, std::string_vie
 
 std::vector<WeightInfo> Weights(const ModelConfig& m) {
   const int64_t L = m.layers, M = m.d_model, F = m.d_ff;
-  const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  const int64_t q = m.heads * m.head_dim;
+  // q, k and v fused, per kv head its query heads then its k and its v.
+  const int64_t qkv = (m.heads + 2 * m.kv_heads) * m.head_dim;
   std::vector<WeightInfo> weights = {
-      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1},
-      {"wout", {M, m.vocab}, -1},  {"g1", {L, M}, -1, true},
-      {"wq", {L, M, q}, 2, true},  {"wk", {L, M, kv}, 2, true},
-      {"wv", {L, M, kv}, 2, true}, {"wo", {L, q, M}, 1, true},
-      {"g2", {L, M}, -1, true},    {"w1", {L, M, F}, 2, true},
+      {"embed", {m.vocab, M}, -1},    {"gf", {M}, -1},
+      {"wout", {M, m.vocab}, -1},     {"g1", {L, M}, -1, true},
+      {"wqkv", {L, M, qkv}, 2, true}, {"wo", {L, q, M}, 1, true},
+      {"g2", {L, M}, -1, true},       {"w1", {L, M, F}, 2, true},
   };
   if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2, true});
   weights.push_back({"w2", {L, F, M}, 1, true});

@@ -7,12 +7,15 @@
 //   x = onehot(tokens) . embed                     (embedding, vocab rows)
 //   while i < L (layers as a scan over stacked weights, saving each input):
 //     h  = norm(x) * g1
-//     q, k, v = h . wq, h . wk, h . wv             (column-parallel: heads / tp)
+//     q, k, v = h . wqkv                          (column-parallel: heads / tp; one
+//                                                   fused product, Megatron's layout)
 //     o  = softmax(q k^T / sqrt(hd) + causal) v    (multi-head, grouped-query or
 //                                                   multi-query: kv heads shared)
 //     x += all-reduce_model(o . wo)                (row-parallel)
 //     h2 = norm(x) * g2
 //     x += all-reduce_model(act(h2 . w1 [, h2 . w3]) . w2)   (GELU or SwiGLU)
+//   (with sequence parallelism, x is this device's tokens: h and h2 are
+//   all-gathered over the model axis, and the all-reduces are reduce-scatters)
 //   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
 //   backward: the same in reverse, each layer recomputed from its saved input
 //   (full recomputation), input gradients of the column-parallel products

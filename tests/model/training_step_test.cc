@@ -431,7 +431,7 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
 TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   const ModelConfig m = ModelPreset("tiny").value();
   const int64_t replicated = 128 * 64 + 64 + 64 * 128 + 2 * (64 + 64);  // embed, gf, wout, g1, g2
-  const int64_t split = 2 * (4 * 64 * 64 + 2 * 64 * 256);  // wq wk wv wo, w1 w2: per layer
+  const int64_t split = 2 * (4 * 64 * 64 + 2 * 64 * 256);               // wqkv wo, w1 w2: per layer
   ParallelPlan plan;
   plan.tensor = 2;
   MemoryFootprint f = Footprint(m, plan);
