@@ -150,7 +150,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
       const nlohmann::json json,
       ParseObject(text, where,
                   {"name", "tensor", "data", "pipeline", "micro_batches", "sequence_parallel",
-                   "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
+                   "zero_stage", "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
@@ -158,6 +158,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "pipeline", &p.pipeline, where));
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "zero_stage", &p.zero_stage, where));
   LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));
   LOOM_RETURN_IF_ERROR(Read(json, "learning_rate", &p.learning_rate, where));
   LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <optional>
 #include <tuple>
 
 #include "model/hlo_emitter.h"
@@ -20,6 +21,33 @@ struct LocalSizes {
   int64_t b, S, T, M, H, K, G, hd, F, V, L, n, Tb;
   int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
 };
+
+// The devices that sum one weight's gradient, as groups, and where a
+// device stands in its group: (partition / inner) % extent.
+struct ReductionGroups {
+  const std::vector<std::vector<int64_t>>* groups = nullptr;
+  int64_t inner = 1, extent = 1;
+};
+
+// The dimension of a local weight shard ZeRO cuts into `parts`: the first
+// one that many divides.
+std::optional<int64_t> ZeroShardDim(const std::vector<int64_t>& dims, int64_t parts) {
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] % parts == 0) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+// How many devices sum weight `index`'s gradient (Weights order): the
+// weights every stage holds over the pipeline and data axes, the stacked
+// ones over the data axis, and under sequence parallelism what the model
+// axis does not split over the model axis too (each device saw its own
+// rows).
+int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index) {
+  const int64_t model = p.sequence_parallel && p.tensor > 1 ? p.tensor : 1;
+  if (index < 3) return p.pipeline * p.data * model;
+  return p.data * (w.split_dim < 0 ? model : 1);
+}
 
 struct LayerWeights {
   Value g1, wqkv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
@@ -337,6 +365,50 @@ class StepWriter {
     return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
                               : c.AllReduce(partial, tensor_groups_);
   }
+  // --- the gradients' reductions and ZeRO-1 ---------------------------------------------
+  bool Zero() const { return plan_.zero_stage == 1; }
+  // Who sums weight `i`'s gradient (Weights order; GradientSummers says
+  // how many), and where a device stands among them.
+ public:
+  ReductionGroups GradientGroups(size_t i) const {
+    const WeightInfo info = Weights(m_)[i];
+    const int64_t extent = GradientSummers(plan_, info, i);
+    if (i < 3) {
+      return SequenceParallel() ? ReductionGroups{&head_and_model_groups_, 1, extent}
+                                : ReductionGroups{&head_groups_, plan_.tensor, extent};
+    }
+    if (SequenceParallel() && info.split_dim < 0) return {&data_and_model_groups_, 1, extent};
+    return {&data_groups_, plan_.tensor, extent};
+  }
+  std::optional<int64_t> ShardDim(size_t i, const Value& weight) const {
+    return ZeroShardDim(weight.dims, GradientGroups(i).extent);
+  }
+
+ private:
+  // The optimizer state's dims: the weight's, or its ZeRO shard's.
+  std::vector<int64_t> StateDims(size_t i, const Value& weight) const {
+    std::vector<int64_t> dims = weight.dims;
+    if (Zero()) dims[static_cast<size_t>(*ShardDim(i, weight))] /= GradientGroups(i).extent;
+    return dims;
+  }
+  // The weight, or under ZeRO-1 this device's shard of it (the block the
+  // reduce-scatter leaves it of the gradient).
+  Value OwnShard(ComputationEmitter& c, size_t i, const Value& weight) {
+    if (!Zero()) return weight;
+    const ReductionGroups sum = GradientGroups(i);
+    const Value position =
+        c.Binary("remainder", c.Binary("divide", c.PartitionId(), c.ScalarInt(sum.inner)),
+                 c.ScalarInt(sum.extent));
+    const int64_t dim = *ShardDim(i, weight);
+    std::vector<int64_t> sizes = StateDims(i, weight);
+    std::vector<Value> starts;
+    for (int64_t d = 0; d < weight.rank(); ++d) {
+      starts.push_back(d == dim ? c.Mul(position, c.ScalarInt(sizes[static_cast<size_t>(d)]))
+                                : c.ScalarInt(0));
+    }
+    return c.DynamicSlice(weight, starts, sizes);
+  }
+
   // This device's rows of x [T, ...] under sequence parallelism (its
   // position on the model axis picks them), else x.
   Value OwnRows(ComputationEmitter& c, const Value& x) {
@@ -813,8 +885,12 @@ std::string StepWriter::Write() {
   const std::vector<Value> weights = WeightParameters(e);
   std::vector<Value> moments, variances;
   if (plan_.optimizer == "adam") {
-    for (const Value& w : weights) moments.push_back(e.Parameter(P_, w.dims, "m." + w.name));
-    for (const Value& w : weights) variances.push_back(e.Parameter(P_, w.dims, "v." + w.name));
+    for (size_t i = 0; i < weights.size(); ++i) {
+      moments.push_back(e.Parameter(P_, StateDims(i, weights[i]), "m." + weights[i].name));
+    }
+    for (size_t i = 0; i < weights.size(); ++i) {
+      variances.push_back(e.Parameter(P_, StateDims(i, weights[i]), "v." + weights[i].name));
+    }
   }
   const Value& embed = weights[0];
   const Value& gf = weights[1];
@@ -863,15 +939,13 @@ std::string StepWriter::Write() {
   // The weights every stage holds: their gradients come from one stage.
   std::vector<Value> grads = {on_stage(0, dembed), on_stage(plan_.pipeline - 1, dgf),
                               on_stage(plan_.pipeline - 1, dwout)};
-  for (Value& g : grads) g = e.AllReduce(g, whole_groups);
-  // A stacked weight the model axis does not split (a norm's gain) gets,
-  // under sequence parallelism, each device's rows' share of its gradient.
-  const std::vector<WeightInfo> infos = Weights(m_);
-  for (size_t i = 0; i < stacked_grads.size(); ++i) {
-    const bool replicated = infos[3 + i].split_dim < 0;
-    grads.push_back(e.AllReduce(stacked_grads[i], SequenceParallel() && replicated
-                                                      ? data_and_model_groups_
-                                                      : data_groups_));
+  grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+  // Summed over the devices that computed parts of them; under ZeRO-1 each
+  // device keeps its shard of the sum.
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const ReductionGroups sum = GradientGroups(i);
+    grads[i] = Zero() ? e.ReduceScatter(grads[i], *ShardDim(i, weights[i]), *sum.groups)
+                      : e.AllReduce(grads[i], *sum.groups);
   }
 
   std::vector<Value> outputs = {loss};
@@ -879,13 +953,20 @@ std::string StepWriter::Write() {
     outputs.insert(outputs.end(), grads.begin(), grads.end());
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
-      outputs.push_back(e.Sub(weights[i], e.Scale(grads[i], plan_.learning_rate)));
+      Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
+      if (Zero()) {
+        updated = e.AllGather(updated, *ShardDim(i, weights[i]), *GradientGroups(i).groups);
+      }
+      outputs.push_back(updated);
     }
   } else {
     std::vector<Value> new_w, new_m, new_v;
     for (size_t i = 0; i < weights.size(); ++i) {
-      const std::vector<Value> updated =
-          Adam(e, weights[i], grads[i], moments[i], variances[i], step);
+      std::vector<Value> updated =
+          Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
+      if (Zero()) {
+        updated[0] = e.AllGather(updated[0], *ShardDim(i, weights[i]), *GradientGroups(i).groups);
+      }
       new_w.push_back(updated[0]);
       new_m.push_back(updated[1]);
       new_v.push_back(updated[2]);
@@ -1025,6 +1106,26 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
+  if (p.zero_stage < 0 || p.zero_stage > 1) {
+    return Error{fmt::format("zero_stage {} is not built (0, or 1: the distributed optimizer)",
+                             p.zero_stage)};
+  }
+  if (p.zero_stage == 1) {
+    if (p.optimizer == "none") {
+      return Error{"zero_stage 1 shards the optimizer: it needs optimizer adam or sgd"};
+    }
+    // Every weight's shard needs a dimension its summing devices divide.
+    const std::vector<WeightInfo> weights = Weights(m);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const int64_t parts = GradientSummers(p, weights[i], i);
+      if (!ZeroShardDim(LocalDims(weights[i], p), parts)) {
+        return Error{
+            fmt::format("zero_stage 1: no dimension of {}'s shard divides by the {} "
+                        "devices that sum its gradient",
+                        weights[i].name, parts)};
+      }
+    }
+  }
   if (p.sequence_parallel) {
     if (p.pipeline > 1 || p.micro_batches > 1) {
       return Error{
@@ -1040,6 +1141,18 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
   StepWriter writer(model, plan, "train_step");
   return writer.Write();
+}
+
+Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
+                                          size_t weight, int64_t device) {
+  LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
+  const std::vector<WeightInfo> weights = Weights(model);
+  if (weight >= weights.size()) return Error{fmt::format("no weight {}", weight)};
+  if (plan.zero_stage == 0) return OptimizerShard{};
+  const StepWriter writer(model, plan, "train_step");
+  const ReductionGroups sum = writer.GradientGroups(weight);
+  const std::optional<int64_t> dim = ZeroShardDim(LocalDims(weights[weight], plan), sum.extent);
+  return OptimizerShard{*dim, sum.extent, device / sum.inner % sum.extent};
 }
 
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
@@ -1061,6 +1174,14 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   }
   f.gradients = f.weights;
   if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
+  if (p.optimizer == "adam" && p.zero_stage == 1) {  // each device its shard of each state
+    f.optimizer = 0;
+    const std::vector<WeightInfo> weights = Weights(m);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const int64_t parts = GradientSummers(p, weights[i], i);
+      f.optimizer += 2 * product(LocalDims(weights[i], p)) / parts * element;
+    }
+  }
   // Sequence parallelism splits the saved residual stream over the model axis.
   const int64_t tokens = local_batch * m.seq / (p.sequence_parallel ? p.tensor : 1),
                 micro_tokens = tokens / p.micro_batches;

@@ -82,12 +82,29 @@ struct ParallelPlan {
   // after each row-parallel one replace the all-reduce (training steps
   // without pipeline stages or micro-batches).
   bool sequence_parallel = false;
+  // ZeRO stage (Rajbhandari et al. 2020): 0, or 1, the distributed
+  // optimizer (Megatron's): each weight's gradient reduce-scattered over the
+  // devices that sum it, Adam's moments and the update held and computed
+  // per shard, the updated weight all-gathered back.
+  int64_t zero_stage = 0;
   std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double epsilon = 1e-8;
 };
+
+// Under ZeRO stage 1: the shard of weight `weight` (Weights order) whose
+// optimizer state device `device` holds: its local weight shard's
+// dimension `dim` cut into `parts`, block `index` (the device's position
+// among the devices that sum that gradient).
+struct OptimizerShard {
+  int64_t dim = 0;
+  int64_t parts = 1;
+  int64_t index = 0;
+};
+Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
+                                          size_t weight, int64_t device);
 
 // Checks that the plan divides the model (heads, kv heads, d_ff, layers and
 // batch by their axes, the local batch by the micro-batches) and that

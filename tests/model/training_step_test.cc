@@ -148,7 +148,17 @@ struct Case {
   std::string preset;
   int64_t tensor, data, pipeline = 1, micro_batches = 1;
   bool sequence_parallel = false;
+  int64_t zero_stage = 0;
 };
+
+// Device `device`'s part of optimizer state (or of its update) for weight
+// `index`: its weight shard, then under ZeRO-1 its block of that.
+Tensor StateShard(const Tensor& full, const ModelConfig& m, const ParallelPlan& plan, size_t index,
+                  int64_t device) {
+  const Tensor local = WeightShard(full, Weights(m)[index], plan, device);
+  const OptimizerShard shard = OptimizerShardOf(m, plan, index, device).value();
+  return Shard(local, shard.dim, shard.parts, shard.index);
+}
 
 class PartitionedStep : public ::testing::TestWithParam<Case> {};
 
@@ -172,6 +182,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   many.pipeline = c.pipeline;
   many.micro_batches = c.micro_batches;
   many.sequence_parallel = c.sequence_parallel;
+  many.zero_stage = c.zero_stage;
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
@@ -183,10 +194,13 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   for (int64_t d = 0; d < devices; ++d) {
     const int64_t data_index = d / c.tensor % c.data;
     for (size_t i = 0; i < full.size(); ++i) {
-      inputs[static_cast<size_t>(d)].push_back(
-          i < 2   ? Shard(full[i], 0, c.data, data_index)
-          : i < 3 ? full[i]
-                  : WeightShard(full[i], weights[(i - 3) % weights.size()], many, d));
+      // tokens, targets, the step, the weights, then the optimizer state.
+      const size_t w = (i - 3) % weights.size();
+      inputs[static_cast<size_t>(d)].push_back(i < 2   ? Shard(full[i], 0, c.data, data_index)
+                                               : i < 3 ? full[i]
+                                               : i < 3 + weights.size()
+                                                   ? WeightShard(full[i], weights[w], many, d)
+                                                   : StateShard(full[i], m, many, w, d));
     }
   }
   const std::vector<exec::DeviceResult> results = RunStep(*partitioned_module, devices, inputs);
@@ -196,9 +210,11 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
     ASSERT_EQ(got.size(), expected.size());
     for (size_t o = 0; o < got.size(); ++o) {
-      const Tensor slice =
-          o == 0 ? *expected[o]
-                 : WeightShard(*expected[o], weights[(o - 1) % weights.size()], many, d);
+      // The loss, the updated weights, then the updated optimizer state.
+      const size_t w = (o - 1) % weights.size();
+      const Tensor slice = o == 0                   ? *expected[o]
+                           : o < 1 + weights.size() ? WeightShard(*expected[o], weights[w], many, d)
+                                                    : StateShard(*expected[o], m, many, w, d);
       const double difference = RelativeDifference(*got[o], slice);
       worst = std::max(worst, difference);
       EXPECT_LE(difference, std::ldexp(1.0, -12)) << "device " << d << " output " << o;
@@ -222,7 +238,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-gqa", 2, 2}, Case{"tiny-gqa", 1, 4}, Case{"tiny", 1, 1, 1, 2},
                       Case{"tiny", 1, 1, 2, 1}, Case{"tiny", 1, 1, 2, 4}, Case{"tiny", 2, 1, 2, 2},
                       Case{"tiny-gqa", 2, 2, 2, 2}, Case{"tiny", 2, 1, 1, 1, true},
-                      Case{"tiny", 4, 1, 1, 1, true}, Case{"tiny-gqa", 2, 2, 1, 1, true}),
+                      Case{"tiny", 4, 1, 1, 1, true}, Case{"tiny-gqa", 2, 2, 1, 1, true},
+                      Case{"tiny", 1, 2, 1, 1, false, 1}, Case{"tiny-gqa", 2, 2, 1, 1, false, 1},
+                      Case{"tiny", 2, 2, 1, 1, true, 1}, Case{"tiny", 1, 2, 2, 2, false, 1}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -231,6 +249,7 @@ INSTANTIATE_TEST_SUITE_P(
                 std::to_string(info.param.micro_batches);
       }
       if (info.param.sequence_parallel) name += "_sp";
+      if (info.param.zero_stage > 0) name += "_zero1";
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -456,6 +475,13 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   EXPECT_EQ(f.gradients, 0);
   EXPECT_EQ(f.activations,
             2 * 2 * 4 * 10 * 2 * 16 * 4);  // k and v, 2 layers, 10 positions, 2 heads
+  // ZeRO-1 keeps each device its data-axis share of Adam's two moments.
+  plan = ParallelPlan{};
+  plan.data = 2;
+  plan.zero_stage = 1;
+  f = Footprint(m, plan);
+  EXPECT_EQ(f.optimizer, f.weights);  // 2 x weights / 2
+  EXPECT_EQ(f.gradients, f.weights);
   // Sequence parallelism splits the saved layer inputs over the model axis.
   plan = ParallelPlan{};
   plan.tensor = 2;

@@ -1,6 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--sequence-parallel] [--step train|prefill|decode] [--context C] [--layers
-// N]
+// [--micro-batches M] [--sequence-parallel] [--zero 0|1] [--step train|prefill|decode] [--context
+// C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
 #include <fmt/format.h>
@@ -80,6 +80,7 @@ void AddModelCommand(CLI::App& app) {
     int64_t pipeline = 0;
     int64_t micro_batches = 0;
     bool sequence_parallel = false;
+    int64_t zero_stage = -1;
     std::string step = "train";
     int64_t context = 0;
     bool memory = false;
@@ -102,7 +103,7 @@ void AddModelCommand(CLI::App& app) {
                       "overrides})");
   command->add_option("--plan", options->plan,
                       "A JSON file: tensor, data, pipeline, micro_batches, sequence_parallel, "
-                      "optimizer, learning_rate, beta1, beta2, epsilon");
+                      "zero_stage, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--data", options->data, "Data-parallel ways")
@@ -120,6 +121,11 @@ void AddModelCommand(CLI::App& app) {
                     "Megatron's sequence parallelism on the model axis: the residual stream split "
                     "by tokens, an all-gather before each column-parallel product and a "
                     "reduce-scatter after each row-parallel one (training steps)");
+  command
+      ->add_option("--zero", options->zero_stage,
+                   "ZeRO stage: 0, or 1 (the distributed optimizer: gradients reduce-scattered, "
+                   "the optimizer state and update per shard, the weights all-gathered)")
+      ->check(CLI::Range(int64_t{0}, int64_t{3}));
   command
       ->add_option("--step", options->step,
                    "train (forward, backward, optimizer), prefill (the prompt's forward and its KV "
@@ -173,6 +179,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->pipeline > 0) plan.pipeline = options->pipeline;
     if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
     if (options->sequence_parallel) plan.sequence_parallel = true;
+    if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
     if (options->layers > 0) m.layers = options->layers;
     if (options->batch > 0) m.batch = options->batch;
     if (options->seq > 0) m.seq = options->seq;
@@ -184,6 +191,7 @@ void AddModelCommand(CLI::App& app) {
       if (plan.pipeline > 1) plan.name += fmt::format("_pp{}", plan.pipeline);
       if (plan.micro_batches > 1) plan.name += fmt::format("_mb{}", plan.micro_batches);
       if (plan.sequence_parallel) plan.name += "_sp";
+      if (plan.zero_stage > 0) plan.name += fmt::format("_zero{}", plan.zero_stage);
     }
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
