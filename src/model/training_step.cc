@@ -29,15 +29,6 @@ struct ReductionGroups {
   int64_t inner = 1, extent = 1;
 };
 
-// The dimension of a local weight shard ZeRO cuts into `parts`: the first
-// one that many divides.
-std::optional<int64_t> ZeroShardDim(const std::vector<int64_t>& dims, int64_t parts) {
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d] % parts == 0) return static_cast<int64_t>(d);
-  }
-  return std::nullopt;
-}
-
 // How many devices sum weight `index`'s gradient (Weights order): the
 // weights every stage holds over the pipeline and data axes, the stacked
 // ones over the data axis, and under sequence parallelism what the model
@@ -71,6 +62,17 @@ std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
   if (w.stacked) dims[0] /= plan.pipeline;
   return dims;
+}
+
+// The dimension of a local weight shard ZeRO cuts into `parts`: the first
+// one that many divides, past the layer dimension of a stacked weight (so
+// that each layer's weight is cut, and gathers back whole under stage 3).
+std::optional<int64_t> ZeroShardDim(const WeightInfo& w, const ParallelPlan& plan, int64_t parts) {
+  const std::vector<int64_t> dims = LocalDims(w, plan);
+  for (size_t d = w.stacked ? 1 : 0; d < dims.size(); ++d) {
+    if (dims[d] % parts == 0) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
 }
 
 class StepWriter {
@@ -159,8 +161,10 @@ class StepWriter {
   // The weights' parameters (their local shards).
   std::vector<Value> WeightParameters(ComputationEmitter& e) {
     std::vector<Value> weights;
-    for (const WeightInfo& info : Weights(m_)) {
-      weights.push_back(e.Parameter(P_, LocalDims(info, plan_), info.name));
+    const std::vector<WeightInfo> infos = Weights(m_);
+    for (size_t i = 0; i < infos.size(); ++i) {
+      weights.push_back(
+          e.Parameter(P_, IsShard(i) ? StateDims(i) : LocalDims(infos[i], plan_), infos[i].name));
     }
     return weights;
   }
@@ -366,7 +370,12 @@ class StepWriter {
                               : c.AllReduce(partial, tensor_groups_);
   }
   // --- the gradients' reductions and ZeRO-1 ---------------------------------------------
-  bool Zero() const { return plan_.zero_stage == 1; }
+  bool Zero() const { return plan_.zero_stage >= 1; }
+  // Under ZeRO-3 the stacked layer weights themselves are shards over the
+  // data axis: each layer's is all-gathered where it is used and its
+  // gradient reduce-scattered as the backward loop makes it (FSDP).
+  bool ShardsLayers() const { return plan_.zero_stage == 3; }
+  bool IsShard(size_t i) const { return ShardsLayers() && i >= 3; }
   // Who sums weight `i`'s gradient (Weights order; GradientSummers says
   // how many), and where a device stands among them.
  public:
@@ -380,27 +389,28 @@ class StepWriter {
     if (SequenceParallel() && info.split_dim < 0) return {&data_and_model_groups_, 1, extent};
     return {&data_groups_, plan_.tensor, extent};
   }
-  std::optional<int64_t> ShardDim(size_t i, const Value& weight) const {
-    return ZeroShardDim(weight.dims, GradientGroups(i).extent);
+  int64_t ShardDim(size_t i) const {
+    return *ZeroShardDim(Weights(m_)[i], plan_, GradientGroups(i).extent);
   }
 
  private:
-  // The optimizer state's dims: the weight's, or its ZeRO shard's.
-  std::vector<int64_t> StateDims(size_t i, const Value& weight) const {
-    std::vector<int64_t> dims = weight.dims;
-    if (Zero()) dims[static_cast<size_t>(*ShardDim(i, weight))] /= GradientGroups(i).extent;
+  // The optimizer state's dims: the local weight's, or its ZeRO shard's.
+  std::vector<int64_t> StateDims(size_t i) const {
+    std::vector<int64_t> dims = LocalDims(Weights(m_)[i], plan_);
+    if (Zero()) dims[static_cast<size_t>(ShardDim(i))] /= GradientGroups(i).extent;
     return dims;
   }
-  // The weight, or under ZeRO-1 this device's shard of it (the block the
-  // reduce-scatter leaves it of the gradient).
+  // The weight, or under ZeRO this device's shard of it (the block the
+  // reduce-scatter leaves it of the gradient; under stage 3 a layer weight
+  // is that shard already).
   Value OwnShard(ComputationEmitter& c, size_t i, const Value& weight) {
-    if (!Zero()) return weight;
+    if (!Zero() || IsShard(i)) return weight;
     const ReductionGroups sum = GradientGroups(i);
     const Value position =
         c.Binary("remainder", c.Binary("divide", c.PartitionId(), c.ScalarInt(sum.inner)),
                  c.ScalarInt(sum.extent));
-    const int64_t dim = *ShardDim(i, weight);
-    std::vector<int64_t> sizes = StateDims(i, weight);
+    const int64_t dim = ShardDim(i);
+    std::vector<int64_t> sizes = StateDims(i);
     std::vector<Value> starts;
     for (int64_t d = 0; d < weight.rank(); ++d) {
       starts.push_back(d == dim ? c.Mul(position, c.ScalarInt(sizes[static_cast<size_t>(d)]))
@@ -673,7 +683,11 @@ class StepWriter {
   LayerWeights SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
                           const Value& index) {
     std::vector<Value> w;
-    for (const Value& s : stacked) w.push_back(Load(c, s, index));
+    for (size_t k = 0; k < stacked.size(); ++k) {
+      const Value layer = Load(c, stacked[k], index);
+      // Under ZeRO-3 the layer's weight is gathered whole where it is used.
+      w.push_back(ShardsLayers() ? c.AllGather(layer, ShardDim(3 + k) - 1, data_groups_) : layer);
+    }
     LayerWeights lw;
     size_t i = 0;
     lw.g1 = w[i++], lw.wqkv = w[i++], lw.wo = w[i++];
@@ -741,7 +755,14 @@ class StepWriter {
           const LayerGrads g = LayerBackward(c, a, w, in[1]);
           std::vector<Value> out = {g.dx, in[2]};
           out.insert(out.end(), weights.begin(), weights.end());
-          for (size_t k = 0; k < n; ++k) out.push_back(Store(c, grads[k], g.weights[k], layer));
+          for (size_t k = 0; k < n; ++k) {
+            // Under ZeRO-3 each device keeps its shard of the layer's
+            // gradient, summed over the data axis as it is made.
+            const Value grad =
+                ShardsLayers() ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1, data_groups_)
+                               : g.weights[k];
+            out.push_back(Store(c, grads[k], grad, layer));
+          }
           return out;
         });
     return {done[1], std::vector<Value>(done.begin() + 3 + static_cast<long>(n), done.end())};
@@ -886,10 +907,10 @@ std::string StepWriter::Write() {
   std::vector<Value> moments, variances;
   if (plan_.optimizer == "adam") {
     for (size_t i = 0; i < weights.size(); ++i) {
-      moments.push_back(e.Parameter(P_, StateDims(i, weights[i]), "m." + weights[i].name));
+      moments.push_back(e.Parameter(P_, StateDims(i), "m." + weights[i].name));
     }
     for (size_t i = 0; i < weights.size(); ++i) {
-      variances.push_back(e.Parameter(P_, StateDims(i, weights[i]), "v." + weights[i].name));
+      variances.push_back(e.Parameter(P_, StateDims(i), "v." + weights[i].name));
     }
   }
   const Value& embed = weights[0];
@@ -943,8 +964,9 @@ std::string StepWriter::Write() {
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
+    if (IsShard(i)) continue;  // summed by the backward loop already
     const ReductionGroups sum = GradientGroups(i);
-    grads[i] = Zero() ? e.ReduceScatter(grads[i], *ShardDim(i, weights[i]), *sum.groups)
+    grads[i] = Zero() ? e.ReduceScatter(grads[i], ShardDim(i), *sum.groups)
                       : e.AllReduce(grads[i], *sum.groups);
   }
 
@@ -954,8 +976,8 @@ std::string StepWriter::Write() {
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
       Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
-      if (Zero()) {
-        updated = e.AllGather(updated, *ShardDim(i, weights[i]), *GradientGroups(i).groups);
+      if (Zero() && !IsShard(i)) {
+        updated = e.AllGather(updated, ShardDim(i), *GradientGroups(i).groups);
       }
       outputs.push_back(updated);
     }
@@ -964,8 +986,8 @@ std::string StepWriter::Write() {
     for (size_t i = 0; i < weights.size(); ++i) {
       std::vector<Value> updated =
           Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
-      if (Zero()) {
-        updated[0] = e.AllGather(updated[0], *ShardDim(i, weights[i]), *GradientGroups(i).groups);
+      if (Zero() && !IsShard(i)) {
+        updated[0] = e.AllGather(updated[0], ShardDim(i), *GradientGroups(i).groups);
       }
       new_w.push_back(updated[0]);
       new_m.push_back(updated[1]);
@@ -1106,23 +1128,29 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
-  if (p.zero_stage < 0 || p.zero_stage > 1) {
-    return Error{fmt::format("zero_stage {} is not built (0, or 1: the distributed optimizer)",
-                             p.zero_stage)};
+  if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
+    return Error{fmt::format(
+        "zero_stage {} is not built (0; 1: the distributed optimizer; 3: the layers' weights "
+        "sharded too)",
+        p.zero_stage)};
   }
-  if (p.zero_stage == 1) {
+  if (p.zero_stage == 3 && p.sequence_parallel) {
+    return Error{"zero_stage 3 with sequence parallelism is not built yet"};
+  }
+  if (p.zero_stage >= 1) {
     if (p.optimizer == "none") {
-      return Error{"zero_stage 1 shards the optimizer: it needs optimizer adam or sgd"};
+      return Error{fmt::format("zero_stage {} shards the optimizer: it needs optimizer adam or sgd",
+                               p.zero_stage)};
     }
     // Every weight's shard needs a dimension its summing devices divide.
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
       const int64_t parts = GradientSummers(p, weights[i], i);
-      if (!ZeroShardDim(LocalDims(weights[i], p), parts)) {
+      if (!ZeroShardDim(weights[i], p, parts)) {
         return Error{
-            fmt::format("zero_stage 1: no dimension of {}'s shard divides by the {} "
+            fmt::format("zero_stage {}: no dimension of {}'s shard divides by the {} "
                         "devices that sum its gradient",
-                        weights[i].name, parts)};
+                        p.zero_stage, weights[i].name, parts)};
       }
     }
   }
@@ -1151,7 +1179,7 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
   if (plan.zero_stage == 0) return OptimizerShard{};
   const StepWriter writer(model, plan, "train_step");
   const ReductionGroups sum = writer.GradientGroups(weight);
-  const std::optional<int64_t> dim = ZeroShardDim(LocalDims(weights[weight], plan), sum.extent);
+  const std::optional<int64_t> dim = ZeroShardDim(weights[weight], plan, sum.extent);
   return OptimizerShard{*dim, sum.extent, device / sum.inner % sum.extent};
 }
 
@@ -1174,12 +1202,19 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   }
   f.gradients = f.weights;
   if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
-  if (p.optimizer == "adam" && p.zero_stage == 1) {  // each device its shard of each state
+  if (p.zero_stage >= 1) {
+    // Each device its shard of each moment; under stage 3 of each layer
+    // weight and its gradient too.
     f.optimizer = 0;
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
       const int64_t parts = GradientSummers(p, weights[i], i);
-      f.optimizer += 2 * product(LocalDims(weights[i], p)) / parts * element;
+      const int64_t shard = product(LocalDims(weights[i], p)) / parts * element;
+      if (p.optimizer == "adam") f.optimizer += 2 * shard;
+      if (p.zero_stage == 3 && weights[i].stacked) {
+        f.weights -= shard * (parts - 1);
+        f.gradients -= shard * (parts - 1);
+      }
     }
   }
   // Sequence parallelism splits the saved residual stream over the model axis.
@@ -1200,6 +1235,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (step.context < 0) return Error{fmt::format("context must be >= 0, is {}", step.context)};
   if (plan.sequence_parallel) {
     return Error{"sequence parallelism is built for training steps, not for serving"};
+  }
+  if (plan.zero_stage != 0) {
+    return Error{"ZeRO shards what training updates: serving takes zero_stage 0"};
   }
   StepWriter writer(model, plan, step.kind);
   return step.kind == "prefill" ? writer.WritePrefill() : writer.WriteDecode(step.context);

@@ -82,10 +82,13 @@ struct ParallelPlan {
   // after each row-parallel one replace the all-reduce (training steps
   // without pipeline stages or micro-batches).
   bool sequence_parallel = false;
-  // ZeRO stage (Rajbhandari et al. 2020): 0, or 1, the distributed
-  // optimizer (Megatron's): each weight's gradient reduce-scattered over the
-  // devices that sum it, Adam's moments and the update held and computed
-  // per shard, the updated weight all-gathered back.
+  // ZeRO stage (Rajbhandari et al. 2020): 0; 1, the distributed optimizer
+  // (Megatron's): each weight's gradient reduce-scattered over the devices
+  // that sum it, Adam's moments and the update held and computed per shard,
+  // the updated weight all-gathered back; 3, the layers' weights held as
+  // those shards too (FSDP): each layer's all-gathered where the forward and
+  // the backward use it, its gradient reduce-scattered as the backward makes
+  // it (the embedding, final norm and head as under stage 1).
   int64_t zero_stage = 0;
   std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
   double learning_rate = 1e-3;

@@ -151,11 +151,14 @@ struct Case {
   int64_t zero_stage = 0;
 };
 
-// Device `device`'s part of optimizer state (or of its update) for weight
-// `index`: its weight shard, then under ZeRO-1 its block of that.
-Tensor StateShard(const Tensor& full, const ModelConfig& m, const ParallelPlan& plan, size_t index,
-                  int64_t device) {
-  const Tensor local = WeightShard(full, Weights(m)[index], plan, device);
+// Device `device`'s part of weight `index` (or of its update), or of its
+// optimizer state: its weight shard, then under ZeRO its block of that (the
+// state always; the weight itself, for a layer weight under stage 3).
+Tensor DevicePart(const Tensor& full, const ModelConfig& m, const ParallelPlan& plan, size_t index,
+                  bool state, int64_t device) {
+  const WeightInfo& weight = Weights(m)[index];
+  const Tensor local = WeightShard(full, weight, plan, device);
+  if (!state && !(plan.zero_stage == 3 && weight.stacked)) return local;
   const OptimizerShard shard = OptimizerShardOf(m, plan, index, device).value();
   return Shard(local, shard.dim, shard.parts, shard.index);
 }
@@ -196,11 +199,10 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     for (size_t i = 0; i < full.size(); ++i) {
       // tokens, targets, the step, the weights, then the optimizer state.
       const size_t w = (i - 3) % weights.size();
-      inputs[static_cast<size_t>(d)].push_back(i < 2   ? Shard(full[i], 0, c.data, data_index)
-                                               : i < 3 ? full[i]
-                                               : i < 3 + weights.size()
-                                                   ? WeightShard(full[i], weights[w], many, d)
-                                                   : StateShard(full[i], m, many, w, d));
+      inputs[static_cast<size_t>(d)].push_back(
+          i < 2   ? Shard(full[i], 0, c.data, data_index)
+          : i < 3 ? full[i]
+                  : DevicePart(full[i], m, many, w, i >= 3 + weights.size(), d));
     }
   }
   const std::vector<exec::DeviceResult> results = RunStep(*partitioned_module, devices, inputs);
@@ -212,9 +214,8 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     for (size_t o = 0; o < got.size(); ++o) {
       // The loss, the updated weights, then the updated optimizer state.
       const size_t w = (o - 1) % weights.size();
-      const Tensor slice = o == 0                   ? *expected[o]
-                           : o < 1 + weights.size() ? WeightShard(*expected[o], weights[w], many, d)
-                                                    : StateShard(*expected[o], m, many, w, d);
+      const Tensor slice =
+          o == 0 ? *expected[o] : DevicePart(*expected[o], m, many, w, o >= 1 + weights.size(), d);
       const double difference = RelativeDifference(*got[o], slice);
       worst = std::max(worst, difference);
       EXPECT_LE(difference, std::ldexp(1.0, -12)) << "device " << d << " output " << o;
@@ -240,7 +241,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-gqa", 2, 2, 2, 2}, Case{"tiny", 2, 1, 1, 1, true},
                       Case{"tiny", 4, 1, 1, 1, true}, Case{"tiny-gqa", 2, 2, 1, 1, true},
                       Case{"tiny", 1, 2, 1, 1, false, 1}, Case{"tiny-gqa", 2, 2, 1, 1, false, 1},
-                      Case{"tiny", 2, 2, 1, 1, true, 1}, Case{"tiny", 1, 2, 2, 2, false, 1}),
+                      Case{"tiny", 2, 2, 1, 1, true, 1}, Case{"tiny", 1, 2, 2, 2, false, 1},
+                      Case{"tiny", 1, 2, 1, 1, false, 3}, Case{"tiny-gqa", 2, 2, 1, 1, false, 3},
+                      Case{"tiny", 1, 2, 2, 2, false, 3}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -249,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(
                 std::to_string(info.param.micro_batches);
       }
       if (info.param.sequence_parallel) name += "_sp";
-      if (info.param.zero_stage > 0) name += "_zero1";
+      if (info.param.zero_stage > 0) name += "_zero" + std::to_string(info.param.zero_stage);
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -481,6 +484,12 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   plan.zero_stage = 1;
   f = Footprint(m, plan);
   EXPECT_EQ(f.optimizer, f.weights);  // 2 x weights / 2
+  EXPECT_EQ(f.gradients, f.weights);
+  // ZeRO-3 holds half of each layer weight and of its gradient too.
+  plan.zero_stage = 3;
+  f = Footprint(m, plan);
+  // (The gains g1, g2 of both layers are 2 * (64 + 64) of `replicated`.)
+  EXPECT_EQ(f.weights, (replicated - 2 * (64 + 64) / 2 + split / 2) * 4);
   EXPECT_EQ(f.gradients, f.weights);
   // Sequence parallelism splits the saved layer inputs over the model axis.
   plan = ParallelPlan{};

@@ -1,5 +1,5 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--sequence-parallel] [--zero 0|1] [--step train|prefill|decode] [--context
+// [--micro-batches M] [--sequence-parallel] [--zero 0|1|3] [--step train|prefill|decode] [--context
 // C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
@@ -123,8 +123,9 @@ void AddModelCommand(CLI::App& app) {
                     "reduce-scatter after each row-parallel one (training steps)");
   command
       ->add_option("--zero", options->zero_stage,
-                   "ZeRO stage: 0, or 1 (the distributed optimizer: gradients reduce-scattered, "
-                   "the optimizer state and update per shard, the weights all-gathered)")
+                   "ZeRO stage: 0; 1 (the distributed optimizer: gradients reduce-scattered, the "
+                   "optimizer state and update per shard, the weights all-gathered); 3 (the "
+                   "layers' weights sharded too, gathered per layer where used: FSDP)")
       ->check(CLI::Range(int64_t{0}, int64_t{3}));
   command
       ->add_option("--step", options->step,
