@@ -358,4 +358,26 @@ else
   fail "loom model --tensor 3" "not refused with its reason"
 fi
 
+# study: the table on stdout, the reports in the directory; a spec that is
+# not one is refused naming the file.
+cat >"$tmp/study.json" <<'JSON'
+{"models": ["tiny"], "plans": [{"tensor": 2}, {"tensor": 2, "data": 2, "zero_stage": 1}],
+ "targets": ["dgx-h100:auto"]}
+JSON
+if run "$loom" study "$tmp/study.json" -o "$tmp/study" && grep -q "| tiny | tp2_dp2_zero1 | dgx-h100 | 4 |" "$tmp/out" &&
+  [[ ! -s $tmp/err ]] && jq -e '.cases | length == 2' "$tmp/study/study.json" >/dev/null &&
+  [[ $(wc -l <"$tmp/study/study.csv") -eq 3 ]] && grep -q '</svg>' "$tmp/study/speedup.svg" &&
+  grep -q '</svg>' "$tmp/study/exposed.svg" && grep -q '</svg>' "$tmp/study/mfu.svg"; then
+  ok "loom study: table, CSV, JSON and three plots; no progress bar off a terminal"
+else
+  fail "loom study" "missing output"
+fi
+echo '{"models": ["tiny"], "plans": [{}]}' >"$tmp/bad_study.json"
+run "$loom" study "$tmp/bad_study.json"
+if [[ $? -eq 1 ]] && grep -q "bad_study.json: 'targets' must be a non-empty array" "$tmp/err"; then
+  ok "loom study: a bad spec is refused naming the file"
+else
+  fail "loom study bad spec" "not refused with its reason"
+fi
+
 finish

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -65,6 +67,14 @@ cost::Target ResolveTarget(const std::string& spec, const ir::Module& module) {
         devices, target->name(), target->device_count()));
   }
   return std::move(target).value();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CommandError(fmt::format("{}: cannot read", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 void WriteOutput(const std::string& path, const std::string& text) {

@@ -35,6 +35,9 @@ inline constexpr const char* kTargetSpellings =
     "a name from `loom targets`, a family at any size (tpu-v4:4x4x8, dgx-h100:16), a family "
     "sized to the module (tpu-v4, tpu-v4:auto, dgx-h100:auto), or a .json file";
 
+// The whole of the file at `path`; throws CommandError "PATH: cannot read".
+std::string ReadFile(const std::string& path);
+
 // Writes `text` to `path`, or to stdout when `path` is empty or "-". The
 // file appears only when complete (written to a temporary, then renamed).
 void WriteOutput(const std::string& path, const std::string& text);
@@ -85,5 +88,6 @@ void AddModelCommand(CLI::App& app);
 void AddOptCommand(CLI::App& app);
 void AddTargetsCommand(CLI::App& app);
 void AddSimulateCommand(CLI::App& app);
+void AddStudyCommand(CLI::App& app);
 
 }  // namespace loom::cli

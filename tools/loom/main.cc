@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   loom::cli::AddRunCommand(app);
   loom::cli::AddCompareCommand(app);
   loom::cli::AddModelCommand(app);
+  loom::cli::AddStudyCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

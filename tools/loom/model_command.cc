@@ -21,14 +21,6 @@
 namespace loom::cli {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CommandError(fmt::format("{}: cannot read", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 template <typename T>
 T OrFail(Expected<T> value) {
   if (!value.ok()) throw CommandError(value.error().ToString());

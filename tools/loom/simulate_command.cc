@@ -13,6 +13,7 @@
 #include "loom/command.h"
 #include "pass/registry.h"
 #include "sim/simulator.h"
+#include "study/pipelines.h"
 #include "support/units.h"
 
 namespace loom::cli {
@@ -74,22 +75,6 @@ std::string Describe(const ir::Module& module) {
   return fmt::format("{}, {} synchronous collective(s), {} asynchronous pair(s)",
                      module.is_scheduled() ? "scheduled" : "as written (not scheduled)",
                      synchronous, asynchronous);
-}
-
-// `module` after `passes`, run for `target`.
-std::unique_ptr<ir::Module> AfterPasses(const ir::Module& module, const std::string& passes,
-                                        const cost::Target& target, bool deterministic) {
-  Expected<std::unique_ptr<ir::Module>> copy = ir::CloneModule(module);
-  if (!copy.ok()) throw CommandError(copy.error().ToString());
-  pass::PassContext context;
-  context.cost_model = std::make_shared<cost::TargetCostModel>(target);
-  context.deterministic = deterministic;
-  Expected<pass::Pipeline> pipeline = pass::ParsePipeline(passes, context);
-  if (!pipeline.ok()) throw CommandError(pipeline.error().message);
-  if (Expected<bool> ran = pipeline->Run(**copy); !ran.ok()) {
-    throw CommandError(ran.error().ToString());
-  }
-  return std::move(copy).value();
 }
 
 double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
@@ -223,14 +208,12 @@ void AddSimulateCommand(CLI::App& app) {
     if (flags->baseline) {
       const ir::Module& module = *modules.front();
       const std::string& path = flags->modules.front();
-      reports.push_back(SimulateOne(module, path, target, options));
-      reports.push_back(SimulateOne(
-          *AfterPasses(module, "async-collectives,schedule", target, flags->deterministic), path,
-          target, options));
-      reports.push_back(
-          SimulateOne(*AfterPasses(module, "collective-matmul,async-collectives,schedule", target,
-                                   flags->deterministic),
-                      path, target, options));
+      for (const study::Pipeline pipeline : study::kPipelines) {
+        Expected<std::unique_ptr<ir::Module>> program =
+            study::Apply(module, pipeline, target, flags->deterministic);
+        if (!program.ok()) throw CommandError(program.error().ToString());
+        reports.push_back(SimulateOne(**program, path, target, options));
+      }
       if (flags->json != "-") PrintBaseline(reports);
     } else {
       for (size_t i = 0; i < modules.size(); ++i) {

@@ -1,0 +1,289 @@
+#include "study/study.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cost/target.h"
+#include "ir/parser.h"
+#include "sim/report.h"
+#include "study/pipelines.h"
+#include "study/svg.h"
+#include "support/units.h"
+
+namespace loom::study {
+
+namespace {
+
+using Json = nlohmann::json;
+
+Expected<model::ModelConfig> ModelOf(const Json& entry, std::string_view where) {
+  if (entry.is_string()) return model::ModelPreset(entry.get<std::string>());
+  if (entry.is_object()) return model::ParseModelConfig(entry.dump(), where);
+  return Error{fmt::format("{}: a model is a preset name or an object", where)};
+}
+
+std::string PlanName(const model::ParallelPlan& p) {
+  std::string name = fmt::format("tp{}_dp{}", p.tensor, p.data);
+  if (p.pipeline > 1) name += fmt::format("_pp{}", p.pipeline);
+  if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
+  if (p.sequence_parallel) name += "_sp";
+  if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
+  return name;
+}
+
+double MeanExposed(const sim::SimReport& report) {
+  double sum = 0;
+  for (const auto& device : report.devices) sum += device.exposed_communication;
+  return report.devices.empty() ? 0 : sum / static_cast<double>(report.devices.size());
+}
+
+int64_t InstructionCount(const ir::Module& module) {
+  int64_t count = 0;
+  for (const auto& computation : module.computations()) {
+    count += static_cast<int64_t>(computation->instructions().size());
+  }
+  return count;
+}
+
+}  // namespace
+
+Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view where) {
+  const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return Error{fmt::format("{}: not a JSON object", where)};
+  }
+  for (const auto& [key, value] : json.items()) {
+    if (key != "models" && key != "plans" && key != "targets" && key != "layers") {
+      return Error{
+          fmt::format("{}: unknown key '{}' (models, plans, targets, layers)", where, key)};
+    }
+  }
+  for (const char* key : {"models", "plans", "targets"}) {
+    if (!json.contains(key) || !json[key].is_array() || json[key].empty()) {
+      return Error{fmt::format("{}: '{}' must be a non-empty array", where, key)};
+    }
+  }
+  std::optional<int64_t> layers;
+  if (json.contains("layers")) {
+    if (!json["layers"].is_number_integer() || json["layers"].get<int64_t>() < 1) {
+      return Error{fmt::format("{}: 'layers' must be a positive integer", where)};
+    }
+    layers = json["layers"].get<int64_t>();
+  }
+  std::vector<model::ModelConfig> models;
+  for (size_t i = 0; i < json["models"].size(); ++i) {
+    const std::string at = fmt::format("{}: models[{}]", where, i);
+    Expected<model::ModelConfig> m = ModelOf(json["models"][i], at);
+    if (!m.ok()) return Error{fmt::format("{}: {}", at, m.error().message)};
+    if (layers) m->layers = *layers;
+    models.push_back(std::move(*m));
+  }
+  std::vector<model::ParallelPlan> plans;
+  for (size_t i = 0; i < json["plans"].size(); ++i) {
+    const std::string at = fmt::format("{}: plans[{}]", where, i);
+    if (!json["plans"][i].is_object()) return Error{fmt::format("{}: a plan is an object", at)};
+    LOOM_ASSIGN_OR_RETURN(model::ParallelPlan plan, model::ParsePlan(json["plans"][i].dump(), at));
+    if (!json["plans"][i].contains("name")) plan.name = PlanName(plan);
+    plans.push_back(std::move(plan));
+  }
+  StudySpec spec;
+  for (const model::ModelConfig& m : models) {
+    for (const model::ParallelPlan& p : plans) {
+      for (size_t i = 0; i < json["targets"].size(); ++i) {
+        if (!json["targets"][i].is_string()) {
+          return Error{fmt::format("{}: targets[{}] must be a string", where, i)};
+        }
+        spec.cases.push_back({m, p, json["targets"][i].get<std::string>()});
+      }
+    }
+  }
+  return spec;
+}
+
+StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
+  StudyRow row;
+  row.model = c.model.name;
+  row.plan = c.plan.name;
+  row.target = c.target;
+  row.target_spec = c.target;
+  row.devices = c.plan.tensor * c.plan.data * c.plan.pipeline;
+  const auto fail = [&](const std::string& why) {
+    row.error = why;
+    return row;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Expected<std::string> text = model::BuildTrainingStep(c.model, c.plan);
+  if (!text.ok()) return fail(text.error().message);
+  Expected<std::unique_ptr<ir::Module>> module = ir::ParseModule(*text);
+  if (!module.ok()) return fail(module.error().ToString());
+  row.build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  row.instructions = InstructionCount(**module);
+  Expected<cost::Target> target = cost::FindTarget(c.target, row.devices);
+  if (!target.ok()) return fail(target.error().message);
+  row.target = target->name();
+  const model::MemoryFootprint memory = model::Footprint(c.model, c.plan);
+  row.memory_bytes = memory.weights + memory.gradients + memory.optimizer + memory.activations;
+  row.fits = static_cast<double>(row.memory_bytes) <= target->compute().memory_bytes;
+  const auto simulated = std::chrono::steady_clock::now();
+  Expected<std::array<sim::SimReport, 3>> reports = SimulatePipelines(**module, *target, options);
+  if (!reports.ok()) return fail(reports.error().message);
+  row.simulate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - simulated).count();
+  for (size_t i = 0; i < 3; ++i) {
+    row.step[i] = (*reports)[i].step_seconds;
+    row.exposed[i] = MeanExposed((*reports)[i]);
+    row.mfu[i] = (*reports)[i].mfu;
+  }
+  return row;
+}
+
+std::vector<StudyRow> RunStudy(const StudySpec& spec, const sim::SimOptions& options,
+                               const Progress& progress) {
+  std::vector<StudyRow> rows;
+  for (size_t i = 0; i < spec.cases.size(); ++i) {
+    if (progress) progress(i, spec.cases.size(), spec.cases[i]);
+    rows.push_back(RunCase(spec.cases[i], options));
+  }
+  return rows;
+}
+
+std::string StudyMarkdown(const std::vector<StudyRow>& rows) {
+  std::string out =
+      "| model | plan | target | devices | build | instructions | as written | async+schedule | "
+      "full pipeline | full / async+schedule | full / as written | exposed: async+schedule → "
+      "full | MFU: async+schedule → full | memory per device |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const StudyRow& r : rows) {
+    if (!r.error.empty()) {
+      out += fmt::format("| {} | {} | {} | {} | {} |||||||||\n", r.model, r.plan, r.target,
+                         r.devices, "not run: " + r.error);
+      continue;
+    }
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3f}x | {:.3f}x | {} → {} | "
+        "{:.1f}% → {:.1f}% | {}{} |\n",
+        r.model, r.plan, r.target, r.devices, FormatSeconds(r.build_seconds), r.instructions,
+        FormatSeconds(r.step[0]), FormatSeconds(r.step[1]), FormatSeconds(r.step[2]), r.Speedup(1),
+        r.Speedup(0), FormatSeconds(r.exposed[1]), FormatSeconds(r.exposed[2]), 100 * r.mfu[1],
+        100 * r.mfu[2], FormatBytes(r.memory_bytes), r.fits ? "" : " (does not fit)");
+  }
+  return out;
+}
+
+std::string StudyCsv(const std::vector<StudyRow>& rows) {
+  std::string out =
+      "model,plan,target,devices,build_seconds,instructions,step_as_written,"
+      "step_async_schedule,step_full,speedup_over_async_schedule,speedup_over_as_written,"
+      "exposed_as_written,exposed_async_schedule,exposed_full,mfu_as_written,"
+      "mfu_async_schedule,mfu_full,memory_bytes,fits,error\n";
+  for (const StudyRow& r : rows) {
+    std::string error = r.error;
+    for (char& ch : error) {
+      if (ch == '"') ch = '\'';
+    }
+    out += fmt::format(
+        "{},{},{},{},{:.6g},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{:.9g},{:.9g},{:.9g},{:.6g},"
+        "{:.6g},{:.6g},{},{},\"{}\"\n",
+        r.model, r.plan, r.target, r.devices, r.build_seconds, r.instructions, r.step[0], r.step[1],
+        r.step[2], r.Speedup(1), r.Speedup(0), r.exposed[0], r.exposed[1], r.exposed[2], r.mfu[0],
+        r.mfu[1], r.mfu[2], r.memory_bytes, r.fits ? "true" : "false", error);
+  }
+  return out;
+}
+
+std::string StudyJson(const std::vector<StudyRow>& rows) {
+  Json cases = Json::array();
+  for (const StudyRow& r : rows) {
+    Json row = {{"model", r.model}, {"plan", r.plan}, {"target", r.target}, {"devices", r.devices}};
+    if (!r.error.empty()) {
+      row["error"] = r.error;
+    } else {
+      row["build_seconds"] = r.build_seconds;
+      row["instructions"] = r.instructions;
+      row["simulate_seconds"] = r.simulate_seconds;
+      Json pipelines = Json::object();
+      for (size_t i = 0; i < 3; ++i) {
+        pipelines[std::string(PipelineName(kPipelines[i]))] = {
+            {"step_seconds", r.step[i]},
+            {"exposed_communication_seconds", r.exposed[i]},
+            {"mfu", r.mfu[i]}};
+      }
+      row["pipelines"] = pipelines;
+      row["speedup_over_async_schedule"] = r.Speedup(1);
+      row["speedup_over_as_written"] = r.Speedup(0);
+      row["memory_bytes"] = r.memory_bytes;
+      row["fits"] = r.fits;
+    }
+    cases.push_back(row);
+  }
+  return Json{{"cases", cases}}.dump(2) + "\n";
+}
+
+namespace {
+
+// One line per (model, target) over the rows that ran, y from `value`.
+std::vector<Series> ByModelAndTarget(const std::vector<StudyRow>& rows,
+                                     const std::function<double(const StudyRow&)>& value,
+                                     const std::string& suffix, bool dashed) {
+  std::map<std::string, Series> lines;
+  for (const StudyRow& r : rows) {
+    if (!r.error.empty()) continue;
+    Series& s = lines[r.model + " on " + r.target_spec];
+    s.name = r.model + ", " + r.target_spec + suffix;
+    s.dashed = dashed;
+    s.points.emplace_back(static_cast<double>(r.devices), value(r));
+  }
+  std::vector<Series> out;
+  for (auto& [key, s] : lines) out.push_back(std::move(s));
+  return out;
+}
+
+std::string Plot(std::string title, std::string y_label, std::vector<Series> series,
+                 bool y_from_zero = true) {
+  Chart chart;
+  chart.y_from_zero = y_from_zero;
+  chart.title = std::move(title);
+  chart.x_label = "devices";
+  chart.y_label = std::move(y_label);
+  chart.log2_x = true;
+  chart.series = std::move(series);
+  return LineChartSvg(chart);
+}
+
+std::vector<Series> Both(std::vector<Series> a, std::vector<Series> b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+std::string SpeedupPlot(const std::vector<StudyRow>& rows) {
+  return Plot("Full collective-matmul pipeline: speed-up", "speed-up (x)",
+              Both(ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return r.Speedup(1); }, " / async", false),
+                   ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return r.Speedup(0); }, " / written", true)),
+              /*y_from_zero=*/false);
+}
+
+std::string ExposedPlot(const std::vector<StudyRow>& rows) {
+  return Plot("Exposed communication per device", "seconds",
+              Both(ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return r.exposed[1]; }, " async", true),
+                   ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return r.exposed[2]; }, " full", false)));
+}
+
+std::string MfuPlot(const std::vector<StudyRow>& rows) {
+  return Plot("Model FLOPs utilisation", "MFU (%)",
+              Both(ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return 100 * r.mfu[1]; }, " async", true),
+                   ByModelAndTarget(
+                       rows, [](const StudyRow& r) { return 100 * r.mfu[2]; }, " full", false)));
+}
+
+}  // namespace loom::study
