@@ -395,12 +395,18 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     std::vector<Decision> decisions;
   };
   std::optional<Forced> forced;
+  // Unrolled only where every ring is short enough to unroll (as the
+  // candidates' own trials).
+  const bool all_unrollable =
+      std::all_of(enumeration.choices.begin(), enumeration.choices.end(),
+                  [&](const Choice& c) { return c.group_size <= options_.max_unrolled_steps; });
   if (!enumeration.choices.empty()) {
     for (RingDirection direction :
          {RingDirection::kUnidirectional, RingDirection::kBidirectional}) {
       for (RingForm form : {RingForm::kLoop, RingForm::kUnrolled}) {
         if (options_.direction && *options_.direction != direction) continue;
         if (options_.form && *options_.form != form) continue;
+        if (form == RingForm::kUnrolled && !all_unrollable && !options_.form) continue;
         LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> all, ir::CloneModule(module));
         CollectiveMatmulOptions everything = matching_;
         everything.gate = nullptr;
