@@ -419,16 +419,17 @@ class StepWriter {
     return c.DynamicSlice(weight, starts, sizes);
   }
 
-  // This device's rows of x [T, ...] under sequence parallelism (its
-  // position on the model axis picks them), else x.
+  // This device's rows of x [n*T, C] under sequence parallelism, of each
+  // micro-batch's T (its position on the model axis picks them), else x.
   Value OwnRows(ComputationEmitter& c, const Value& x) {
     if (!SequenceParallel()) return x;
+    const int64_t columns = x.dim(1);
     const Value rank = c.Binary("remainder", c.PartitionId(), c.ScalarInt(plan_.tensor));
-    std::vector<Value> starts = {c.Mul(rank, c.ScalarInt(s_.R))};
-    for (size_t d = 1; d < x.dims.size(); ++d) starts.push_back(c.ScalarInt(0));
-    std::vector<int64_t> sizes = x.dims;
-    sizes[0] = s_.R;
-    return c.DynamicSlice(x, starts, sizes);
+    const Value micro = c.Reshape(x, {s_.n, s_.T, columns});
+    const Value mine =
+        c.DynamicSlice(micro, {c.ScalarInt(0), c.Mul(rank, c.ScalarInt(s_.R)), c.ScalarInt(0)},
+                       {s_.n, s_.R, columns});
+    return c.Reshape(mine, {s_.n * s_.R, columns});
   }
 
   NormActs NormForward(ComputationEmitter& c, const Value& x) {
@@ -810,7 +811,7 @@ class StepWriter {
   std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
                                           const std::vector<Value>& stacked) {
     const auto [out, inputs] = MicroBatchPipeline(
-        e, "pipeline_forward", x0, s_.T, {e.Full(P_, 0, {s_.n, s_.T, s_.M})}, stacked,
+        e, "pipeline_forward", x0, s_.R, {e.Full(P_, 0, {s_.n, s_.R, s_.M})}, stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>&, const Value&,
             const std::vector<Value>& weights) {
           return std::pair{ForwardLoop(c, x, weights).first, std::vector<Value>{x}};
@@ -827,8 +828,8 @@ class StepWriter {
                                                         const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline;
     const size_t w = stacked.size();
-    std::vector<Value> init = {e.Full(P_, 0, {s_.T, s_.M}), inputs, e.Reshape(dxl, {n, s_.T, s_.M}),
-                               e.Full(P_, 0, {n, s_.T, s_.M})};
+    std::vector<Value> init = {e.Full(P_, 0, {s_.R, s_.M}), inputs, e.Reshape(dxl, {n, s_.R, s_.M}),
+                               e.Full(P_, 0, {n, s_.R, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
@@ -852,7 +853,7 @@ class StepWriter {
       return next;
     };
     const std::vector<Value> done = Loop(e, "pipeline_backward", init, n + stages - 1, step);
-    return {e.Reshape(done[4], {s_.Tb, s_.M}),
+    return {e.Reshape(done[4], {n * s_.R, s_.M}),
             std::vector<Value>(done.begin() + 5 + static_cast<long>(w), done.end())};
   }
 
@@ -1155,12 +1156,8 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     }
   }
   if (p.sequence_parallel) {
-    if (p.pipeline > 1 || p.micro_batches > 1) {
-      return Error{
-          "sequence parallelism with pipeline stages or micro-batches is not built yet (plan "
-          "'sequence_parallel' needs pipeline 1 and micro_batches 1)"};
-    }
-    LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data * m.seq, p.tensor, "the local tokens", "tensor"));
+    LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data / p.micro_batches * m.seq, p.tensor,
+                                 "a micro-batch's tokens", "tensor"));
   }
   return OkStatus();
 }

@@ -79,8 +79,8 @@ struct ParallelPlan {
   // Megatron's sequence parallelism (Korthikanti et al. 2022) on the model
   // axis: the residual stream, the norms and the head are split by tokens;
   // an all-gather before each column-parallel product and a reduce-scatter
-  // after each row-parallel one replace the all-reduce (training steps
-  // without pipeline stages or micro-batches).
+  // after each row-parallel one replace the all-reduce (training steps;
+  // with pipeline stages the stages hand on their tokens' rows).
   bool sequence_parallel = false;
   // ZeRO stage (Rajbhandari et al. 2020): 0; 1, the distributed optimizer
   // (Megatron's): each weight's gradient reduce-scattered over the devices

@@ -243,7 +243,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", 1, 2, 1, 1, false, 1}, Case{"tiny-gqa", 2, 2, 1, 1, false, 1},
                       Case{"tiny", 2, 2, 1, 1, true, 1}, Case{"tiny", 1, 2, 2, 2, false, 1},
                       Case{"tiny", 1, 2, 1, 1, false, 3}, Case{"tiny-gqa", 2, 2, 1, 1, false, 3},
-                      Case{"tiny", 1, 2, 2, 2, false, 3}),
+                      Case{"tiny", 1, 2, 2, 2, false, 3}, Case{"tiny", 2, 1, 2, 2, true},
+                      Case{"tiny-gqa", 2, 2, 2, 2, true}, Case{"tiny", 2, 2, 2, 2, true, 1}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -507,11 +508,11 @@ TEST(SequenceParallelism, RefusesWhatItIsNotBuiltForAndScattersTheRowParallelSum
   ParallelPlan plan;
   plan.tensor = 2;
   plan.sequence_parallel = true;
-  plan.pipeline = 2;
+  plan.zero_stage = 3;
   Status refused = ValidatePlan(m, plan);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("not built yet"), std::string::npos);
-  plan.pipeline = 1;
+  plan.zero_stage = 0;
   Expected<std::string> serving = BuildInferenceStep(m, plan, InferenceStep{"prefill", 0});
   ASSERT_FALSE(serving.ok());
   EXPECT_EQ(serving.error().message,
