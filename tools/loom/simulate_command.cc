@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <set>
 
 #include "cost/step_time.h"
 #include "cost/target.h"
 #include "cost/target_cost_model.h"
+#include "ir/async.h"
 #include "ir/clone.h"
 #include "loom/command.h"
 #include "pass/registry.h"
@@ -57,8 +59,19 @@ sim::SimReport SimulateOne(const ir::Module& module, const std::string& label,
 // What a program is, in a few words: whether it was scheduled, and how many
 // of its collectives are asynchronous pairs.
 std::string Describe(const ir::Module& module) {
+  // The collective an async-start wraps is its computation's root: counted
+  // once, as the asynchronous pair, not again as a synchronous collective.
+  std::set<const ir::Computation*> wrapped;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      if (instruction->opcode() == ir::Opcode::kAsyncStart) {
+        if (const ir::Computation* callee = ir::AsyncCallee(*instruction)) wrapped.insert(callee);
+      }
+    }
+  }
   int64_t synchronous = 0, asynchronous = 0;
   for (const auto& computation : module.computations()) {
+    if (wrapped.count(computation.get()) > 0) continue;
     for (const auto& instruction : computation->instructions()) {
       switch (cost::TransferRoleOf(*instruction)) {
         case cost::TransferRole::kSynchronous:
