@@ -96,14 +96,6 @@ constexpr PipelineCase kPipelines[] = {
   __builtin_trap();
 }
 
-int64_t InstructionCount(const Module& module) {
-  int64_t count = 0;
-  for (const auto& computation : module.computations()) {
-    count += static_cast<int64_t>(computation->instructions().size());
-  }
-  return count;
-}
-
 // A module a pass returned: it must verify and round-trip like any input.
 void CheckPassOutput(const Module& module, const std::string& spec) {
   auto verified = loom::ir::VerifyModule(module);
@@ -210,7 +202,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto module = loom::ir::ParseModule(text);
   if (!module.ok()) return 0;
   auto report = loom::ir::VerifyModule(**module);
-  if (!report.ok() || InstructionCount(**module) > kMaxInstructions) return 0;
+  if (!report.ok() || (*module)->instruction_count() > kMaxInstructions) return 0;
   const loom::ir::DeviceGrid grid = report->grid();
   Expected<loom::cost::Target> target = loom::cost::FindTarget("tpu-v4", grid.size());
   if (!target.ok()) return 0;

@@ -27,6 +27,14 @@ Computation* Module::FindComputation(std::string_view name) const {
   return nullptr;
 }
 
+int64_t Module::instruction_count() const {
+  int64_t count = 0;
+  for (const auto& computation : computations_) {
+    count += static_cast<int64_t>(computation->instructions().size());
+  }
+  return count;
+}
+
 std::vector<Computation*> Module::PostOrder() const {
   std::vector<Computation*> order;
   std::unordered_set<const Computation*> visited;

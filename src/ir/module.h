@@ -63,6 +63,10 @@ class Module {
   // computations it calls (callees first, entry last).
   std::vector<Computation*> PostOrder() const;
 
+  // Instructions in all computations (each computation's text, not its
+  // executions).
+  int64_t instruction_count() const;
+
  private:
   std::string name_;
   SourceLoc loc_;

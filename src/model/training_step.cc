@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numbers>
 #include <optional>
 #include <tuple>
@@ -75,6 +77,27 @@ std::optional<int64_t> ZeroShardDim(const WeightInfo& w, const ParallelPlan& pla
   return std::nullopt;
 }
 
+// The groups of the mesh `sizes` (pipeline, data, model; device = (stage *
+// data + d) * model + j) whose devices differ only along the `varying`
+// axes: one group per position on the other axes, in the order of their
+// first device, each group's devices in increasing order.
+std::vector<std::vector<int64_t>> MeshGroups(const std::array<int64_t, 3>& sizes,
+                                             const std::array<bool, 3>& varying) {
+  std::vector<std::vector<int64_t>> groups;
+  std::map<std::array<int64_t, 3>, size_t> index;  // fixed coordinates -> group
+  for (int64_t device = 0; device < sizes[0] * sizes[1] * sizes[2]; ++device) {
+    std::array<int64_t, 3> at = {device / (sizes[1] * sizes[2]), device / sizes[2] % sizes[1],
+                                 device % sizes[2]};
+    for (size_t axis = 0; axis < 3; ++axis) {
+      if (varying[axis]) at[axis] = 0;
+    }
+    auto [it, fresh] = index.try_emplace(at, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(device);
+  }
+  return groups;
+}
+
 class StepWriter {
  public:
   // `kind`: the module name's last part ("train_step", "prefill", "decode").
@@ -103,44 +126,13 @@ class StepWriter {
     const auto device = [&](int64_t stage, int64_t d, int64_t j) {
       return (stage * dp + d) * t + j;
     };
-    for (int64_t stage = 0; stage < pp; ++stage) {
-      for (int64_t d = 0; d < dp; ++d) {
-        std::vector<int64_t> group;
-        for (int64_t j = 0; j < t; ++j) group.push_back(device(stage, d, j));
-        tensor_groups_.push_back(group);
-      }
-      for (int64_t j = 0; j < t; ++j) {
-        std::vector<int64_t> group;
-        for (int64_t d = 0; d < dp; ++d) group.push_back(device(stage, d, j));
-        data_groups_.push_back(group);
-      }
-    }
-    for (int64_t j = 0; j < t; ++j) {
-      std::vector<int64_t> group;
-      for (int64_t stage = 0; stage < pp; ++stage) {
-        for (int64_t d = 0; d < dp; ++d) group.push_back(device(stage, d, j));
-      }
-      head_groups_.push_back(group);
-    }
-    for (int64_t d = 0; d < dp; ++d) {
-      for (int64_t j = 0; j < t; ++j) {
-        std::vector<int64_t> group;
-        for (int64_t stage = 0; stage < pp; ++stage) group.push_back(device(stage, d, j));
-        pipeline_groups_.push_back(group);
-      }
-    }
-    for (int64_t stage = 0; stage < pp; ++stage) {
-      std::vector<int64_t> group;
-      for (int64_t d = 0; d < dp; ++d) {
-        for (int64_t j = 0; j < t; ++j) group.push_back(device(stage, d, j));
-      }
-      data_and_model_groups_.push_back(group);
-    }
-    {
-      std::vector<int64_t> everyone;
-      for (int64_t i = 0; i < pp * dp * t; ++i) everyone.push_back(i);
-      head_and_model_groups_.push_back(everyone);
-    }
+    // The mesh's axes: pipeline, data, model.
+    tensor_groups_ = MeshGroups({pp, dp, t}, {false, false, true});
+    data_groups_ = MeshGroups({pp, dp, t}, {false, true, false});
+    head_groups_ = MeshGroups({pp, dp, t}, {true, true, false});
+    pipeline_groups_ = MeshGroups({pp, dp, t}, {true, false, false});
+    data_and_model_groups_ = MeshGroups({pp, dp, t}, {false, true, true});
+    head_and_model_groups_ = MeshGroups({pp, dp, t}, {true, true, true});
     for (int64_t stage = 0; stage + 1 < pp; ++stage) {
       for (int64_t d = 0; d < dp; ++d) {
         for (int64_t j = 0; j < t; ++j) {
@@ -369,7 +361,16 @@ class StepWriter {
     return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
                               : c.AllReduce(partial, tensor_groups_);
   }
-  // --- the gradients' reductions and ZeRO-1 ---------------------------------------------
+  // Where this device stands along a stretch of the mesh: (partition /
+  // inner) % extent (the model axis: 1, tensor; a stage: data * tensor,
+  // pipeline).
+  Value Position(ComputationEmitter& c, int64_t inner, int64_t extent) {
+    Value position = c.PartitionId();
+    if (inner > 1) position = c.Binary("divide", position, c.ScalarInt(inner));
+    return c.Binary("remainder", position, c.ScalarInt(extent));
+  }
+
+  // --- the gradients' reductions and ZeRO -----------------------------------------------
   bool Zero() const { return plan_.zero_stage >= 1; }
   // Under ZeRO-3 the stacked layer weights themselves are shards over the
   // data axis: each layer's is all-gathered where it is used and its
@@ -406,9 +407,7 @@ class StepWriter {
   Value OwnShard(ComputationEmitter& c, size_t i, const Value& weight) {
     if (!Zero() || IsShard(i)) return weight;
     const ReductionGroups sum = GradientGroups(i);
-    const Value position =
-        c.Binary("remainder", c.Binary("divide", c.PartitionId(), c.ScalarInt(sum.inner)),
-                 c.ScalarInt(sum.extent));
+    const Value position = Position(c, sum.inner, sum.extent);
     const int64_t dim = ShardDim(i);
     std::vector<int64_t> sizes = StateDims(i);
     std::vector<Value> starts;
@@ -424,7 +423,7 @@ class StepWriter {
   Value OwnRows(ComputationEmitter& c, const Value& x) {
     if (!SequenceParallel()) return x;
     const int64_t columns = x.dim(1);
-    const Value rank = c.Binary("remainder", c.PartitionId(), c.ScalarInt(plan_.tensor));
+    const Value rank = Position(c, 1, plan_.tensor);
     const Value micro = c.Reshape(x, {s_.n, s_.T, columns});
     const Value mine =
         c.DynamicSlice(micro, {c.ScalarInt(0), c.Mul(rank, c.ScalarInt(s_.R)), c.ScalarInt(0)},
@@ -774,7 +773,7 @@ class StepWriter {
 
   // This device's pipeline stage, from its partition id.
   Value StageIndex(ComputationEmitter& c) {
-    return c.Binary("divide", c.PartitionId(), c.ScalarInt(plan_.data * plan_.tensor));
+    return Position(c, plan_.data * plan_.tensor, plan_.pipeline);
   }
   Value Is(ComputationEmitter& c, const Value& scalar, int64_t value) {
     return c.Compare(scalar, c.ScalarInt(value), "EQ");
@@ -1160,6 +1159,15 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                  "a micro-batch's tokens", "tensor"));
   }
   return OkStatus();
+}
+
+std::string PlanName(const ParallelPlan& p) {
+  std::string name = fmt::format("tp{}_dp{}", p.tensor, p.data);
+  if (p.pipeline > 1) name += fmt::format("_pp{}", p.pipeline);
+  if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
+  if (p.sequence_parallel) name += "_sp";
+  if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
+  return name;
 }
 
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan) {

@@ -109,6 +109,9 @@ struct OptimizerShard {
 Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
                                           size_t weight, int64_t device);
 
+// "tp8_dp2_pp4_mb8_sp_zero1": the plan's axes, the parts that are not 1.
+std::string PlanName(const ParallelPlan& plan);
+
 // Checks that the plan divides the model (heads, kv heads, d_ff, layers and
 // batch by their axes, the local batch by the micro-batches) and that
 // every size is positive.

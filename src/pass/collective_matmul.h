@@ -96,13 +96,14 @@ enum class RingForm { kLoop, kUnrolled };
 // What a candidate decomposes.
 enum class CandidateKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 std::string_view CandidateKindName(CandidateKind kind);
+// Whether direction and form choose between rings; not for an all-to-all,
+// whose pairwise exchange has one form.
+inline bool HasRingForms(CandidateKind kind) { return kind != CandidateKind::kAllToAll; }
 
 // One collective/dot pair the pass could rewrite, as the gate sees it.
 struct Candidate {
   CandidateKind kind = CandidateKind::kAllGather;
-  // Whether direction and form choose between rings; not for an
-  // all-to-all, whose pairwise exchange has one form.
-  bool HasRingForms() const { return kind != CandidateKind::kAllToAll; }
+  bool HasRingForms() const { return pass::HasRingForms(kind); }
   // Whether the ring carries partial sums (a reduce-scatter or all-reduce
   // after the dot), so that its direction fixes their order.
   bool SumsAlongTheRing() const {

@@ -55,12 +55,6 @@ struct Trial {
   int64_t round = 0;
 };
 
-bool HasRingForms(CandidateKind kind) {
-  Candidate c;
-  c.kind = kind;
-  return c.HasRingForms();
-}
-
 bool Matches(const Candidate& c, const Choice& choice) {
   return c.computation == choice.computation && c.collective == choice.collective &&
          c.dot == choice.dot;

@@ -62,6 +62,12 @@ std::string ReportJson(const SimReport& report) {
   return json.dump(2) + "\n";
 }
 
+double MeanOverDevices(const SimReport& report, double DeviceReport::*field) {
+  double sum = 0;
+  for (const auto& device : report.devices) sum += device.*field;
+  return report.devices.empty() ? 0 : sum / static_cast<double>(report.devices.size());
+}
+
 std::string ReportTable(const SimReport& report) {
   std::string out;
   out +=

@@ -77,6 +77,9 @@ struct SimReport {
 std::string ReportJson(const SimReport& report);
 // A readable summary: step time, device times (all devices up to 16, else
 // the spread and the slowest), op kinds, and the simulation's own cost.
+// The mean of one DeviceReport field over the report's devices (0 for none).
+double MeanOverDevices(const SimReport& report, double DeviceReport::*field);
+
 std::string ReportTable(const SimReport& report);
 
 }  // namespace loom::sim

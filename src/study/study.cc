@@ -25,29 +25,6 @@ Expected<model::ModelConfig> ModelOf(const Json& entry, std::string_view where) 
   return Error{fmt::format("{}: a model is a preset name or an object", where)};
 }
 
-std::string PlanName(const model::ParallelPlan& p) {
-  std::string name = fmt::format("tp{}_dp{}", p.tensor, p.data);
-  if (p.pipeline > 1) name += fmt::format("_pp{}", p.pipeline);
-  if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
-  if (p.sequence_parallel) name += "_sp";
-  if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
-  return name;
-}
-
-double MeanExposed(const sim::SimReport& report) {
-  double sum = 0;
-  for (const auto& device : report.devices) sum += device.exposed_communication;
-  return report.devices.empty() ? 0 : sum / static_cast<double>(report.devices.size());
-}
-
-int64_t InstructionCount(const ir::Module& module) {
-  int64_t count = 0;
-  for (const auto& computation : module.computations()) {
-    count += static_cast<int64_t>(computation->instructions().size());
-  }
-  return count;
-}
-
 }  // namespace
 
 Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view where) {
@@ -86,7 +63,7 @@ Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view whe
     const std::string at = fmt::format("{}: plans[{}]", where, i);
     if (!json["plans"][i].is_object()) return Error{fmt::format("{}: a plan is an object", at)};
     LOOM_ASSIGN_OR_RETURN(model::ParallelPlan plan, model::ParsePlan(json["plans"][i].dump(), at));
-    if (!json["plans"][i].contains("name")) plan.name = PlanName(plan);
+    if (!json["plans"][i].contains("name")) plan.name = model::PlanName(plan);
     plans.push_back(std::move(plan));
   }
   StudySpec spec;
@@ -121,7 +98,7 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
   if (!module.ok()) return fail(module.error().ToString());
   row.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  row.instructions = InstructionCount(**module);
+  row.instructions = (*module)->instruction_count();
   Expected<cost::Target> target = cost::FindTarget(c.target, row.devices);
   if (!target.ok()) return fail(target.error().message);
   row.target = target->name();
@@ -135,7 +112,7 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - simulated).count();
   for (size_t i = 0; i < 3; ++i) {
     row.step[i] = (*reports)[i].step_seconds;
-    row.exposed[i] = MeanExposed((*reports)[i]);
+    row.exposed[i] = sim::MeanOverDevices((*reports)[i], &sim::DeviceReport::exposed_communication);
     row.mfu[i] = (*reports)[i].mfu;
   }
   return row;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,17 @@ cost::Target ResolveTarget(const std::string& spec, const ir::Module& module) {
         devices, target->name(), target->device_count()));
   }
   return std::move(target).value();
+}
+
+void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view what) {
+  command
+      .add_option("--max-messages", value,
+                  fmt::format("Refuse up front a simulation that would move more point-to-point "
+                              "messages than this (all devices; loops that transfer run trip by "
+                              "trip){}",
+                              what))
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
 }
 
 std::string ReadFile(const std::string& path) {

@@ -35,6 +35,10 @@ inline constexpr const char* kTargetSpellings =
     "a name from `loom targets`, a family at any size (tpu-v4:4x4x8, dgx-h100:16), a family "
     "sized to the module (tpu-v4, tpu-v4:auto, dgx-h100:auto), or a .json file";
 
+// --max-messages for the simulator (sim::SimOptions::max_messages), `what`
+// saying what a refusal means to the subcommand.
+void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view what);
+
 // The whole of the file at `path`; throws CommandError "PATH: cannot read".
 std::string ReadFile(const std::string& path);
 

@@ -179,13 +179,7 @@ void AddModelCommand(CLI::App& app) {
     if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
     if (!options->param_type.empty()) m.param_type = options->param_type;
     if (!options->compute_type.empty()) m.compute_type = options->compute_type;
-    if (options->plan.empty()) {
-      plan.name = fmt::format("tp{}_dp{}", plan.tensor, plan.data);
-      if (plan.pipeline > 1) plan.name += fmt::format("_pp{}", plan.pipeline);
-      if (plan.micro_batches > 1) plan.name += fmt::format("_mb{}", plan.micro_batches);
-      if (plan.sequence_parallel) plan.name += "_sp";
-      if (plan.zero_stage > 0) plan.name += fmt::format("_zero{}", plan.zero_stage);
-    }
+    if (options->plan.empty()) plan.name = model::PlanName(plan);
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
       return;

@@ -90,12 +90,6 @@ std::string Describe(const ir::Module& module) {
                      synchronous, asynchronous);
 }
 
-double Mean(const sim::SimReport& report, double sim::DeviceReport::*field) {
-  double sum = 0;
-  for (const auto& device : report.devices) sum += device.*field;
-  return report.devices.empty() ? 0 : sum / static_cast<double>(report.devices.size());
-}
-
 void PrintBaseline(const std::vector<sim::SimReport>& reports) {
   fmt::print("simulated on {}: {}\n", reports[0].target, reports[0].module);
   fmt::print("{:<30} {:>16} {:>20} {:>16}\n", "", "as written", "async+schedule", "full pipeline");
@@ -107,7 +101,7 @@ void PrintBaseline(const std::vector<sim::SimReport>& reports) {
   row("cost model's estimate",
       [](const sim::SimReport& r) { return FormatSeconds(r.cost_model_step_seconds); });
   row("exposed communication (mean)", [](const sim::SimReport& r) {
-    return FormatSeconds(Mean(r, &sim::DeviceReport::exposed_communication));
+    return FormatSeconds(sim::MeanOverDevices(r, &sim::DeviceReport::exposed_communication));
   });
   row("MFU", [](const sim::SimReport& r) { return fmt::format("{:.1f}%", 100 * r.mfu); });
   fmt::print("full pipeline over async+schedule: {:.3f}x; over as written: {:.3f}x\n",
@@ -126,13 +120,14 @@ void PrintComparison(const sim::SimReport& a, const sim::SimReport& b, const std
   row("step time", FormatSeconds(a.step_seconds), FormatSeconds(b.step_seconds));
   row("cost model's estimate", FormatSeconds(a.cost_model_step_seconds),
       FormatSeconds(b.cost_model_step_seconds));
-  row("compute per device (mean)", FormatSeconds(Mean(a, &sim::DeviceReport::compute)),
-      FormatSeconds(Mean(b, &sim::DeviceReport::compute)));
+  row("compute per device (mean)",
+      FormatSeconds(sim::MeanOverDevices(a, &sim::DeviceReport::compute)),
+      FormatSeconds(sim::MeanOverDevices(b, &sim::DeviceReport::compute)));
   row("exposed communication (mean)",
-      FormatSeconds(Mean(a, &sim::DeviceReport::exposed_communication)),
-      FormatSeconds(Mean(b, &sim::DeviceReport::exposed_communication)));
-  row("idle (mean)", FormatSeconds(Mean(a, &sim::DeviceReport::idle)),
-      FormatSeconds(Mean(b, &sim::DeviceReport::idle)));
+      FormatSeconds(sim::MeanOverDevices(a, &sim::DeviceReport::exposed_communication)),
+      FormatSeconds(sim::MeanOverDevices(b, &sim::DeviceReport::exposed_communication)));
+  row("idle (mean)", FormatSeconds(sim::MeanOverDevices(a, &sim::DeviceReport::idle)),
+      FormatSeconds(sim::MeanOverDevices(b, &sim::DeviceReport::idle)));
   row("MFU", fmt::format("{:.1f}%", 100 * a.mfu), fmt::format("{:.1f}%", 100 * b.mfu));
   row("events", fmt::format("{}", a.events), fmt::format("{}", b.events));
   fmt::print("speedup of B over A: {:.3f}x\n", a.step_seconds / b.step_seconds);
@@ -175,12 +170,7 @@ void AddSimulateCommand(CLI::App& app) {
                    "A-B=FACTOR (both ways) or A>B=FACTOR: the link between devices A and B "
                    "carries FACTOR of its bandwidth")
       ->check(ParsesWith(sim::ParseLinkScale));
-  command
-      ->add_option("--max-messages", flags->max_messages,
-                   "Refuse up front a simulation that would move more point-to-point messages "
-                   "than this (all devices; loops that transfer run trip by trip); 0: no limit")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  AddMaxMessagesOption(*command, flags->max_messages, "; 0: no limit");
   command
       ->add_option("--max-steps", flags->max_steps,
                    "Refuse up front a simulation that would replay more program steps than this "

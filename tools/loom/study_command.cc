@@ -51,12 +51,8 @@ void AddStudyCommand(CLI::App& app) {
   command->add_option("-o,--output-dir", flags->output_dir,
                       "Write study.md, study.csv, study.json, speedup.svg, exposed.svg and "
                       "mfu.svg here (created if missing)");
-  command
-      ->add_option("--max-messages", flags->max_messages,
-                   "Per case: refuse a simulation that would move more point-to-point messages "
-                   "than this (the case is reported as not run)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  AddMaxMessagesOption(*command, flags->max_messages,
+                       ", per case (the case is reported as not run); 0: no limit");
   command->add_flag("!--no-progress", flags->progress,
                     "No progress bar (there is none anyway when stderr is not a terminal)");
   command->callback([flags] {
