@@ -245,6 +245,13 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
     }
     return report->step_seconds;
   };
+  // Without a candidate there is nothing to try, nor to simulate: a module
+  // of a million devices and no shared link costs no replay.
+  LOOM_ASSIGN_OR_RETURN(const std::vector<Move> first_moves, CandidateMoves(module, target_));
+  if (first_moves.empty()) {
+    explanation_.push_back("no two transfers of one computation cross a common link");
+    return false;
+  }
   LOOM_ASSIGN_OR_RETURN(const double initial, simulate(module));
   LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
   const cost::TargetCostModel model(target_);
@@ -259,10 +266,8 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
   bool out_of_trials = false;
   while (!out_of_trials) {
     LOOM_ASSIGN_OR_RETURN(const std::vector<Move> moves,
-                          CandidateMoves(current ? *current : module, target_));
-    if (moves.empty() && kept == 0) {
-      explanation_.push_back("no two transfers of one computation cross a common link");
-    } else if (kept == 0 && contention <= options_.min_gain * initial) {
+                          current ? CandidateMoves(*current, target_) : first_moves);
+    if (kept == 0 && contention <= options_.min_gain * initial) {
       explanation_.push_back(fmt::format(
           "contention costs the step {} of {} (the simulated step over the contention-free "
           "estimate): nothing to recover above min-gain",

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <deque>
 #include <queue>
 #include <string_view>
 #include <unordered_map>
@@ -67,6 +65,31 @@ struct Open {
   bool done;
 };
 
+// A first-in first-out queue that allocates nothing until something is
+// queued: a std::deque allocates a node when it is made, and a module of a
+// million devices made six per device (gigabytes before the first event).
+class TransferQueue {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  int32_t front() const { return items_[head_]; }
+  void push_back(int32_t instance) { items_.push_back(instance); }
+  void pop_front() {
+    if (++head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
+    }
+  }
+
+ private:
+  std::vector<int32_t> items_;
+  size_t head_ = 0;
+};
+
+struct TransferStream {
+  std::vector<int32_t> active;
+  TransferQueue queued;
+};
+
 struct DeviceState {
   int32_t pc = 0;
   std::vector<int64_t> loops;  // trips left, innermost last
@@ -79,14 +102,21 @@ struct DeviceState {
   const Instruction* blocked_on = nullptr;
   std::vector<Open> open;
   std::vector<int32_t> occurrence;  // per slot: times joined
-  // Per transfer stream: the instances of this device's transfers on it,
-  // and those queued behind them in program order.
-  std::array<std::vector<int32_t>, cost::kTransferKindCount> stream_active;
-  std::array<std::deque<int32_t>, cost::kTransferKindCount> stream_queue;
   double compute = 0;
   double exposed = 0;
   double communication = 0;
   double finish = 0;
+
+  // The device's transfers of one kind: the instances on its stream, and
+  // those queued behind them in program order. Made at its first transfer,
+  // so that the idle devices of a big grid cost no more than their clocks.
+  TransferStream& Stream(size_t kind) {
+    if (streams_.empty()) streams_.resize(cost::kTransferKindCount);
+    return streams_[kind];
+  }
+
+ private:
+  std::vector<TransferStream> streams_;
 };
 
 // What the trace shows, recorded as the replay goes: the first
@@ -237,6 +267,7 @@ class Engine {
     double step = last_time_;
     for (const DeviceState& device : devices_) step = std::max(step, device.finish);
     report->step_seconds = step;
+    report->devices.reserve(devices_.size());
     for (size_t d = 0; d < devices_.size(); ++d) {
       const DeviceState& device = devices_[d];
       DeviceReport out;
@@ -449,7 +480,7 @@ class Engine {
     // program order, one at a time unless their links are disjoint: the
     // step estimate's rule (cost/step_time.h).
     const auto stream = static_cast<size_t>(slots_[static_cast<size_t>(slot)].stream);
-    device.stream_queue[stream].push_back(id);
+    device.Stream(stream).queued.push_back(id);
     EnterQueued(d, stream, now);
     return id;
   }
@@ -458,17 +489,18 @@ class Engine {
   // may run beside those already on it.
   void EnterQueued(int32_t d, size_t stream, double now) {
     DeviceState& device = devices_[static_cast<size_t>(d)];
-    auto& queue = device.stream_queue[stream];
+    TransferStream& transfers = device.Stream(stream);
+    TransferQueue& queue = transfers.queued;
     while (!queue.empty()) {
       const int32_t next = queue.front();
       const auto& links =
           slots_[static_cast<size_t>(instances_[static_cast<size_t>(next)].slot)].links;
-      for (int32_t active : device.stream_active[stream]) {
+      for (int32_t active : transfers.active) {
         const int32_t slot = instances_[static_cast<size_t>(active)].slot;
         if (!cost::LinksDisjoint(slots_[static_cast<size_t>(slot)].links, links)) return;
       }
       queue.pop_front();
-      device.stream_active[stream].push_back(next);
+      transfers.active.push_back(next);
       Enter(d, next, now);
     }
   }
@@ -549,7 +581,7 @@ class Engine {
       instance_of_.erase(instance.key);
       free_instances_.push_back(id);
     }
-    std::erase(device.stream_active[stream], id);
+    std::erase(device.Stream(stream).active, id);
     EnterQueued(d, stream, now);
   }
 

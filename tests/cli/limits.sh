@@ -83,6 +83,28 @@ if "$loom" model --model llama3-405b --tensor 8 --pipeline 18 --data 112 --micro
 else
   fail "model: Llama 3 405B on 16128 H100s" "loom model failed"
 fi
+# Loom's largest grid, 2^20 devices, of a module that moves nothing: the
+# simulator's state per device is a few hundred bytes (a std::deque per
+# transfer stream made it 4.8 GB), and joint-schedule, with no transfer to
+# hold back, simulates nothing.
+cat >"$tmp/million.hlo" <<'HLO'
+HloModule million, num_partitions=1048576
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT a = f32[4] add(p, p)
+}
+HLO
+for target in tpu-v4:auto dgx-h100:auto; do
+  expect "simulate: 2^20 devices on $target, under 2 GB" 0 "" -- \
+    bash -c 'ulimit -v 2000000 && exec "$0" "$@"' "$loom" simulate "$tmp/million.hlo" --target "$target"
+done
+expect "opt: joint-schedule of 2^20 devices and no transfer, under 1 GB" 0 "" -- \
+  bash -c 'ulimit -v 1000000 && exec "$0" "$@"' "$loom" opt "$tmp/million.hlo" --target tpu-v4:auto \
+  --passes=async-collectives,schedule,joint-schedule --explain -o /dev/null
+grep -q "joint-schedule: no two transfers of one computation cross a common link" "$tmp/out" &&
+  ok "opt: ... and says why it simulated nothing" ||
+  fail "opt: joint-schedule of 2^20 devices" "no explanation"
 # The permute moves nothing, so only the steps walked bound this one.
 expect "simulate: nested 2^31-trip loops of empty transfers" 1 "would replay at least 9223372036854775807 steps over its 4 devices .*--max-steps" -- \
   "$loom" simulate "$limits/empty_transfer_loops.hlo" --target tpu-v4
