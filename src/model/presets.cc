@@ -120,7 +120,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
                         ParseObject(text, where,
                                     {"preset", "name", "layers", "d_model", "d_ff", "heads",
                                      "kv_heads", "head_dim", "vocab", "seq", "batch", "mlp", "norm",
-                                     "compute_type", "param_type", "source"}));
+                                     "compute_type", "param_type", "activation_type", "source"}));
   ModelConfig m;
   std::string preset;
   LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
@@ -141,6 +141,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "norm", &m.norm, where));
   LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "source", &m.source, where));
   return m;
 }
@@ -182,6 +183,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"norm", m.norm},
                                 {"compute_type", m.compute_type},
                                 {"param_type", m.param_type},
+                                {"activation_type", ActivationType(m)},
                                 {"source", m.source}}
              .dump(2) +
          "\n";

@@ -122,6 +122,7 @@ class StepWriter {
     s_.L = model.layers / plan.pipeline;
     P_ = model.param_type;
     C_ = model.compute_type;
+    A_ = ActivationType(model);
     const int64_t dp = plan.data, pp = plan.pipeline;
     const auto device = [&](int64_t stage, int64_t d, int64_t j) {
       return (stage * dp + d) * t + j;
@@ -162,7 +163,7 @@ class StepWriter {
   }
   // The output projection of x [rows, M]: logits [rows, V].
   Value Logits(ComputationEmitter& e, const Value& x, const Value& gf, const Value& wout) {
-    const NormActs norm = NormForward(e, x);
+    const NormActs norm = NormForward(e, Math(e, x));
     return MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
   }
   // One KV cache of `positions` per layer: [L, b, positions, K, hd] (b and
@@ -206,7 +207,7 @@ class StepWriter {
                         [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
                             const Value&, const Value&, const Value&) {
                           const LayerActs a = LayerForward(c, in, w);
-                          return std::tuple{a.out, a.kc, a.vc};
+                          return std::tuple{a.out, Held(c, a.kc), Held(c, a.vc)};
                         });
   }
 
@@ -255,7 +256,7 @@ class StepWriter {
                                                           const StageStep& stage_step) {
     const int64_t n = s_.n, stages = plan_.pipeline;
     const size_t count = stacks.size();
-    std::vector<Value> init = {e.Full(P_, 0, {rows, s_.M}), e.Full(P_, 0, {n, rows, s_.M}),
+    std::vector<Value> init = {e.Full(A_, 0, {rows, s_.M}), e.Full(A_, 0, {n, rows, s_.M}),
                                e.Reshape(x0, {n, rows, s_.M})};
     init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
@@ -322,14 +323,24 @@ class StepWriter {
   }
 
   // --- products ---------------------------------------------------------------------
-  // a[T,K] . w[K,N], operands in the compute type, accumulated in P.
+  // a[T,K] . w[K,N], operands in the compute type, accumulated in P (or,
+  // for a product the model axis sums, rounded once to `type`).
   Value MatMul(ComputationEmitter& c, const Value& a, const Value& w) {
-    return c.Dot(c.Convert(a, C_), c.Convert(w, C_), {{}, {}, {1}, {0}}, P_);
+    return MatMul(c, a, w, P_);
+  }
+  Value MatMul(ComputationEmitter& c, const Value& a, const Value& w, std::string_view type) {
+    return c.Dot(c.Convert(a, C_), c.Convert(w, C_), {{}, {}, {1}, {0}}, type);
   }
   // dy[T,N] . w[K,N]^T
-  Value MatMulT(ComputationEmitter& c, const Value& dy, const Value& w) {
-    return c.Dot(c.Convert(dy, C_), c.Convert(w, C_), {{}, {}, {1}, {1}}, P_);
+  Value MatMulT(ComputationEmitter& c, const Value& dy, const Value& w, std::string_view type) {
+    return c.Dot(c.Convert(dy, C_), c.Convert(w, C_), {{}, {}, {1}, {1}}, type);
   }
+  Value MatMulT(ComputationEmitter& c, const Value& dy, const Value& w) {
+    return MatMulT(c, dy, w, P_);
+  }
+  // A value held or sent as an activation, and one computed on.
+  Value Held(ComputationEmitter& c, const Value& x) { return c.Convert(x, A_); }
+  Value Math(ComputationEmitter& c, const Value& x) { return c.Convert(x, P_); }
   // x[T,K]^T . dy[T,N]: a weight gradient.
   Value WeightGrad(ComputationEmitter& c, const Value& x, const Value& dy) {
     return c.Dot(c.Convert(x, C_), c.Convert(dy, C_), {{}, {}, {0}, {0}}, P_);
@@ -351,15 +362,16 @@ class StepWriter {
   // What a column-parallel product reads: every device's rows of the
   // residual stream under sequence parallelism (an all-gather over the
   // model axis), else x itself.
+  // (gathered in the activation type).
   Value GatherRows(ComputationEmitter& c, const Value& x) {
-    return SequenceParallel() ? c.AllGather(x, 0, tensor_groups_) : x;
+    return SequenceParallel() ? c.AllGather(Held(c, x), 0, tensor_groups_) : x;
   }
-  // A row-parallel product summed over the model axis: this device's rows
-  // of the sum under sequence parallelism (a reduce-scatter), else all of
-  // it (an all-reduce).
+  // A row-parallel product (in the activation type) summed over the model
+  // axis: this device's rows of the sum under sequence parallelism (a
+  // reduce-scatter), else all of it (an all-reduce); in P for what follows.
   Value SumOverModel(ComputationEmitter& c, const Value& partial) {
-    return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
-                              : c.AllReduce(partial, tensor_groups_);
+    return Math(c, SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
+                                      : c.AllReduce(partial, tensor_groups_));
   }
   // Where this device stands along a stretch of the mesh: (partition /
   // inner) % extent (the model axis: 1, tensor; a stage: data * tensor,
@@ -516,8 +528,10 @@ class StepWriter {
   }
 
   // --- one layer ---------------------------------------------------------------------
-  LayerActs LayerForward(ComputationEmitter& c, const Value& x, const LayerWeights& w) {
+  // x and the output in the activation type; in between in P.
+  LayerActs LayerForward(ComputationEmitter& c, const Value& held, const LayerWeights& w) {
     LayerActs a;
+    const Value x = Math(c, held);
     a.x = x;
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
@@ -526,7 +540,7 @@ class StepWriter {
     a.v = ExpandKv(c, a.vc);
     a.p = AttentionProbabilities(c, a.q, a.k);
     a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
-    a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo)));
+    a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo, A_)));
     MlpForward(c, w, a);
     return a;
   }
@@ -542,7 +556,7 @@ class StepWriter {
     } else {
       a.act = Gelu(c, a.u);
     }
-    a.out = c.Add(a.x1, SumOverModel(c, MatMul(c, a.act, w.w2)));
+    a.out = Held(c, c.Add(a.x1, SumOverModel(c, MatMul(c, a.act, w.w2, A_))));
   }
 
   // --- inference ----------------------------------------------------------------------
@@ -557,13 +571,14 @@ class StepWriter {
                                               const Value& v_cache, int64_t context) {
     const int64_t b = s_.b;
     LayerActs a;
-    a.norm1 = NormForward(c, x);
-    a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, x));
+    const Value xf = Math(c, x);
+    a.norm1 = NormForward(c, xf);
+    a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, xf));
     const auto [q, k, v] = SplitQkv(c, MatMul(c, a.h, w.wqkv), 1);
     const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(context), c.ScalarInt(0),
                                    c.ScalarInt(0)};
-    const Value keys = c.DynamicUpdateSlice(k_cache, k, at);
-    const Value values = c.DynamicUpdateSlice(v_cache, v, at);
+    const Value keys = c.DynamicUpdateSlice(k_cache, Held(c, k), at);
+    const Value values = c.DynamicUpdateSlice(v_cache, Held(c, v), at);
     Value scores =
         c.Dot(c.Convert(q, C_), c.Convert(ExpandKv(c, keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,context+1]
@@ -571,7 +586,8 @@ class StepWriter {
     const Value o = c.Transpose(
         c.Dot(c.Convert(p, C_), c.Convert(ExpandKv(c, values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
         {0, 2, 1, 3});
-    a.x1 = c.Add(x, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo), tensor_groups_));
+    a.x1 = c.Add(xf, Math(c, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo, A_),
+                                         tensor_groups_)));
     MlpForward(c, w, a);
     return {a.out, keys, values};
   }
@@ -599,6 +615,7 @@ class StepWriter {
     std::vector<Value> weights;  // in StackedNames order
   };
 
+  // dout and dx in the activation type, as the layer's output and input.
   LayerGrads LayerBackward(ComputationEmitter& c, const LayerActs& a, const LayerWeights& w,
                            const Value& dout) {
     // MLP: out = x1 + act . w2 (its rows of the sum under sequence
@@ -619,11 +636,11 @@ class StepWriter {
       du = c.Mul(dact, GeluDerivative(c, a.u));
     }
     const Value dw1 = WeightGrad(c, a.h2, du);
-    Value dh2 = MatMulT(c, du, w.w1);
-    if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3));
+    Value dh2 = MatMulT(c, du, w.w1, A_);
+    if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3, A_));
     dh2 = SumOverModel(c, dh2);
     const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
-    const Value dx1 = c.Add(dout, dx1_norm);
+    const Value dx1 = c.Add(Math(c, dout), dx1_norm);
 
     // Attention: x1 = x + o . wo
     const Value dy = GatherRows(c, dx1);
@@ -641,12 +658,11 @@ class StepWriter {
         c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
     const Value dqkv = JoinQkv(c, dq, ReduceKv(c, dk), ReduceKv(c, dv));
     const Value dwqkv = WeightGrad(c, a.h, dqkv);
-    Value dh = MatMulT(c, dqkv, w.wqkv);
-    dh = SumOverModel(c, dh);
+    const Value dh = SumOverModel(c, MatMulT(c, dqkv, w.wqkv, A_));
     const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
 
     LayerGrads grads;
-    grads.dx = c.Add(dx1, dx_norm);
+    grads.dx = Held(c, c.Add(dx1, dx_norm));
     grads.weights = {dg1, dwqkv, dwo, dg2, dw1};
     if (m_.mlp == "swiglu") grads.weights.push_back(dw3);
     grads.weights.push_back(dw2);
@@ -685,8 +701,14 @@ class StepWriter {
     std::vector<Value> w;
     for (size_t k = 0; k < stacked.size(); ++k) {
       const Value layer = Load(c, stacked[k], index);
-      // Under ZeRO-3 the layer's weight is gathered whole where it is used.
-      w.push_back(ShardsLayers() ? c.AllGather(layer, ShardDim(3 + k) - 1, data_groups_) : layer);
+      // Under ZeRO-3 the layer's weight is gathered whole where it is used:
+      // a matrix in the type its products read, a norm gain (1-D) in P.
+      if (!ShardsLayers()) {
+        w.push_back(layer);
+        continue;
+      }
+      const Value sent = layer.rank() > 1 ? c.Convert(layer, C_) : layer;
+      w.push_back(c.AllGather(sent, ShardDim(3 + k) - 1, data_groups_));
     }
     LayerWeights lw;
     size_t i = 0;
@@ -722,7 +744,7 @@ class StepWriter {
   // Runs the layers forward; returns (final x, saved layer inputs).
   std::pair<Value, Value> ForwardLoop(ComputationEmitter& e, const Value& x,
                                       const std::vector<Value>& stacked) {
-    std::vector<Value> init = {x, e.Full(P_, 0, {s_.L, s_.R, s_.M})};
+    std::vector<Value> init = {x, e.Full(A_, 0, {s_.L, s_.R, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
     const std::vector<Value> done = Loop(
         e, "forward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
@@ -810,7 +832,7 @@ class StepWriter {
   std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
                                           const std::vector<Value>& stacked) {
     const auto [out, inputs] = MicroBatchPipeline(
-        e, "pipeline_forward", x0, s_.R, {e.Full(P_, 0, {s_.n, s_.R, s_.M})}, stacked,
+        e, "pipeline_forward", x0, s_.R, {e.Full(A_, 0, {s_.n, s_.R, s_.M})}, stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>&, const Value&,
             const std::vector<Value>& weights) {
           return std::pair{ForwardLoop(c, x, weights).first, std::vector<Value>{x}};
@@ -827,8 +849,8 @@ class StepWriter {
                                                         const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline;
     const size_t w = stacked.size();
-    std::vector<Value> init = {e.Full(P_, 0, {s_.R, s_.M}), inputs, e.Reshape(dxl, {n, s_.R, s_.M}),
-                               e.Full(P_, 0, {n, s_.R, s_.M})};
+    std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.M}), inputs, e.Reshape(dxl, {n, s_.R, s_.M}),
+                               e.Full(A_, 0, {n, s_.R, s_.M})};
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
@@ -888,7 +910,7 @@ class StepWriter {
   const ParallelPlan& plan_;
   ModuleEmitter module_;
   LocalSizes s_{};
-  std::string P_, C_;
+  std::string P_, C_, A_;  // parameter (arithmetic), compute (dot operand), activation types
   // head_groups_: the pipeline and data axes together (the loss and the
   // weights every stage holds).
   Groups tensor_groups_, data_groups_, head_groups_, pipeline_groups_;
@@ -921,7 +943,7 @@ std::string StepWriter::Write() {
   // Forward (under sequence parallelism on this device's rows of the
   // tokens: the embedding, the residual stream, the head and the loss).
   const Value onehot_in = OwnRows(e, OneHot(e, tokens, C_));
-  const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, P_);
+  const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, A_);
   const auto [xl, saved] =
       Pipelined() ? PipelineForward(e, x0, stacked) : ForwardLoop(e, x0, stacked);
   // Pipelined, every stage runs the head; the last stage's counts.
@@ -929,8 +951,8 @@ std::string StepWriter::Write() {
   const auto on_stage = [&](int64_t which, const Value& x) {
     return plan_.pipeline > 1 ? Masked(e, Is(e, stage, which), x) : x;
   };
-  const NormActs final_norm = NormForward(e, xl);
-  const Value hf = e.Mul(final_norm.n, PerColumn(e, gf, xl));
+  const NormActs final_norm = NormForward(e, Math(e, xl));
+  const Value hf = e.Mul(final_norm.n, PerColumn(e, gf, final_norm.n));
   const Value logits = MatMul(e, hf, wout);  // [T, V]
   const Value mx = e.ReduceMax(logits, {1});
   const Value shifted = e.Sub(logits, PerRow(e, mx, logits));
@@ -952,7 +974,8 @@ std::string StepWriter::Write() {
   const Value dlogits = e.Scale(e.Sub(softmax, onehot_target), 1.0 / tokens_total);
   const Value dwout = WeightGrad(e, hf, dlogits);
   const Value dhf = MatMulT(e, dlogits, wout);
-  const auto [dxl, dgf] = NormBackward(e, dhf, final_norm, gf);
+  const auto [dxl_math, dgf] = NormBackward(e, dhf, final_norm, gf);
+  const Value dxl = Held(e, dxl_math);
   const auto [dx0, stacked_grads] =
       Pipelined() ? PipelineBackward(e, dxl, saved, stacked) : BackwardLoop(e, dxl, saved, stacked);
   const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
@@ -1006,7 +1029,7 @@ std::string StepWriter::WritePrefill() {
   const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
   const std::vector<Value> weights = WeightParameters(e);
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value x0 = e.Dot(OneHot(e, tokens, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
+  const Value x0 = e.Dot(OneHot(e, tokens, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
   Value x, k, v;
   if (Pipelined()) {
     std::vector<int64_t> micro = CacheDims(s_.S);
@@ -1016,12 +1039,12 @@ std::string StepWriter::WritePrefill() {
       return PrefillLayers(c, in, kin, vin, w);
     };
     std::tie(x, k, v) =
-        ServingPipeline(e, x0, s_.T, e.Full(P_, 0, micro), e.Full(P_, 0, micro), stacked, layers);
+        ServingPipeline(e, x0, s_.T, e.Full(A_, 0, micro), e.Full(A_, 0, micro), stacked, layers);
     k = ByLayer(e, k);
     v = ByLayer(e, v);
   } else {
-    std::tie(x, k, v) = PrefillLayers(e, x0, e.Full(P_, 0, CacheDims(s_.S)),
-                                      e.Full(P_, 0, CacheDims(s_.S)), stacked);
+    std::tie(x, k, v) = PrefillLayers(e, x0, e.Full(A_, 0, CacheDims(s_.S)),
+                                      e.Full(A_, 0, CacheDims(s_.S)), stacked);
   }
   // The logits of each sequence's last position: what the first new token is drawn from.
   const int64_t b = s_.b * s_.n;
@@ -1040,10 +1063,10 @@ std::string StepWriter::WriteDecode(int64_t context) {
   const std::vector<Value> weights = WeightParameters(e);
   std::vector<int64_t> cache = CacheDims(context + 1);
   cache[1] = b;
-  const Value k_cache = e.Parameter(P_, cache, "k_cache");
-  const Value v_cache = e.Parameter(P_, cache, "v_cache");
+  const Value k_cache = e.Parameter(A_, cache, "k_cache");
+  const Value v_cache = e.Parameter(A_, cache, "v_cache");
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value x0 = e.Dot(OneHot(e, token, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, P_);
+  const Value x0 = e.Dot(OneHot(e, token, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
   Value x, k, v;
   const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
                           const Value& vin, const std::vector<Value>& w) {
@@ -1127,6 +1150,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.norm, {"layernorm", "rmsnorm"}, "norm"));
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
+  LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
   if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
     return Error{fmt::format(
@@ -1161,6 +1185,10 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   return OkStatus();
 }
 
+std::string ActivationType(const ModelConfig& model) {
+  return model.activation_type.empty() ? model.compute_type : model.activation_type;
+}
+
 std::string PlanName(const ParallelPlan& p) {
   std::string name = fmt::format("tp{}_dp{}", p.tensor, p.data);
   if (p.pipeline > 1) name += fmt::format("_pp{}", p.pipeline);
@@ -1190,7 +1218,10 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
 
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                           const InferenceStep* serving) {
-  const int64_t element = m.param_type == "f64" ? 8 : 4;
+  const auto size_of = [](const std::string& type) -> int64_t {
+    return type == "f64" ? 8 : type == "bf16" ? 2 : 4;
+  };
+  const int64_t element = size_of(m.param_type), held = size_of(ActivationType(m));
   const auto product = [](const std::vector<int64_t>& dims) {
     int64_t count = 1;
     for (int64_t d : dims) count *= d;
@@ -1202,7 +1233,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   if (serving != nullptr) {
     const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
     f.activations =
-        2 * layers * local_batch * positions * (m.kv_heads / p.tensor) * m.head_dim * element;
+        2 * layers * local_batch * positions * (m.kv_heads / p.tensor) * m.head_dim * held;
     return f;
   }
   f.gradients = f.weights;
@@ -1226,8 +1257,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   const int64_t tokens = local_batch * m.seq / (p.sequence_parallel ? p.tensor : 1),
                 micro_tokens = tokens / p.micro_batches;
   const bool pipelined = p.pipeline > 1 || p.micro_batches > 1;
-  f.activations =
-      (pipelined ? tokens + layers * micro_tokens : layers * tokens) * m.d_model * element;
+  f.activations = (pipelined ? tokens + layers * micro_tokens : layers * tokens) * m.d_model * held;
   return f;
 }
 

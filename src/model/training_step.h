@@ -40,7 +40,14 @@
 // gradient accumulation.
 //
 // Dot operands are converted to the compute type (bf16, or f32/f64) and
-// accumulate in the parameter type (f32, or f64 for gradient checks).
+// accumulate in the parameter type (f32, or f64 for gradient checks). What
+// crosses a layer or a device is held in the activation type (bf16 when the
+// compute type is): each layer converts its input to the parameter type,
+// computes in it, and rounds its output; a row-parallel product is rounded
+// once to the activation type and summed over the model axis in it; the
+// weight gradients and their sums over the data axis stay in the parameter
+// type. Under ZeRO-3 the layers' matrices are gathered in the compute type
+// (the type their products read; the norm gains in the parameter type).
 #pragma once
 
 #include <cstdint>
@@ -66,8 +73,16 @@ struct ModelConfig {
   std::string mlp = "gelu";          // gelu | swiglu
   std::string norm = "layernorm";    // layernorm | rmsnorm
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
-  std::string param_type = "f32";    // master weights, activations, accumulation: f32 | f64
-  std::string source;                // where the figures come from
+  std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
+  // What the activations are held and sent in: the residual stream between
+  // layers (the loop's carry, the saved layer inputs, what pipeline stages
+  // hand on), the row-parallel products and their sums over the model axis
+  // (all-reduce or reduce-scatter), what sequence parallelism gathers, their
+  // gradients, and the KV caches: bf16 | f32 | f64, or empty for the compute
+  // type (Megatron's and JAX's mixed precision: bf16 activations with f32
+  // arithmetic inside each op and f32 weight gradients).
+  std::string activation_type;
+  std::string source;  // where the figures come from
 };
 
 struct ParallelPlan {
@@ -109,6 +124,9 @@ struct OptimizerShard {
 Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
                                           size_t weight, int64_t device);
 
+// The activation type in effect: model.activation_type, or the compute type.
+std::string ActivationType(const ModelConfig& model);
+
 // "tp8_dp2_pp4_mb8_sp_zero1": the plan's axes, the parts that are not 1.
 std::string PlanName(const ParallelPlan& plan);
 
@@ -145,7 +163,8 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
                                          const InferenceStep& step);
 
 // What one device holds in a step by the plan's arithmetic, in bytes (the
-// parameter type's size per element): its shards of the weights; in
+// parameter type's size per element; the activation type's for the
+// activations and caches): its shards of the weights; in
 // training their gradients (one of each) and, with Adam, the two moments,
 // and the activations backward reads (each layer's input, or with a
 // pipeline each stage's input per micro-batch and one micro-batch's layer

@@ -83,6 +83,7 @@ void AddModelCommand(CLI::App& app) {
     std::string optimizer;
     std::string param_type;
     std::string compute_type;
+    std::string activation_type;
     std::string output;
     bool list = false;
     bool show = false;
@@ -147,6 +148,12 @@ void AddModelCommand(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f64"}));
   command->add_option("--compute-type", options->compute_type, "bf16, f32 or f64 (dot operands)")
       ->check(CLI::IsMember({"bf16", "f32", "f64"}));
+  command
+      ->add_option("--activation-type", options->activation_type,
+                   "bf16, f32 or f64: what activations are held and sent in (the residual "
+                   "stream, the model axis's sums and gathers, what stages hand on, KV caches; "
+                   "default: the compute type)")
+      ->check(CLI::IsMember({"bf16", "f32", "f64"}));
   command->add_option("-o,--output", options->output, "Write here instead of stdout");
   command->add_flag("--list", options->list, "List the model presets");
   command->add_flag("--show", options->show, "Print the model config as JSON instead");
@@ -179,6 +186,7 @@ void AddModelCommand(CLI::App& app) {
     if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
     if (!options->param_type.empty()) m.param_type = options->param_type;
     if (!options->compute_type.empty()) m.compute_type = options->compute_type;
+    if (!options->activation_type.empty()) m.activation_type = options->activation_type;
     if (options->plan.empty()) plan.name = model::PlanName(plan);
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
