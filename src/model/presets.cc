@@ -147,11 +147,11 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
 }
 
 Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where) {
-  LOOM_ASSIGN_OR_RETURN(
-      const nlohmann::json json,
-      ParseObject(text, where,
-                  {"name", "tensor", "data", "pipeline", "micro_batches", "sequence_parallel",
-                   "zero_stage", "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
+                        ParseObject(text, where,
+                                    {"name", "tensor", "data", "pipeline", "micro_batches",
+                                     "sequence_parallel", "zero_stage", "recompute", "optimizer",
+                                     "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
@@ -160,6 +160,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
   LOOM_RETURN_IF_ERROR(Read(json, "zero_stage", &p.zero_stage, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "recompute", &p.recompute, where));
   LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));
   LOOM_RETURN_IF_ERROR(Read(json, "learning_rate", &p.learning_rate, where));
   LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));

@@ -98,28 +98,67 @@ std::vector<std::vector<int64_t>> MeshGroups(const std::array<int64_t, 3>& sizes
   return groups;
 }
 
+bool SplitsRows(const ParallelPlan& plan) { return plan.sequence_parallel && plan.tensor > 1; }
+
+LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
+  const int64_t t = plan.tensor;
+  LocalSizes s{};
+  s.n = plan.micro_batches;
+  s.b = model.batch / plan.data / s.n;
+  s.S = model.seq;
+  s.T = s.b * s.S;
+  s.Tb = s.T * s.n;
+  s.R = SplitsRows(plan) ? s.T / t : s.T;
+  s.M = model.d_model;
+  s.H = model.heads / t;
+  s.K = model.kv_heads / t;
+  s.G = s.H / s.K;
+  s.hd = model.head_dim;
+  s.F = model.d_ff / t;
+  s.V = model.vocab;
+  s.L = model.layers / plan.pipeline;
+  return s;
+}
+
+// What the forward keeps of one layer for the backward (one micro-batch),
+// by the plan's recomputation (Korthikanti et al. 2022), each in the
+// activation type: "full" the layer's input, from which the backward
+// recomputes the layer; "selective" what the products read and make (the
+// norms' outputs and 1/rms, h, q, k and v as cached, h2, the MLP's
+// pre-activations and activation), from which it recomputes the attention
+// core softmax(q k^T) v alone; "none" the attention's probabilities and
+// output too, and recomputes nothing.
+std::vector<std::vector<int64_t>> SavedDims(const LocalSizes& s, const ModelConfig& model,
+                                            const ParallelPlan& plan) {
+  if (plan.recompute == "full") return {{s.R, s.M}};
+  std::vector<std::vector<int64_t>> dims = {{s.R, s.M},
+                                            {s.R},
+                                            {s.T, s.M},
+                                            {s.b, s.S, s.H, s.hd},
+                                            {s.b, s.S, s.K, s.hd},
+                                            {s.b, s.S, s.K, s.hd},
+                                            {s.R, s.M},
+                                            {s.R},
+                                            {s.T, s.M},
+                                            {s.T, s.F}};
+  if (model.mlp == "swiglu") dims.push_back({s.T, s.F});
+  dims.push_back({s.T, s.F});
+  if (plan.recompute == "none") {
+    dims.push_back({s.b, s.H, s.S, s.S});
+    dims.push_back({s.T, s.H * s.hd});
+  }
+  return dims;
+}
+
 class StepWriter {
  public:
   // `kind`: the module name's last part ("train_step", "prefill", "decode").
   StepWriter(const ModelConfig& model, const ParallelPlan& plan, std::string_view kind)
       : m_(model),
         plan_(plan),
-        module_(ModuleName(model, plan, kind), plan.tensor * plan.data * plan.pipeline) {
+        module_(ModuleName(model, plan, kind), plan.tensor * plan.data * plan.pipeline),
+        s_(SizesOf(model, plan)) {
     const int64_t t = plan.tensor;
-    s_.n = plan.micro_batches;
-    s_.b = model.batch / plan.data / s_.n;
-    s_.S = model.seq;
-    s_.T = s_.b * s_.S;
-    s_.Tb = s_.T * s_.n;
-    s_.R = SequenceParallel() ? s_.T / t : s_.T;
-    s_.M = model.d_model;
-    s_.H = model.heads / t;
-    s_.K = model.kv_heads / t;
-    s_.G = s_.H / s_.K;
-    s_.hd = model.head_dim;
-    s_.F = model.d_ff / t;
-    s_.V = model.vocab;
-    s_.L = model.layers / plan.pipeline;
     P_ = model.param_type;
     C_ = model.compute_type;
     A_ = ActivationType(model);
@@ -358,7 +397,7 @@ class StepWriter {
   }
 
   // --- the model axis -----------------------------------------------------------------
-  bool SequenceParallel() const { return plan_.sequence_parallel && plan_.tensor > 1; }
+  bool SequenceParallel() const { return SplitsRows(plan_); }
   // What a column-parallel product reads: every device's rows of the
   // residual stream under sequence parallelism (an all-gather over the
   // model axis), else x itself.
@@ -669,6 +708,69 @@ class StepWriter {
     return grads;
   }
 
+  // --- what backward reads of the forward ----------------------------------------------
+  // The layer's SavedDims values, in that order.
+  std::vector<Value> Saved(ComputationEmitter& c, const Value& input, const LayerActs& a) {
+    if (plan_.recompute == "full") return {input};
+    std::vector<Value> saved = {a.norm1.n, a.norm1.r, a.h,       a.q,  a.kc,
+                                a.vc,      a.norm2.n, a.norm2.r, a.h2, a.u};
+    if (m_.mlp == "swiglu") saved.push_back(a.z);
+    saved.push_back(a.act);
+    if (plan_.recompute == "none") {
+      saved.push_back(a.p);
+      saved.push_back(a.o);
+    }
+    for (Value& value : saved) value = Held(c, value);
+    return saved;
+  }
+  // What LayerBackward reads, from the layer's saved values: the layer
+  // recomputed (full), its attention core recomputed (selective), or all
+  // as saved (none).
+  LayerActs Restored(ComputationEmitter& c, const std::vector<Value>& saved,
+                     const LayerWeights& w) {
+    if (plan_.recompute == "full") return LayerForward(c, saved[0], w);
+    LayerActs a;
+    size_t i = 0;
+    a.norm1 = {Math(c, saved[i]), Math(c, saved[i + 1])};
+    i += 2;
+    a.h = saved[i++];
+    a.q = saved[i++];
+    a.kc = saved[i++];
+    a.vc = saved[i++];
+    a.norm2 = {Math(c, saved[i]), Math(c, saved[i + 1])};
+    i += 2;
+    a.h2 = saved[i++];
+    a.u = Math(c, saved[i++]);
+    if (m_.mlp == "swiglu") a.z = Math(c, saved[i++]);
+    a.act = saved[i++];
+    a.k = ExpandKv(c, a.kc);
+    a.v = ExpandKv(c, a.vc);
+    if (plan_.recompute == "none") {
+      a.p = Math(c, saved[i++]);
+      a.o = saved[i++];
+    } else {
+      a.p = AttentionProbabilities(c, a.q, a.k);
+      a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
+    }
+    return a;
+  }
+  // Zero stacks of the saved values: [extents..., SavedDims...].
+  std::vector<Value> SavedStacks(ComputationEmitter& e, const std::vector<int64_t>& extents) {
+    std::vector<Value> stacks;
+    for (const std::vector<int64_t>& dims : SavedDims(s_, m_, plan_)) {
+      std::vector<int64_t> full = extents;
+      full.insert(full.end(), dims.begin(), dims.end());
+      stacks.push_back(e.Full(A_, 0, full));
+    }
+    return stacks;
+  }
+  std::vector<Value> LoadAll(ComputationEmitter& c, const std::vector<Value>& stacks,
+                             const Value& index) {
+    std::vector<Value> entries;
+    for (const Value& stack : stacks) entries.push_back(Load(c, stack, index));
+    return entries;
+  }
+
   // --- the loops over layers ------------------------------------------------------------
   // Layer `index` of each stacked weight, as 1- or 2-D values.
   // Entry `index` of a stack [L, ...] (a stacked weight, the saved inputs,
@@ -741,41 +843,56 @@ class StepWriter {
     return e.Elements(e.While(carry, condition, body));
   }
 
-  // Runs the layers forward; returns (final x, saved layer inputs).
-  std::pair<Value, Value> ForwardLoop(ComputationEmitter& e, const Value& x,
-                                      const std::vector<Value>& stacked) {
-    std::vector<Value> init = {x, e.Full(A_, 0, {s_.L, s_.R, s_.M})};
+  // Runs the layers forward; returns (final x, what backward reads of each
+  // layer: SavedDims stacked [L, ...]).
+  std::pair<Value, std::vector<Value>> ForwardLoop(ComputationEmitter& e, const Value& x,
+                                                   const std::vector<Value>& stacked) {
+    const std::vector<Value> stacks = SavedStacks(e, {s_.L});
+    const auto kept = static_cast<long>(stacks.size());
+    std::vector<Value> init = {x};
+    init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     const std::vector<Value> done = Loop(
         e, "forward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> weights(in.begin() + 3, in.end());
+          const std::vector<Value> weights(in.begin() + 2 + kept, in.end());
           const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, in[0]));
-          std::vector<Value> out = {a.out, Store(c, in[2], in[1], in[0])};
+          const std::vector<Value> saved = Saved(c, in[1], a);
+          std::vector<Value> out = {a.out};
+          for (size_t k = 0; k < saved.size(); ++k) {
+            out.push_back(Store(c, in[2 + k], saved[k], in[0]));
+          }
           out.insert(out.end(), weights.begin(), weights.end());
           return out;
         });
-    return {done[1], done[2]};
+    return {done[1], std::vector<Value>(done.begin() + 2, done.begin() + 2 + kept)};
   }
 
   // Runs the layers backward from dx (the gradient of the last layer's
   // output); returns (the gradient of the first layer's input, stacked
   // weight gradients).
   std::pair<Value, std::vector<Value>> BackwardLoop(ComputationEmitter& e, const Value& dx,
-                                                    const Value& saved,
+                                                    const std::vector<Value>& saved,
                                                     const std::vector<Value>& stacked) {
     const size_t n = stacked.size();
-    std::vector<Value> init = {dx, saved};
+    const auto kept = static_cast<long>(saved.size());
+    std::vector<Value> init = {dx};
+    init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
+    const long first_weight = 2 + kept;
     const std::vector<Value> done = Loop(
         e, "backward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> weights(in.begin() + 3, in.begin() + 3 + static_cast<long>(n));
-          const std::vector<Value> grads(in.begin() + 3 + static_cast<long>(n), in.end());
+          const std::vector<Value> stacks(in.begin() + 2, in.begin() + first_weight);
+          const std::vector<Value> weights(in.begin() + first_weight,
+                                           in.begin() + first_weight + static_cast<long>(n));
+          const std::vector<Value> grads(in.begin() + first_weight + static_cast<long>(n),
+                                         in.end());
           const Value layer = c.Sub(c.ScalarInt(s_.L - 1), in[0]);
           const LayerWeights w = SliceLayer(c, weights, layer);
-          const LayerActs a = LayerForward(c, Load(c, in[2], layer), w);  // recomputed
+          const LayerActs a = Restored(c, LoadAll(c, stacks, layer), w);
           const LayerGrads g = LayerBackward(c, a, w, in[1]);
-          std::vector<Value> out = {g.dx, in[2]};
+          std::vector<Value> out = {g.dx};
+          out.insert(out.end(), stacks.begin(), stacks.end());
           out.insert(out.end(), weights.begin(), weights.end());
           for (size_t k = 0; k < n; ++k) {
             // Under ZeRO-3 each device keeps its shard of the layer's
@@ -787,7 +904,8 @@ class StepWriter {
           }
           return out;
         });
-    return {done[1], std::vector<Value>(done.begin() + 3 + static_cast<long>(n), done.end())};
+    return {done[1],
+            std::vector<Value>(done.begin() + first_weight + static_cast<long>(n), done.end())};
   }
 
   // --- the pipeline ---------------------------------------------------------------------
@@ -827,17 +945,14 @@ class StepWriter {
   }
 
   // The forward pipeline over micro-batches of x0 [Tb, M]: returns the last
-  // stage's outputs [Tb, M] (meaningful on the last stage) and each stage's
-  // input per micro-batch [n, T, M].
-  std::pair<Value, Value> PipelineForward(ComputationEmitter& e, const Value& x0,
-                                          const std::vector<Value>& stacked) {
-    const auto [out, inputs] = MicroBatchPipeline(
-        e, "pipeline_forward", x0, s_.R, {e.Full(A_, 0, {s_.n, s_.R, s_.M})}, stacked,
+  // stage's outputs [Tb, M] (meaningful on the last stage) and what the
+  // backward reads of each of the stage's layers per micro-batch [n, L, ...].
+  std::pair<Value, std::vector<Value>> PipelineForward(ComputationEmitter& e, const Value& x0,
+                                                       const std::vector<Value>& stacked) {
+    return MicroBatchPipeline(
+        e, "pipeline_forward", x0, s_.R, SavedStacks(e, {s_.n, s_.L}), stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>&, const Value&,
-            const std::vector<Value>& weights) {
-          return std::pair{ForwardLoop(c, x, weights).first, std::vector<Value>{x}};
-        });
-    return {out, inputs[0]};
+            const std::vector<Value>& weights) { return ForwardLoop(c, x, weights); });
   }
 
   // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
@@ -845,18 +960,23 @@ class StepWriter {
   // the gradient of the first stage's inputs [Tb, M] (meaningful on stage 0)
   // and this stage's stacked weight gradients summed over micro-batches.
   std::pair<Value, std::vector<Value>> PipelineBackward(ComputationEmitter& e, const Value& dxl,
-                                                        const Value& inputs,
+                                                        const std::vector<Value>& saved,
                                                         const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline;
     const size_t w = stacked.size();
-    std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.M}), inputs, e.Reshape(dxl, {n, s_.R, s_.M}),
+    const auto kept = static_cast<long>(saved.size());
+    std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.M}), e.Reshape(dxl, {n, s_.R, s_.M}),
                                e.Full(A_, 0, {n, s_.R, s_.M})};
+    init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
+    const long first_weight = 4 + kept;
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
-      const Value &j = in[0], &received = in[1], &saved = in[2], &dxl_all = in[3], &dx0 = in[4];
-      const std::vector<Value> weights(in.begin() + 5, in.begin() + 5 + static_cast<long>(w));
-      const std::vector<Value> sums(in.begin() + 5 + static_cast<long>(w), in.end());
+      const Value &j = in[0], &received = in[1], &dxl_all = in[2], &dx0 = in[3];
+      const std::vector<Value> stacks(in.begin() + 4, in.begin() + first_weight);
+      const std::vector<Value> weights(in.begin() + first_weight,
+                                       in.begin() + first_weight + static_cast<long>(w));
+      const std::vector<Value> sums(in.begin() + first_weight + static_cast<long>(w), in.end());
       const Value stage = StageIndex(c);
       // The k-th micro-batch this stage takes back, k = j - (P - 1 - stage),
       // is micro-batch n - 1 - k.
@@ -865,17 +985,17 @@ class StepWriter {
       const Value at = ClampIndex(c, c.Sub(c.ScalarInt(n - 1), k), n);
       const Value from_loss = Load(c, dxl_all, ClampIndex(c, c.Sub(c.ScalarInt(n - 1), j), n));
       const Value dout = Masked(c, valid, Where(c, Is(c, stage, stages - 1), from_loss, received));
-      const Value layer_inputs = ForwardLoop(c, Load(c, saved, at), weights).second;  // recomputed
-      const auto [dx, grads] = BackwardLoop(c, dout, layer_inputs, weights);
-      std::vector<Value> next = {HandOn(c, dx, to_previous_stage_), saved, dxl_all,
+      const auto [dx, grads] = BackwardLoop(c, dout, LoadAll(c, stacks, at), weights);
+      std::vector<Value> next = {HandOn(c, dx, to_previous_stage_), dxl_all,
                                  StoreIf(c, dx0, dx, at, valid)};
+      next.insert(next.end(), stacks.begin(), stacks.end());
       next.insert(next.end(), weights.begin(), weights.end());
       for (size_t g = 0; g < w; ++g) next.push_back(c.Add(sums[g], grads[g]));
       return next;
     };
     const std::vector<Value> done = Loop(e, "pipeline_backward", init, n + stages - 1, step);
-    return {e.Reshape(done[4], {n * s_.R, s_.M}),
-            std::vector<Value>(done.begin() + 5 + static_cast<long>(w), done.end())};
+    return {e.Reshape(done[3], {n * s_.R, s_.M}),
+            std::vector<Value>(done.begin() + first_weight + static_cast<long>(w), done.end())};
   }
 
   // onehot(ids)[rows, V] in `type`, rows the ids' count
@@ -1152,6 +1272,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
+  LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
   if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
     return Error{fmt::format(
         "zero_stage {} is not built (0; 1: the distributed optimizer; 3: the layers' weights "
@@ -1195,6 +1316,7 @@ std::string PlanName(const ParallelPlan& p) {
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
+  if (p.recompute != "full") name += "_recompute_" + p.recompute;
   return name;
 }
 
@@ -1253,11 +1375,11 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       }
     }
   }
-  // Sequence parallelism splits the saved residual stream over the model axis.
-  const int64_t tokens = local_batch * m.seq / (p.sequence_parallel ? p.tensor : 1),
-                micro_tokens = tokens / p.micro_batches;
-  const bool pipelined = p.pipeline > 1 || p.micro_batches > 1;
-  f.activations = (pipelined ? tokens + layers * micro_tokens : layers * tokens) * m.d_model * held;
+  // What the recomputation keeps of each layer, for every micro-batch.
+  const LocalSizes sizes = SizesOf(m, p);
+  for (const std::vector<int64_t>& dims : SavedDims(sizes, m, p)) {
+    f.activations += layers * sizes.n * product(dims) * held;
+  }
   return f;
 }
 

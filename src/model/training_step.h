@@ -18,7 +18,9 @@
 //   all-gathered over the model axis, and the all-reduces are reduce-scatters)
 //   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
 //   backward: the same in reverse, each layer recomputed from its saved input
-//   (full recomputation), input gradients of the column-parallel products
+//   (full recomputation; or, selective, only the attention core recomputed
+//   from what the forward kept; or nothing recomputed), input gradients of
+//   the column-parallel products
 //   all-reduced over the model axis; every weight gradient all-reduced over
 //   the data axis; then Adam (or SGD) on the f32 master weights.
 //
@@ -28,13 +30,15 @@
 // a loop of micro_batches + P - 1 iterations runs every stage on every
 // device each iteration (stage p on micro-batch i - p; the bubbles compute
 // on masked data), handing activations to the next stage by
-// collective-permute and saving each stage's input per micro-batch. The
+// collective-permute and saving what backward reads of each of its layers
+// per micro-batch (every micro-batch's at once, as GPipe holds them; with
+// one stage, gradient accumulation holds them alike). The
 // final norm, head and loss run on every stage, the last stage's counting
 // (the loss and the head's gradients masked to it, then all-reduced over
 // the pipeline and data axes; the embedding's gradient masked to stage 0).
 // The backward loop runs the micro-batches in reverse through the stages,
-// last stage first, each stage recomputing its layers from the saved input
-// (full recomputation), masking the bubbles' gradients to zero, summing
+// last stage first, each stage running its layers' backward from what it
+// saved (recomputing as the plan says), masking the bubbles' gradients to zero, summing
 // its layers' weight gradients over micro-batches and handing the input
 // gradient back by collective-permute. micro_batches > 1 with one stage is
 // gradient accumulation.
@@ -105,6 +109,11 @@ struct ParallelPlan {
   // the backward use it, its gradient reduce-scattered as the backward makes
   // it (the embedding, final norm and head as under stage 1).
   int64_t zero_stage = 0;
+  // Activation recomputation (Korthikanti et al. 2022): "full" keeps each
+  // layer's input and recomputes the layer in backward; "selective" keeps
+  // what the layer's products read and make and recomputes the attention
+  // core (softmax(q k^T) v); "none" keeps everything backward reads.
+  std::string recompute = "full";
   std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
   double learning_rate = 1e-3;
   double beta1 = 0.9;
@@ -166,11 +175,10 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
 // parameter type's size per element; the activation type's for the
 // activations and caches): its shards of the weights; in
 // training their gradients (one of each) and, with Adam, the two moments,
-// and the activations backward reads (each layer's input, or with a
-// pipeline each stage's input per micro-batch and one micro-batch's layer
-// inputs); in serving, the KV caches. The program's own peak (buffers live
-// at once, analysis/live_bytes.h) comes on top of none of these: it counts
-// them all, and the temporaries.
+// and the activations backward reads (what the plan's recomputation keeps
+// of each layer, for every micro-batch); in serving, the KV caches. The program's own peak (buffers
+// live at once, analysis/live_bytes.h) comes on top of none of these: it counts them all, and the
+// temporaries.
 struct MemoryFootprint {
   int64_t weights = 0;
   int64_t gradients = 0;

@@ -154,6 +154,7 @@ struct Case {
   bool sequence_parallel = false;
   int64_t zero_stage = 0;
   std::string compute_type = "f32";  // bf16: bf16 products and activations (mixed precision)
+  std::string recompute = "full";
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -201,6 +202,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   many.micro_batches = c.micro_batches;
   many.sequence_parallel = c.sequence_parallel;
   many.zero_stage = c.zero_stage;
+  many.recompute = c.recompute;
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
@@ -289,7 +291,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16"}, Case{"tiny", 1, 1, 2, 1, false, 0, "bf16"},
         Case{"tiny-gqa", 1, 1, 2, 2, false, 0, "bf16"}, Case{"tiny", 2, 1, 2, 2, true, 0, "bf16"},
         Case{"tiny-gqa", 1, 2, 1, 1, false, 3, "bf16"},
-        Case{"tiny-gqa", 2, 2, 1, 1, false, 1, "bf16"}),
+        Case{"tiny-gqa", 2, 2, 1, 1, false, 1, "bf16"},
+        Case{"tiny", 2, 2, 1, 1, true, 0, "f32", "selective"},
+        Case{"tiny-gqa", 2, 1, 2, 2, false, 0, "f32", "none"},
+        Case{"tiny-gqa", 1, 2, 1, 1, false, 3, "f32", "selective"},
+        Case{"tiny", 2, 1, 2, 2, true, 0, "bf16", "none"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -300,6 +306,7 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.sequence_parallel) name += "_sp";
       if (info.param.zero_stage > 0) name += "_zero" + std::to_string(info.param.zero_stage);
       if (info.param.compute_type != "f32") name += "_" + info.param.compute_type;
+      if (info.param.recompute != "full") name += "_recompute_" + info.param.recompute;
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -520,9 +527,9 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   f = Footprint(m, plan);
   EXPECT_EQ(f.weights, (replicated - 2 * 64 + split / 2) * 4);  // a stage holds one of the 2 layers
   EXPECT_EQ(f.optimizer, 0);
-  // The stage's input per micro-batch (all 64 tokens) and one micro-batch's
-  // layer inputs (1 layer, 32 tokens).
-  EXPECT_EQ(f.activations, (64 + 32) * 64 * 2);
+  // Each of the stage's layers' inputs (1 layer) for every micro-batch (2
+  // of 32 tokens).
+  EXPECT_EQ(f.activations, 2 * 32 * 64 * 2);
   const InferenceStep decode{"decode", 9};
   plan = ParallelPlan{};
   plan.tensor = 2;
@@ -549,6 +556,75 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   plan.sequence_parallel = true;
   f = Footprint(m, plan);
   EXPECT_EQ(f.activations, 2 * (4 * 16 / 2) * 64 * 2);
+  // Selective recomputation keeps per token of each layer the norms'
+  // outputs and 1/rms (2 x (M + 1), of this device's rows: 32 of 64
+  // tokens), h and h2 (2 x M, of all 64), q, k and v (2 heads of 16 each),
+  // u and the activation (2 x F/2); none adds p (2 heads x S = 16 keys) and
+  // o (2 x 16).
+  plan.recompute = "selective";
+  const int64_t rows = 32, tokens = 64;
+  const int64_t selective =
+      2 * (rows * 2 * (64 + 1) + tokens * (2 * 64 + 3 * 2 * 16 + 2 * 128)) * 2;
+  EXPECT_EQ(Footprint(m, plan).activations, selective);
+  plan.recompute = "none";
+  EXPECT_EQ(Footprint(m, plan).activations, selective + 2 * tokens * (2 * 16 + 2 * 16) * 2);
+}
+
+// The three recomputations compute the same step, bitwise: they keep the
+// same values (in f32, the activation type being the parameter type) or
+// recompute them by the same arithmetic. Selective and none run none of the
+// forward's collectives again in backward.
+TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSums) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  struct Plan {
+    int64_t tensor, data, pipeline, micro_batches;
+    bool sequence_parallel;
+  };
+  const std::vector<WeightInfo> weights = Weights(m);
+  const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 5);
+  for (const Plan& p : {Plan{2, 1, 1, 1, false}, Plan{2, 1, 2, 2, true}}) {
+    std::vector<Tensor> first;
+    for (const std::string recompute : {"full", "selective", "none"}) {
+      ParallelPlan plan;
+      plan.tensor = p.tensor;
+      plan.data = p.data;
+      plan.pipeline = p.pipeline;
+      plan.micro_batches = p.micro_batches;
+      plan.sequence_parallel = p.sequence_parallel;
+      plan.recompute = recompute;
+      const auto module = Build(m, plan);
+      // The model-axis sums in the backward loop's body: the forward's two
+      // again under full recomputation, and the backward's two.
+      int64_t sums = 0;
+      for (const auto& instruction : module->FindComputation("backward_layer")->instructions()) {
+        const ir::Opcode op = instruction->opcode();
+        sums += op == ir::Opcode::kAllReduce || op == ir::Opcode::kReduceScatter;
+      }
+      EXPECT_EQ(sums, recompute == "full" ? 4 : 2) << recompute;
+      const int64_t devices = p.tensor * p.data * p.pipeline;
+      std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
+      for (int64_t d = 0; d < devices; ++d) {
+        for (size_t i = 0; i < full.size(); ++i) {
+          const size_t w = (i - 3) % weights.size();
+          inputs[static_cast<size_t>(d)].push_back(
+              i < 3 ? full[i] : DevicePart(full[i], m, plan, w, i >= 3 + weights.size(), d));
+        }
+      }
+      std::vector<Tensor> outputs;
+      for (const auto& result : RunStep(*module, devices, inputs)) {
+        for (const Tensor* leaf : exec::OutputLeaves(result.output)) outputs.push_back(*leaf);
+      }
+      if (first.empty()) {
+        first = outputs;
+        continue;
+      }
+      ASSERT_EQ(outputs.size(), first.size());
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        EXPECT_EQ(RelativeDifference(outputs[o], first[o]), 0) << recompute << " output " << o;
+      }
+    }
+  }
 }
 
 // Mixed precision: with bf16 products, what crosses a layer or a device on

@@ -84,6 +84,7 @@ void AddModelCommand(CLI::App& app) {
     std::string param_type;
     std::string compute_type;
     std::string activation_type;
+    std::string recompute;
     std::string output;
     bool list = false;
     bool show = false;
@@ -96,7 +97,7 @@ void AddModelCommand(CLI::App& app) {
                       "overrides})");
   command->add_option("--plan", options->plan,
                       "A JSON file: tensor, data, pipeline, micro_batches, sequence_parallel, "
-                      "zero_stage, optimizer, learning_rate, beta1, beta2, epsilon");
+                      "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--data", options->data, "Data-parallel ways")
@@ -154,6 +155,12 @@ void AddModelCommand(CLI::App& app) {
                    "stream, the model axis's sums and gathers, what stages hand on, KV caches; "
                    "default: the compute type)")
       ->check(CLI::IsMember({"bf16", "f32", "f64"}));
+  command
+      ->add_option("--recompute", options->recompute,
+                   "Activation recomputation: full (each layer's input kept, the layer "
+                   "recomputed in backward; the default), selective (the attention core "
+                   "recomputed from what the forward kept) or none")
+      ->check(CLI::IsMember({"full", "selective", "none"}));
   command->add_option("-o,--output", options->output, "Write here instead of stdout");
   command->add_flag("--list", options->list, "List the model presets");
   command->add_flag("--show", options->show, "Print the model config as JSON instead");
@@ -184,6 +191,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->batch > 0) m.batch = options->batch;
     if (options->seq > 0) m.seq = options->seq;
     if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
+    if (!options->recompute.empty()) plan.recompute = options->recompute;
     if (!options->param_type.empty()) m.param_type = options->param_type;
     if (!options->compute_type.empty()) m.compute_type = options->compute_type;
     if (!options->activation_type.empty()) m.activation_type = options->activation_type;
