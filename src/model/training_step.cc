@@ -123,23 +123,22 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
 // What the forward keeps of one layer for the backward (one micro-batch),
 // by the plan's recomputation (Korthikanti et al. 2022), each in the
 // activation type: "full" the layer's input, from which the backward
-// recomputes the layer; "selective" what the products read and make (the
-// norms' outputs and 1/rms, h, q, k and v as cached, h2, the MLP's
-// pre-activations and activation), from which it recomputes the attention
-// core softmax(q k^T) v alone; "none" the attention's probabilities and
-// output too, and recomputes nothing.
+// recomputes the layer; "selective" the norms' outputs and 1/rms (of this
+// device's rows), q, k and v as cached, the MLP's pre-activations and
+// activation, from which it makes the products' inputs again (times the
+// gains; gathered again under sequence parallelism) and recomputes the
+// attention core softmax(q k^T) v; "none" the attention's probabilities
+// and output too, and recomputes nothing else.
 std::vector<std::vector<int64_t>> SavedDims(const LocalSizes& s, const ModelConfig& model,
                                             const ParallelPlan& plan) {
   if (plan.recompute == "full") return {{s.R, s.M}};
   std::vector<std::vector<int64_t>> dims = {{s.R, s.M},
                                             {s.R},
-                                            {s.T, s.M},
                                             {s.b, s.S, s.H, s.hd},
                                             {s.b, s.S, s.K, s.hd},
                                             {s.b, s.S, s.K, s.hd},
                                             {s.R, s.M},
                                             {s.R},
-                                            {s.T, s.M},
                                             {s.T, s.F}};
   if (model.mlp == "swiglu") dims.push_back({s.T, s.F});
   dims.push_back({s.T, s.F});
@@ -712,8 +711,7 @@ class StepWriter {
   // The layer's SavedDims values, in that order.
   std::vector<Value> Saved(ComputationEmitter& c, const Value& input, const LayerActs& a) {
     if (plan_.recompute == "full") return {input};
-    std::vector<Value> saved = {a.norm1.n, a.norm1.r, a.h,       a.q,  a.kc,
-                                a.vc,      a.norm2.n, a.norm2.r, a.h2, a.u};
+    std::vector<Value> saved = {a.norm1.n, a.norm1.r, a.q, a.kc, a.vc, a.norm2.n, a.norm2.r, a.u};
     if (m_.mlp == "swiglu") saved.push_back(a.z);
     saved.push_back(a.act);
     if (plan_.recompute == "none") {
@@ -733,13 +731,16 @@ class StepWriter {
     size_t i = 0;
     a.norm1 = {Math(c, saved[i]), Math(c, saved[i + 1])};
     i += 2;
-    a.h = saved[i++];
     a.q = saved[i++];
     a.kc = saved[i++];
     a.vc = saved[i++];
     a.norm2 = {Math(c, saved[i]), Math(c, saved[i + 1])};
     i += 2;
-    a.h2 = saved[i++];
+    // What the column-parallel products read, made again from the norms'
+    // outputs (under sequence parallelism gathered again, as Megatron does
+    // rather than keep every device's rows).
+    a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, a.norm1.n)));
+    a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.norm2.n)));
     a.u = Math(c, saved[i++]);
     if (m_.mlp == "swiglu") a.z = Math(c, saved[i++]);
     a.act = saved[i++];
@@ -1304,6 +1305,19 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                  "a micro-batch's tokens", "tensor"));
   }
   return OkStatus();
+}
+
+double ModelFlopsPerStep(const ModelConfig& model) {
+  const std::vector<WeightInfo> weights = Weights(model);
+  double parameters = 0;
+  for (size_t i = 1; i < weights.size(); ++i) {  // past the embedding
+    double count = 1;
+    for (int64_t d : weights[i].dims) count *= static_cast<double>(d);
+    parameters += count;
+  }
+  const double attention =
+      12.0 * static_cast<double>(model.layers * model.heads * model.head_dim * model.seq);
+  return (6 * parameters + attention) * static_cast<double>(model.batch * model.seq);
 }
 
 std::string ActivationType(const ModelConfig& model) {

@@ -190,6 +190,13 @@ struct MemoryFootprint {
 MemoryFootprint Footprint(const ModelConfig& model, const ParallelPlan& plan,
                           const InferenceStep* serving = nullptr);
 
+// Model FLOPs of one training step (PaLM, Chowdhery et al. 2022, appendix
+// B): per token 6 N + 12 L (heads x head_dim) S, N every weight but the
+// input embedding (a lookup; the output projection counts, as Megatron's
+// formula counts it), S the sequence; times the global batch's tokens.
+// What recomputation, bubbles and masking add are not model FLOPs.
+double ModelFlopsPerStep(const ModelConfig& model);
+
 // The weights in parameter order: name and full (unsharded) dims, and the
 // dimension the model axis splits (-1: replicated); a layer weight, stacked
 // [L, ...], is split along its first dimension over the pipeline axis.

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cost/target.h"
 #include "ir/parser.h"
+#include "ir/shape.h"
 #include "sim/report.h"
 #include "study/pipelines.h"
 #include "study/svg.h"
@@ -110,10 +112,14 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
   if (!reports.ok()) return fail(reports.error().message);
   row.simulate_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - simulated).count();
+  const std::optional<ir::PrimitiveType> compute = ir::ParsePrimitiveType(c.model.compute_type);
+  const double peak = compute ? target->compute().PeakFlops(*compute) : 0;
   for (size_t i = 0; i < 3; ++i) {
     row.step[i] = (*reports)[i].step_seconds;
     row.exposed[i] = sim::MeanOverDevices((*reports)[i], &sim::DeviceReport::exposed_communication);
-    row.mfu[i] = (*reports)[i].mfu;
+    const double capacity = row.step[i] * static_cast<double>(row.devices) * peak;
+    row.mfu[i] = capacity > 0 ? model::ModelFlopsPerStep(c.model) / capacity : 0;
+    row.hfu[i] = (*reports)[i].mfu;
   }
   return row;
 }
@@ -132,21 +138,22 @@ std::string StudyMarkdown(const std::vector<StudyRow>& rows) {
   std::string out =
       "| model | plan | target | devices | build | instructions | as written | async+schedule | "
       "full pipeline | full / async+schedule | full / as written | exposed: async+schedule → "
-      "full | MFU: async+schedule → full | memory per device |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "full | MFU: async+schedule → full | HFU: async+schedule → full | memory per device |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const StudyRow& r : rows) {
     if (!r.error.empty()) {
-      out += fmt::format("| {} | {} | {} | {} | {} |||||||||\n", r.model, r.plan, r.target,
+      out += fmt::format("| {} | {} | {} | {} | {} ||||||||||\n", r.model, r.plan, r.target,
                          r.devices, "not run: " + r.error);
       continue;
     }
     out += fmt::format(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3f}x | {:.3f}x | {} → {} | "
-        "{:.1f}% → {:.1f}% | {}{} |\n",
+        "{:.1f}% → {:.1f}% | {:.1f}% → {:.1f}% | {}{} |\n",
         r.model, r.plan, r.target, r.devices, FormatSeconds(r.build_seconds), r.instructions,
         FormatSeconds(r.step[0]), FormatSeconds(r.step[1]), FormatSeconds(r.step[2]), r.Speedup(1),
         r.Speedup(0), FormatSeconds(r.exposed[1]), FormatSeconds(r.exposed[2]), 100 * r.mfu[1],
-        100 * r.mfu[2], FormatBytes(r.memory_bytes), r.fits ? "" : " (does not fit)");
+        100 * r.mfu[2], 100 * r.hfu[1], 100 * r.hfu[2], FormatBytes(r.memory_bytes),
+        r.fits ? "" : " (does not fit)");
   }
   return out;
 }
@@ -156,7 +163,8 @@ std::string StudyCsv(const std::vector<StudyRow>& rows) {
       "model,plan,target,devices,build_seconds,instructions,step_as_written,"
       "step_async_schedule,step_full,speedup_over_async_schedule,speedup_over_as_written,"
       "exposed_as_written,exposed_async_schedule,exposed_full,mfu_as_written,"
-      "mfu_async_schedule,mfu_full,memory_bytes,fits,error\n";
+      "mfu_async_schedule,mfu_full,hfu_as_written,hfu_async_schedule,hfu_full,memory_bytes,fits,"
+      "error\n";
   for (const StudyRow& r : rows) {
     std::string error = r.error;
     for (char& ch : error) {
@@ -164,10 +172,11 @@ std::string StudyCsv(const std::vector<StudyRow>& rows) {
     }
     out += fmt::format(
         "{},{},{},{},{:.6g},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{:.9g},{:.9g},{:.9g},{:.6g},"
-        "{:.6g},{:.6g},{},{},\"{}\"\n",
+        "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},\"{}\"\n",
         r.model, r.plan, r.target, r.devices, r.build_seconds, r.instructions, r.step[0], r.step[1],
         r.step[2], r.Speedup(1), r.Speedup(0), r.exposed[0], r.exposed[1], r.exposed[2], r.mfu[0],
-        r.mfu[1], r.mfu[2], r.memory_bytes, r.fits ? "true" : "false", error);
+        r.mfu[1], r.mfu[2], r.hfu[0], r.hfu[1], r.hfu[2], r.memory_bytes, r.fits ? "true" : "false",
+        error);
   }
   return out;
 }
@@ -187,7 +196,8 @@ std::string StudyJson(const std::vector<StudyRow>& rows) {
         pipelines[std::string(PipelineName(kPipelines[i]))] = {
             {"step_seconds", r.step[i]},
             {"exposed_communication_seconds", r.exposed[i]},
-            {"mfu", r.mfu[i]}};
+            {"mfu", r.mfu[i]},
+            {"hfu", r.hfu[i]}};
       }
       row["pipelines"] = pipelines;
       row["speedup_over_async_schedule"] = r.Speedup(1);

@@ -51,8 +51,11 @@ struct StudyRow {
   double build_seconds = 0;
   int64_t instructions = 0;
   // By pipeline (as written, async+schedule, full): the simulated step,
-  // the mean exposed communication per device, and MFU.
-  std::array<double, 3> step{}, exposed{}, mfu{};
+  // the mean exposed communication per device, MFU (model FLOPs, PaLM's
+  // count: model::ModelFlopsPerStep, over the step times the devices' peak
+  // for the compute type) and HFU (the program's dot FLOPs, recomputation
+  // and bubbles included, over each dot type's peak: sim::SimReport::mfu).
+  std::array<double, 3> step{}, exposed{}, mfu{}, hfu{};
   int64_t memory_bytes = 0;     // per device, by the plan's arithmetic (model::Footprint)
   bool fits = true;             // within the target device's memory
   double simulate_seconds = 0;  // wall time of the three simulations

@@ -558,16 +558,24 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   EXPECT_EQ(f.activations, 2 * (4 * 16 / 2) * 64 * 2);
   // Selective recomputation keeps per token of each layer the norms'
   // outputs and 1/rms (2 x (M + 1), of this device's rows: 32 of 64
-  // tokens), h and h2 (2 x M, of all 64), q, k and v (2 heads of 16 each),
-  // u and the activation (2 x F/2); none adds p (2 heads x S = 16 keys) and
-  // o (2 x 16).
+  // tokens), q, k and v (2 heads of 16 each), u and the activation (2 x
+  // F/2); none adds p (2 heads x S = 16 keys) and o (2 x 16).
   plan.recompute = "selective";
   const int64_t rows = 32, tokens = 64;
-  const int64_t selective =
-      2 * (rows * 2 * (64 + 1) + tokens * (2 * 64 + 3 * 2 * 16 + 2 * 128)) * 2;
+  const int64_t selective = 2 * (rows * 2 * (64 + 1) + tokens * (3 * 2 * 16 + 2 * 128)) * 2;
   EXPECT_EQ(Footprint(m, plan).activations, selective);
   plan.recompute = "none";
   EXPECT_EQ(Footprint(m, plan).activations, selective + 2 * tokens * (2 * 16 + 2 * 16) * 2);
+}
+
+// PaLM's count on the tiny model, written out: N past the embedding (the
+// final gain, the head, and per layer the gains, the fused qkv of 4 heads
+// of 16 with their own k and v, wo, w1, w2), and the attention term.
+TEST(ModelFlops, ArePalmsCountOfTheModel) {
+  const ModelConfig m = ModelPreset("tiny").value();
+  const double n = 64 + 64 * 128 + 2 * (64 + 64 * 192 + 64 * 64 + 64 + 64 * 256 + 256 * 64);
+  const double attention = 12.0 * 2 * 4 * 16 * 16;
+  EXPECT_DOUBLE_EQ(ModelFlopsPerStep(m), (6 * n + attention) * 4 * 16);
 }
 
 // The three recomputations compute the same step, bitwise: they keep the

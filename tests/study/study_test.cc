@@ -65,6 +65,12 @@ TEST(Study, SimulatesEveryCaseInThreePipelinesAndWritesItsReports) {
     EXPECT_LE(r.step[1], r.step[0] * (1 + 1e-9));
     EXPECT_LE(r.step[2], r.step[1] * (1 + 1e-9));
     EXPECT_GT(r.memory_bytes, 0);
+    // The program computes more than the model's FLOPs (the layers again
+    // under full recomputation, the one-hot embedding), never less.
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_GT(r.mfu[i], 0);
+      EXPECT_LT(r.mfu[i], r.hfu[i]);
+    }
   }
   EXPECT_EQ(rows[1].devices, 4);
   // 4 heads do not split 8 ways: a row that says so.
