@@ -32,12 +32,20 @@ ModelConfig Decoder(std::string name, int64_t layers, int64_t d_model, int64_t d
   return m;
 }
 
+// An encoder: attention sees every position.
+ModelConfig Encoder(ModelConfig m) {
+  m.causal = false;
+  return m;
+}
+
 std::vector<ModelConfig> Presets() {
   return {
       Decoder("tiny", 2, 64, 256, 4, 4, 16, 128, 16, 4, "gelu", "layernorm",
               "a small decoder for tests (not a published model)"),
       Decoder("tiny-gqa", 2, 64, 192, 4, 2, 16, 96, 8, 4, "swiglu", "rmsnorm",
               "a small Llama-like decoder for tests (not a published model)"),
+      Encoder(Decoder("tiny-bert", 2, 64, 128, 4, 1, 32, 80, 8, 4, "swiglu", "layernorm",
+                      "a small BERT-like multi-query encoder for tests (not a published model)")),
       Decoder("gpt3-175b", 96, 12288, 49152, 96, 96, 128, 51200, 2048, 1536, "gelu", "layernorm",
               "Brown et al. 2020, table 2.1 (batch 3.2M tokens = 1536 x 2048)"),
       Decoder("megatron-8.3b", 72, 3072, 12288, 32, 32, 96, 51200, 1024, 512, "gelu", "layernorm",
@@ -57,6 +65,13 @@ std::vector<ModelConfig> Presets() {
               "Llama 3 model card; batch assumed (4M tokens = 512 x 8192)"),
       Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
               "Llama 3 model card; batch assumed (4M tokens)"),
+      Encoder(Decoder("bert-480b", 64, 16384, 131072, 256, 1, 128, 30522, 512, 4096, "swiglu",
+                      "layernorm",
+                      "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
+                      "L, d_model, d_ff, 256 heads of 128, multi-query, gated SiLU, seq 512, batch "
+                      "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522) and LayerNorm "
+                      "assumed; the loss is cross-entropy at every position (the masked-LM "
+                      "objective's 15% of positions not modelled)")),
       Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
               "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
   };
@@ -116,11 +131,12 @@ Expected<ModelConfig> ModelPreset(std::string_view name) {
 }
 
 Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view where) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json,
-                        ParseObject(text, where,
-                                    {"preset", "name", "layers", "d_model", "d_ff", "heads",
-                                     "kv_heads", "head_dim", "vocab", "seq", "batch", "mlp", "norm",
-                                     "compute_type", "param_type", "activation_type", "source"}));
+  LOOM_ASSIGN_OR_RETURN(
+      const nlohmann::json json,
+      ParseObject(text, where,
+                  {"preset", "name", "layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim",
+                   "vocab", "seq", "batch", "mlp", "norm", "causal", "compute_type", "param_type",
+                   "activation_type", "source"}));
   ModelConfig m;
   std::string preset;
   LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
@@ -139,6 +155,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "batch", &m.batch, where));
   LOOM_RETURN_IF_ERROR(Read(json, "mlp", &m.mlp, where));
   LOOM_RETURN_IF_ERROR(Read(json, "norm", &m.norm, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "causal", &m.causal, where));
   LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
@@ -182,6 +199,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"batch", m.batch},
                                 {"mlp", m.mlp},
                                 {"norm", m.norm},
+                                {"causal", m.causal},
                                 {"compute_type", m.compute_type},
                                 {"param_type", m.param_type},
                                 {"activation_type", ActivationType(m)},

@@ -37,13 +37,19 @@ struct ReductionGroups {
 // axis does not split over the model axis too (each device saw its own
 // rows).
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index) {
-  const int64_t model = p.sequence_parallel && p.tensor > 1 ? p.tensor : 1;
+  const int64_t model =
+      (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   if (index < 3) return p.pipeline * p.data * model;
   return p.data * (w.split_dim < 0 ? model : 1);
 }
 
+// Multi-query attention: one k and v head, from a weight of its own that
+// every device of the model axis holds whole.
+bool MultiQuery(const ModelConfig& model) { return model.kv_heads == 1 && model.heads > 1; }
+
 struct LayerWeights {
   Value g1, wqkv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
+  Value wq, wkv;                       // multi-query: instead of wqkv
 };
 
 struct NormActs {
@@ -111,7 +117,7 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   s.R = SplitsRows(plan) ? s.T / t : s.T;
   s.M = model.d_model;
   s.H = model.heads / t;
-  s.K = model.kv_heads / t;
+  s.K = MultiQuery(model) ? 1 : model.kv_heads / t;
   s.G = s.H / s.K;
   s.hd = model.head_dim;
   s.F = model.d_ff / t;
@@ -437,7 +443,9 @@ class StepWriter {
       return SequenceParallel() ? ReductionGroups{&head_and_model_groups_, 1, extent}
                                 : ReductionGroups{&head_groups_, plan_.tensor, extent};
     }
-    if (SequenceParallel() && info.split_dim < 0) return {&data_and_model_groups_, 1, extent};
+    if ((SequenceParallel() || info.partial_over_model) && info.split_dim < 0 && plan_.tensor > 1) {
+      return {&data_and_model_groups_, 1, extent};
+    }
     return {&data_groups_, plan_.tensor, extent};
   }
   int64_t ShardDim(size_t i) const {
@@ -517,6 +525,34 @@ class StepWriter {
             c.Reshape(c.Slice(grouped, 3, s_.G, 1), {b, positions, s_.K, s_.hd}),
             c.Reshape(c.Slice(grouped, 3, s_.G + 1, 1), {b, positions, s_.K, s_.hd})};
   }
+  // q [b,positions,H,hd], k and v [b,positions,K,hd] of h [b*positions, M]:
+  // from the fused product, or under multi-query from wq and wkv.
+  std::tuple<Value, Value, Value> ProjectQkv(ComputationEmitter& c, const Value& h,
+                                             const LayerWeights& w, int64_t positions) {
+    if (!MultiQuery(m_)) return SplitQkv(c, MatMul(c, h, w.wqkv), positions);
+    const int64_t b = s_.b;
+    const Value q = c.Reshape(MatMul(c, h, w.wq), {b, positions, s_.H, s_.hd});
+    const Value kv = c.Reshape(MatMul(c, h, w.wkv), {b, positions, 1, 2, s_.hd});
+    return {q, c.Reshape(c.Slice(kv, 3, 0, 1), {b, positions, 1, s_.hd}),
+            c.Reshape(c.Slice(kv, 3, 1, 1), {b, positions, 1, s_.hd})};
+  }
+  // The weight gradients of the q, k, v projection and its input gradient
+  // (this device's part of the sum over the model axis, in the activation
+  // type), from the gradients of q [b,S,H,hd], k and v [b,S,K,hd].
+  std::pair<std::vector<Value>, Value> ProjectQkvBackward(ComputationEmitter& c, const Value& h,
+                                                          const LayerWeights& w, const Value& dq,
+                                                          const Value& dk, const Value& dv) {
+    if (!MultiQuery(m_)) {
+      const Value dqkv = JoinQkv(c, dq, dk, dv);
+      return {{WeightGrad(c, h, dqkv)}, MatMulT(c, dqkv, w.wqkv, A_)};
+    }
+    const std::vector<int64_t> one = {s_.b, s_.S, 1, 1, s_.hd};
+    const Value dkv =
+        c.Reshape(c.Concatenate({c.Reshape(dk, one), c.Reshape(dv, one)}, 3), {s_.T, 2 * s_.hd});
+    const Value dq_rows = c.Reshape(dq, {s_.T, s_.H * s_.hd});
+    return {{WeightGrad(c, h, dq_rows), WeightGrad(c, h, dkv)},
+            c.Add(MatMulT(c, dq_rows, w.wq, A_), MatMulT(c, dkv, w.wkv, A_))};
+  }
   // The gradients of q [b,S,H,hd], k and v [b,S,K,hd] in the fused
   // projection's layout: [T, K*(G+2)*hd].
   Value JoinQkv(ComputationEmitter& c, const Value& dq, const Value& dk, const Value& dv) {
@@ -547,10 +583,12 @@ class StepWriter {
     Value scores = c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));
     const std::vector<int64_t> dims = scores.dims;
-    const Value row = c.Iota("s32", dims, 2);
-    const Value column = c.Iota("s32", dims, 3);
-    const Value visible = c.Compare(column, row, "LE");
-    scores = c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
+    if (m_.causal) {
+      const Value row = c.Iota("s32", dims, 2);
+      const Value column = c.Iota("s32", dims, 3);
+      const Value visible = c.Compare(column, row, "LE");
+      scores = c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
+    }
     return SoftmaxLastDim(c, scores);
   }
   // Softmax over the last dimension of [b,H,Q,C] scores.
@@ -573,7 +611,7 @@ class StepWriter {
     a.x = x;
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
-    std::tie(a.q, a.kc, a.vc) = SplitQkv(c, MatMul(c, a.h, w.wqkv), s_.S);
+    std::tie(a.q, a.kc, a.vc) = ProjectQkv(c, a.h, w, s_.S);
     a.k = ExpandKv(c, a.kc);
     a.v = ExpandKv(c, a.vc);
     a.p = AttentionProbabilities(c, a.q, a.k);
@@ -612,7 +650,7 @@ class StepWriter {
     const Value xf = Math(c, x);
     a.norm1 = NormForward(c, xf);
     a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, xf));
-    const auto [q, k, v] = SplitQkv(c, MatMul(c, a.h, w.wqkv), 1);
+    const auto [q, k, v] = ProjectQkv(c, a.h, w, 1);
     const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(context), c.ScalarInt(0),
                                    c.ScalarInt(0)};
     const Value keys = c.DynamicUpdateSlice(k_cache, Held(c, k), at);
@@ -694,14 +732,16 @@ class StepWriter {
         c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
     const Value dk = c.Transpose(
         c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const Value dqkv = JoinQkv(c, dq, ReduceKv(c, dk), ReduceKv(c, dv));
-    const Value dwqkv = WeightGrad(c, a.h, dqkv);
-    const Value dh = SumOverModel(c, MatMulT(c, dqkv, w.wqkv, A_));
+    const auto [dprojection, dh_part] =
+        ProjectQkvBackward(c, a.h, w, dq, ReduceKv(c, dk), ReduceKv(c, dv));
+    const Value dh = SumOverModel(c, dh_part);
     const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
 
     LayerGrads grads;
     grads.dx = Held(c, c.Add(dx1, dx_norm));
-    grads.weights = {dg1, dwqkv, dwo, dg2, dw1};
+    grads.weights = {dg1};
+    grads.weights.insert(grads.weights.end(), dprojection.begin(), dprojection.end());
+    grads.weights.insert(grads.weights.end(), {dwo, dg2, dw1});
     if (m_.mlp == "swiglu") grads.weights.push_back(dw3);
     grads.weights.push_back(dw2);
     return grads;
@@ -811,11 +851,17 @@ class StepWriter {
         continue;
       }
       const Value sent = layer.rank() > 1 ? c.Convert(layer, C_) : layer;
-      w.push_back(c.AllGather(sent, ShardDim(3 + k) - 1, data_groups_));
+      w.push_back(c.AllGather(sent, ShardDim(3 + k) - 1, *GradientGroups(3 + k).groups));
     }
     LayerWeights lw;
     size_t i = 0;
-    lw.g1 = w[i++], lw.wqkv = w[i++], lw.wo = w[i++];
+    lw.g1 = w[i++];
+    if (MultiQuery(m_)) {
+      lw.wq = w[i++], lw.wkv = w[i++];
+    } else {
+      lw.wqkv = w[i++];
+    }
+    lw.wo = w[i++];
     lw.g2 = w[i++], lw.w1 = w[i++];
     if (m_.mlp == "swiglu") lw.w3 = w[i++];
     lw.w2 = w[i++];
@@ -898,9 +944,9 @@ class StepWriter {
           for (size_t k = 0; k < n; ++k) {
             // Under ZeRO-3 each device keeps its shard of the layer's
             // gradient, summed over the data axis as it is made.
-            const Value grad =
-                ShardsLayers() ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1, data_groups_)
-                               : g.weights[k];
+            const Value grad = ShardsLayers() ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1,
+                                                                *GradientGroups(3 + k).groups)
+                                              : g.weights[k];
             out.push_back(Store(c, grads[k], grad, layer));
           }
           return out;
@@ -1220,14 +1266,21 @@ Status Divides(int64_t value, int64_t by, std::string_view what, std::string_vie
 std::vector<WeightInfo> Weights(const ModelConfig& m) {
   const int64_t L = m.layers, M = m.d_model, F = m.d_ff;
   const int64_t q = m.heads * m.head_dim;
-  // q, k and v fused, per kv head its query heads then its k and its v.
-  const int64_t qkv = (m.heads + 2 * m.kv_heads) * m.head_dim;
-  std::vector<WeightInfo> weights = {
-      {"embed", {m.vocab, M}, -1},    {"gf", {M}, -1},
-      {"wout", {M, m.vocab}, -1},     {"g1", {L, M}, -1, true},
-      {"wqkv", {L, M, qkv}, 2, true}, {"wo", {L, q, M}, 1, true},
-      {"g2", {L, M}, -1, true},       {"w1", {L, M, F}, 2, true},
-  };
+  std::vector<WeightInfo> weights = {{"embed", {m.vocab, M}, -1},
+                                     {"gf", {M}, -1},
+                                     {"wout", {M, m.vocab}, -1},
+                                     {"g1", {L, M}, -1, true}};
+  if (MultiQuery(m)) {
+    // q split by heads; the one k and v head every device's heads read.
+    weights.push_back({"wq", {L, M, q}, 2, true});
+    weights.push_back({"wkv", {L, M, 2 * m.head_dim}, -1, true, true});
+  } else {
+    // q, k and v fused, per kv head its query heads then its k and its v.
+    weights.push_back({"wqkv", {L, M, (m.heads + 2 * m.kv_heads) * m.head_dim}, 2, true});
+  }
+  weights.push_back({"wo", {L, q, M}, 1, true});
+  weights.push_back({"g2", {L, M}, -1, true});
+  weights.push_back({"w1", {L, M, F}, 2, true});
   if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2, true});
   weights.push_back({"w2", {L, F, M}, 1, true});
   return weights;
@@ -1254,7 +1307,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     return Error{fmt::format("heads ({}) is not a multiple of kv_heads ({})", m.heads, m.kv_heads)};
   }
   LOOM_RETURN_IF_ERROR(Divides(m.heads, p.tensor, "heads", "tensor"));
-  LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
+  if (!MultiQuery(m)) LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   LOOM_RETURN_IF_ERROR(Divides(m.layers, p.pipeline, "layers", "pipeline"));
@@ -1409,6 +1462,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (plan.zero_stage != 0) {
     return Error{"ZeRO shards what training updates: serving takes zero_stage 0"};
+  }
+  if (step.kind == "decode" && !model.causal) {
+    return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};
   }
   StepWriter writer(model, plan, step.kind);
   return step.kind == "prefill" ? writer.WritePrefill() : writer.WriteDecode(step.context);

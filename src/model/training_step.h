@@ -69,13 +69,17 @@ struct ModelConfig {
   int64_t d_model = 64;
   int64_t d_ff = 256;
   int64_t heads = 4;
-  int64_t kv_heads = 4;  // = heads: multi-head; 1: multi-query; else grouped-query
+  // = heads: multi-head; 1: multi-query (k and v from their own weight,
+  // replicated over the model axis, as PaLM's); else grouped-query (the
+  // model axis splits the kv heads: kv_heads a multiple of tensor).
+  int64_t kv_heads = 4;
   int64_t head_dim = 16;
   int64_t vocab = 128;
   int64_t seq = 16;
   int64_t batch = 4;                 // global batch, sequences
   std::string mlp = "gelu";          // gelu | swiglu
   std::string norm = "layernorm";    // layernorm | rmsnorm
+  bool causal = true;                // false: every position attends to every other (an encoder)
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
   std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
   // What the activations are held and sent in: the residual stream between
@@ -205,6 +209,9 @@ struct WeightInfo {
   std::vector<int64_t> dims;
   int64_t split_dim = -1;
   bool stacked = false;
+  // Replicated over the model axis, but each device's gradient is its part
+  // of the sum (multi-query k and v, which every device's heads read).
+  bool partial_over_model = false;
 };
 std::vector<WeightInfo> Weights(const ModelConfig& model);
 
