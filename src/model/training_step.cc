@@ -405,8 +405,7 @@ class StepWriter {
   bool SequenceParallel() const { return SplitsRows(plan_); }
   // What a column-parallel product reads: every device's rows of the
   // residual stream under sequence parallelism (an all-gather over the
-  // model axis), else x itself.
-  // (gathered in the activation type).
+  // model axis, in the activation type), else x itself.
   Value GatherRows(ComputationEmitter& c, const Value& x) {
     return SequenceParallel() ? c.AllGather(Held(c, x), 0, tensor_groups_) : x;
   }
@@ -943,7 +942,9 @@ class StepWriter {
           out.insert(out.end(), weights.begin(), weights.end());
           for (size_t k = 0; k < n; ++k) {
             // Under ZeRO-3 each device keeps its shard of the layer's
-            // gradient, summed over the data axis as it is made.
+            // gradient, summed over the devices that sum it (the data
+            // axis; for multi-query k and v the model axis too) as it is
+            // made.
             const Value grad = ShardsLayers() ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1,
                                                                 *GradientGroups(3 + k).groups)
                                               : g.weights[k];
