@@ -1334,9 +1334,6 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
         "sharded too)",
         p.zero_stage)};
   }
-  if (p.zero_stage == 3 && p.sequence_parallel) {
-    return Error{"zero_stage 3 with sequence parallelism is not built yet"};
-  }
   if (p.zero_stage >= 1) {
     if (p.optimizer == "none") {
       return Error{fmt::format("zero_stage {} shards the optimizer: it needs optimizer adam or sgd",
