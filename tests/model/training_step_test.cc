@@ -169,6 +169,38 @@ Tensor DevicePart(const Tensor& full, const ModelConfig& m, const ParallelPlan& 
   return Shard(local, shard.dim, shard.parts, shard.index);
 }
 
+ParallelPlan PlanOf(const Case& c) {
+  ParallelPlan plan;
+  plan.tensor = c.tensor;
+  plan.data = c.data;
+  plan.pipeline = c.pipeline;
+  plan.micro_batches = c.micro_batches;
+  plan.sequence_parallel = c.sequence_parallel;
+  plan.zero_stage = c.zero_stage;
+  plan.recompute = c.recompute;
+  return plan;
+}
+
+// Each device's inputs under `plan`, from the 1-device step's `full`:
+// tokens, targets, the step, the weights, then the optimizer state.
+std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, const ModelConfig& m,
+                                              const ParallelPlan& plan) {
+  const std::vector<WeightInfo> weights = Weights(m);
+  const int64_t devices = plan.tensor * plan.data * plan.pipeline;
+  std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
+  for (int64_t d = 0; d < devices; ++d) {
+    const int64_t data_index = d / plan.tensor % plan.data;
+    for (size_t i = 0; i < full.size(); ++i) {
+      const size_t w = (i - 3) % weights.size();
+      inputs[static_cast<size_t>(d)].push_back(
+          i < 2   ? Shard(full[i], 0, plan.data, data_index)
+          : i < 3 ? full[i]
+                  : DevicePart(full[i], m, plan, w, i >= 3 + weights.size(), d));
+    }
+  }
+  return inputs;
+}
+
 class PartitionedStep : public ::testing::TestWithParam<Case> {};
 
 // Every output of every device of the partitioned step against the same
@@ -195,14 +227,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   ModelConfig m = ModelPreset(c.preset).value();
   m.compute_type = c.compute_type;
   ParallelPlan one;
-  ParallelPlan many;
-  many.tensor = c.tensor;
-  many.data = c.data;
-  many.pipeline = c.pipeline;
-  many.micro_batches = c.micro_batches;
-  many.sequence_parallel = c.sequence_parallel;
-  many.zero_stage = c.zero_stage;
-  many.recompute = c.recompute;
+  const ParallelPlan many = PlanOf(c);
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
@@ -218,19 +243,8 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
 
   const std::vector<WeightInfo> weights = Weights(m);
   const int64_t devices = c.tensor * c.data * c.pipeline;
-  std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
-  for (int64_t d = 0; d < devices; ++d) {
-    const int64_t data_index = d / c.tensor % c.data;
-    for (size_t i = 0; i < full.size(); ++i) {
-      // tokens, targets, the step, the weights, then the optimizer state.
-      const size_t w = (i - 3) % weights.size();
-      inputs[static_cast<size_t>(d)].push_back(
-          i < 2   ? Shard(full[i], 0, c.data, data_index)
-          : i < 3 ? full[i]
-                  : DevicePart(full[i], m, many, w, i >= 3 + weights.size(), d));
-    }
-  }
-  const std::vector<exec::DeviceResult> results = RunStep(*partitioned_module, devices, inputs);
+  const std::vector<exec::DeviceResult> results =
+      RunStep(*partitioned_module, devices, DeviceInputs(full, m, many));
   const auto expected = exec::OutputLeaves(reference[0].output);
   // The most rounding to bf16 moves an output of each kind: the loss, the
   // weights, the optimizer state.
@@ -273,7 +287,9 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       bf16 ? fmt::format(" ({:.2f} of its bound by bf16's own rounding)", worst_of_bound).c_str()
            : "");
   // The bf16 step must be a bf16 step: rounding moved it.
-  if (bf16) EXPECT_GT(rounding[0], 0);
+  if (bf16) {
+    EXPECT_GT(rounding[0], 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -594,21 +610,11 @@ TEST(ModelFlops, ArePalmsCountOfTheModel) {
 TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSums) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
-  struct Plan {
-    int64_t tensor, data, pipeline, micro_batches;
-    bool sequence_parallel;
-  };
-  const std::vector<WeightInfo> weights = Weights(m);
   const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 5);
-  for (const Plan& p : {Plan{2, 1, 1, 1, false}, Plan{2, 1, 2, 2, true}}) {
+  for (const Case& c : {Case{"tiny-gqa", 2, 1}, Case{"tiny-gqa", 2, 1, 2, 2, true}}) {
     std::vector<Tensor> first;
     for (const std::string recompute : {"full", "selective", "none"}) {
-      ParallelPlan plan;
-      plan.tensor = p.tensor;
-      plan.data = p.data;
-      plan.pipeline = p.pipeline;
-      plan.micro_batches = p.micro_batches;
-      plan.sequence_parallel = p.sequence_parallel;
+      ParallelPlan plan = PlanOf(c);
       plan.recompute = recompute;
       const auto module = Build(m, plan);
       // The model-axis sums in the backward loop's body: the forward's two
@@ -619,17 +625,9 @@ TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSu
         sums += op == ir::Opcode::kAllReduce || op == ir::Opcode::kReduceScatter;
       }
       EXPECT_EQ(sums, recompute == "full" ? 4 : 2) << recompute;
-      const int64_t devices = p.tensor * p.data * p.pipeline;
-      std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
-      for (int64_t d = 0; d < devices; ++d) {
-        for (size_t i = 0; i < full.size(); ++i) {
-          const size_t w = (i - 3) % weights.size();
-          inputs[static_cast<size_t>(d)].push_back(
-              i < 3 ? full[i] : DevicePart(full[i], m, plan, w, i >= 3 + weights.size(), d));
-        }
-      }
+      const int64_t devices = c.tensor * c.data * c.pipeline;
       std::vector<Tensor> outputs;
-      for (const auto& result : RunStep(*module, devices, inputs)) {
+      for (const auto& result : RunStep(*module, devices, DeviceInputs(full, m, plan))) {
         for (const Tensor* leaf : exec::OutputLeaves(result.output)) outputs.push_back(*leaf);
       }
       if (first.empty()) {
