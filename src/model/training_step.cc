@@ -479,13 +479,13 @@ class StepWriter {
   // micro-batch's T (its position on the model axis picks them), else x.
   Value OwnRows(ComputationEmitter& c, const Value& x) {
     if (!SequenceParallel()) return x;
-    const int64_t columns = x.dim(1);
+    const int64_t columns = x.dim(1), n = x.dim(0) / s_.T;  // micro-batches in x
     const Value rank = Position(c, 1, plan_.tensor);
-    const Value micro = c.Reshape(x, {s_.n, s_.T, columns});
+    const Value micro = c.Reshape(x, {n, s_.T, columns});
     const Value mine =
         c.DynamicSlice(micro, {c.ScalarInt(0), c.Mul(rank, c.ScalarInt(s_.R)), c.ScalarInt(0)},
-                       {s_.n, s_.R, columns});
-    return c.Reshape(mine, {s_.n * s_.R, columns});
+                       {n, s_.R, columns});
+    return c.Reshape(mine, {n * s_.R, columns});
   }
 
   NormActs NormForward(ComputationEmitter& c, const Value& x) {
@@ -1046,6 +1046,106 @@ class StepWriter {
             std::vector<Value>(done.begin() + first_weight + static_cast<long>(w), done.end())};
   }
 
+  // The final norm, the head and the loss on the last layer's output xl
+  // (this device's rows) against the one-hot targets, and back: the sum
+  // over the rows of -log p(target), the gradient of xl (in the
+  // activation type) and those of gf and wout.
+  struct Head {
+    Value loss, dxl, dgf, dwout;
+  };
+  Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& onehot_target, const Value& gf,
+                const Value& wout) {
+    const NormActs final_norm = NormForward(c, Math(c, xl));
+    const Value hf = c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n));
+    const Value logits = MatMul(c, hf, wout);  // [rows, V]
+    const Value mx = c.ReduceMax(logits, {1});
+    const Value shifted = c.Sub(logits, PerRow(c, mx, logits));
+    const Value exp = c.Unary("exponential", shifted);
+    const Value z = c.ReduceSum(exp, {1});
+    const Value picked = c.ReduceSum(c.Mul(shifted, onehot_target), {1});
+    const double tokens_total = static_cast<double>(m_.batch * m_.seq);
+    Head head;
+    head.loss = c.ReduceSum(c.Sub(c.Unary("log", z), picked), {0});
+    const Value softmax = c.Div(exp, PerRow(c, z, exp));
+    const Value dlogits = c.Scale(c.Sub(softmax, onehot_target), 1.0 / tokens_total);
+    head.dwout = WeightGrad(c, hf, dlogits);
+    const auto [dxl, dgf] = NormBackward(c, MatMulT(c, dlogits, wout), final_norm, gf);
+    head.dxl = Held(c, dxl);
+    head.dgf = dgf;
+    return head;
+  }
+
+  // The local loss and gradients (before their sums over devices, in
+  // Weights order) of the micro-batch ids `tokens` and `targets` [rows,
+  // S]: the embedding, the layers, the head and back.
+  std::pair<Value, std::vector<Value>> ForwardBackward(ComputationEmitter& c, const Value& tokens,
+                                                       const Value& targets,
+                                                       const std::vector<Value>& weights) {
+    const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+    const Value onehot_in = OwnRows(c, OneHot(c, tokens, C_));
+    const Value x0 = c.Dot(onehot_in, c.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
+    const auto [xl, saved] = ForwardLoop(c, x0, stacked);
+    const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
+    const auto [dx0, stacked_grads] = BackwardLoop(c, head.dxl, saved, stacked);
+    std::vector<Value> grads = {c.Dot(onehot_in, c.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_),
+                                head.dgf, head.dwout};
+    grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+    return {head.loss, grads};
+  }
+
+  // Gradient accumulation (micro-batches, one stage): a loop over the n
+  // micro-batches, each run forward and backward before the next (so one
+  // micro-batch's activations are kept at a time), the loss and the
+  // gradients summed.
+  std::pair<Value, std::vector<Value>> AccumulatedGrads(ComputationEmitter& e, const Value& tokens,
+                                                        const Value& targets,
+                                                        const std::vector<Value>& weights) {
+    const size_t w = weights.size();
+    std::vector<Value> init = {e.Full(P_, 0, {}), tokens, targets};
+    // Each gradient is shaped as its weight (under ZeRO-3 a layer weight's
+    // shard, which the backward loop scatters its gradient to).
+    for (const Value& weight : weights) init.push_back(e.Full(P_, 0, weight.dims));
+    init.insert(init.end(), weights.begin(), weights.end());
+    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
+      const Value& i = in[0];
+      const std::vector<Value> sums(in.begin() + 4, in.begin() + 4 + static_cast<long>(w));
+      const std::vector<Value> mine(in.begin() + 4 + static_cast<long>(w), in.end());
+      const auto micro = [&](const Value& ids) {
+        return c.DynamicSlice(ids, {c.Mul(i, c.ScalarInt(s_.b)), c.ScalarInt(0)}, {s_.b, s_.S});
+      };
+      const auto [loss, grads] = ForwardBackward(c, micro(in[2]), micro(in[3]), mine);
+      std::vector<Value> next = {c.Add(in[1], loss), in[2], in[3]};
+      for (size_t k = 0; k < w; ++k) next.push_back(c.Add(sums[k], grads[k]));
+      next.insert(next.end(), mine.begin(), mine.end());
+      return next;
+    };
+    const std::vector<Value> done = Loop(e, "micro_batch", init, s_.n, step);
+    return {done[1], std::vector<Value>(done.begin() + 4, done.begin() + 4 + static_cast<long>(w))};
+  }
+  // The local loss and gradients of the GPipe pipeline: every stage runs
+  // the head, the last stage's counts; the embedding's gradient is stage
+  // 0's.
+  std::pair<Value, std::vector<Value>> PipelinedGrads(ComputationEmitter& e, const Value& tokens,
+                                                      const Value& targets,
+                                                      const std::vector<Value>& weights) {
+    const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+    const Value onehot_in = OwnRows(e, OneHot(e, tokens, C_));
+    const Value x0 = e.Dot(onehot_in, e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
+    const auto [xl, saved] = PipelineForward(e, x0, stacked);
+    const Value stage = StageIndex(e);
+    const auto on_stage = [&](int64_t which, const Value& x) {
+      return Masked(e, Is(e, stage, which), x);
+    };
+    const Head head = HeadStep(e, xl, OwnRows(e, OneHot(e, targets, P_)), weights[1], weights[2]);
+    const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
+    const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
+    const int64_t last = plan_.pipeline - 1;
+    std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, head.dgf),
+                                on_stage(last, head.dwout)};
+    grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+    return {on_stage(last, head.loss), grads};
+  }
+
   // onehot(ids)[rows, V] in `type`, rows the ids' count
   Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
     int64_t rows = 1;
@@ -1103,55 +1203,24 @@ std::string StepWriter::Write() {
       variances.push_back(e.Parameter(P_, StateDims(i), "v." + weights[i].name));
     }
   }
-  const Value& embed = weights[0];
-  const Value& gf = weights[1];
-  const Value& wout = weights[2];
-  const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-
-  // Forward (under sequence parallelism on this device's rows of the
-  // tokens: the embedding, the residual stream, the head and the loss).
-  const Value onehot_in = OwnRows(e, OneHot(e, tokens, C_));
-  const Value x0 = e.Dot(onehot_in, e.Convert(embed, C_), {{}, {}, {1}, {0}}, A_);
-  const auto [xl, saved] =
-      Pipelined() ? PipelineForward(e, x0, stacked) : ForwardLoop(e, x0, stacked);
-  // Pipelined, every stage runs the head; the last stage's counts.
-  const Value stage = plan_.pipeline > 1 ? StageIndex(e) : Value{};
-  const auto on_stage = [&](int64_t which, const Value& x) {
-    return plan_.pipeline > 1 ? Masked(e, Is(e, stage, which), x) : x;
-  };
-  const NormActs final_norm = NormForward(e, Math(e, xl));
-  const Value hf = e.Mul(final_norm.n, PerColumn(e, gf, final_norm.n));
-  const Value logits = MatMul(e, hf, wout);  // [T, V]
-  const Value mx = e.ReduceMax(logits, {1});
-  const Value shifted = e.Sub(logits, PerRow(e, mx, logits));
-  const Value exp = e.Unary("exponential", shifted);
-  const Value z = e.ReduceSum(exp, {1});
-  const Value onehot_target = OwnRows(e, OneHot(e, targets, P_));
-  const Value picked = e.ReduceSum(e.Mul(shifted, onehot_target), {1});
-  const double tokens_total = static_cast<double>(m_.batch * m_.seq);
-  const Value local_loss =
-      on_stage(plan_.pipeline - 1, e.ReduceSum(e.Sub(e.Unary("log", z), picked), {0}));
+  // Forward and backward (under sequence parallelism on this device's rows
+  // of the tokens: the embedding, the residual stream, the head and the
+  // loss): the local loss and gradients, summed over devices below.
+  Value local_loss;
+  std::vector<Value> grads;
+  if (plan_.pipeline > 1) {
+    std::tie(local_loss, grads) = PipelinedGrads(e, tokens, targets, weights);
+  } else if (s_.n > 1) {
+    std::tie(local_loss, grads) = AccumulatedGrads(e, tokens, targets, weights);
+  } else {
+    std::tie(local_loss, grads) = ForwardBackward(e, tokens, targets, weights);
+  }
   // What every stage holds in full sums over the pipeline and data axes,
   // and under sequence parallelism over the model axis too (each device saw
   // its own rows).
   const Groups& whole_groups = SequenceParallel() ? head_and_model_groups_ : head_groups_;
-  const Value loss = e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / tokens_total);
-
-  // Backward.
-  const Value softmax = e.Div(exp, PerRow(e, z, exp));
-  const Value dlogits = e.Scale(e.Sub(softmax, onehot_target), 1.0 / tokens_total);
-  const Value dwout = WeightGrad(e, hf, dlogits);
-  const Value dhf = MatMulT(e, dlogits, wout);
-  const auto [dxl_math, dgf] = NormBackward(e, dhf, final_norm, gf);
-  const Value dxl = Held(e, dxl_math);
-  const auto [dx0, stacked_grads] =
-      Pipelined() ? PipelineBackward(e, dxl, saved, stacked) : BackwardLoop(e, dxl, saved, stacked);
-  const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
-
-  // The weights every stage holds: their gradients come from one stage.
-  std::vector<Value> grads = {on_stage(0, dembed), on_stage(plan_.pipeline - 1, dgf),
-                              on_stage(plan_.pipeline - 1, dwout)};
-  grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+  const Value loss =
+      e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / static_cast<double>(m_.batch * m_.seq));
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -1440,10 +1509,13 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       }
     }
   }
-  // What the recomputation keeps of each layer, for every micro-batch.
+  // What the recomputation keeps of each layer: for every micro-batch in
+  // a pipeline (GPipe holds them all), for one at a time in gradient
+  // accumulation.
   const LocalSizes sizes = SizesOf(m, p);
+  const int64_t kept_micro_batches = p.pipeline > 1 ? sizes.n : 1;
   for (const std::vector<int64_t>& dims : SavedDims(sizes, m, p)) {
-    f.activations += layers * sizes.n * product(dims) * held;
+    f.activations += layers * kept_micro_batches * product(dims) * held;
   }
   return f;
 }

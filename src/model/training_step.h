@@ -31,8 +31,7 @@
 // device each iteration (stage p on micro-batch i - p; the bubbles compute
 // on masked data), handing activations to the next stage by
 // collective-permute and saving what backward reads of each of its layers
-// per micro-batch (every micro-batch's at once, as GPipe holds them; with
-// one stage, gradient accumulation holds them alike). The
+// per micro-batch (every micro-batch's at once, as GPipe holds them). The
 // final norm, head and loss run on every stage, the last stage's counting
 // (the loss and the head's gradients masked to it, then all-reduced over
 // the pipeline and data axes; the embedding's gradient masked to stage 0).
@@ -41,7 +40,9 @@
 // saved (recomputing as the plan says), masking the bubbles' gradients to zero, summing
 // its layers' weight gradients over micro-batches and handing the input
 // gradient back by collective-permute. micro_batches > 1 with one stage is
-// gradient accumulation.
+// gradient accumulation: a loop over the micro-batches, each run forward and
+// backward (keeping one micro-batch's activations at a time) and its
+// gradients summed.
 //
 // Dot operands are converted to the compute type (bf16, or f32/f64) and
 // accumulate in the parameter type (f32, or f64 for gradient checks). What
@@ -180,7 +181,8 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
 // activations and caches): its shards of the weights; in
 // training their gradients (one of each) and, with Adam, the two moments,
 // and the activations backward reads (what the plan's recomputation keeps
-// of each layer, for every micro-batch); in serving, the KV caches. The program's own peak (buffers
+// of each layer, for every micro-batch under a pipeline, for one under
+// gradient accumulation); in serving, the KV caches. The program's own peak (buffers
 // live at once, analysis/live_bytes.h) comes on top of none of these: it counts them all, and the
 // temporaries.
 struct MemoryFootprint {

@@ -320,7 +320,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-bert", 4, 1, 1, 1, false, 0, "bf16"},
         // ZeRO-3 with sequence parallelism: GSPMD's 2D sharding in its traffic.
         Case{"tiny", 2, 2, 1, 1, true, 3}, Case{"tiny-gqa", 2, 2, 2, 2, true, 3},
-        Case{"tiny-bert", 2, 2, 1, 1, true, 3}),
+        Case{"tiny-bert", 2, 2, 1, 1, true, 3},
+        // Gradient accumulation (micro-batches, one stage).
+        Case{"tiny-gqa", 2, 2, 1, 2, true}, Case{"tiny", 1, 2, 1, 2, false, 3},
+        Case{"tiny-bert", 2, 1, 1, 2, false, 0, "f32", "selective"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -555,6 +558,10 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   // Each of the stage's layers' inputs (1 layer) for every micro-batch (2
   // of 32 tokens).
   EXPECT_EQ(f.activations, 2 * 32 * 64 * 2);
+  // Gradient accumulation keeps one micro-batch's at a time (both layers).
+  plan.pipeline = 1;
+  EXPECT_EQ(Footprint(m, plan).activations, 2 * 32 * 64 * 2);
+  plan.pipeline = 2;
   const InferenceStep decode{"decode", 9};
   plan = ParallelPlan{};
   plan.tensor = 2;
@@ -601,6 +608,22 @@ TEST(ModelFlops, ArePalmsCountOfTheModel) {
   const double n = 64 + 64 * 128 + 2 * (64 + 64 * 192 + 64 * 64 + 64 + 64 * 256 + 256 * 64);
   const double attention = 12.0 * 2 * 4 * 16 * 16;
   EXPECT_DOUBLE_EQ(ModelFlopsPerStep(m), (6 * n + attention) * 4 * 16);
+}
+
+// Micro-batches with one stage are gradient accumulation: one loop over
+// them whose body runs a micro-batch's layers forward and backward, not the
+// pipeline's two loops (which keep every micro-batch's activations).
+TEST(GradientAccumulation, RunsEachMicroBatchForwardAndBackwardInOneLoop) {
+  const ModelConfig m = ModelPreset("tiny").value();
+  ParallelPlan plan;
+  plan.micro_batches = 4;
+  const auto accumulating = Build(m, plan);
+  EXPECT_NE(accumulating->FindComputation("micro_batch"), nullptr);
+  EXPECT_EQ(accumulating->FindComputation("pipeline_forward"), nullptr);
+  plan.pipeline = 2;
+  const auto pipelined = Build(m, plan);
+  EXPECT_EQ(pipelined->FindComputation("micro_batch"), nullptr);
+  EXPECT_NE(pipelined->FindComputation("pipeline_forward"), nullptr);
 }
 
 // The three recomputations compute the same step, bitwise: they keep the
