@@ -1156,6 +1156,65 @@ class StepWriter {
     return c.Convert(c.Compare(wide, column, "EQ"), type);
   }
 
+  // Adafactor on weight `i` (its local shard w, gradient g, and state as
+  // AdafactorState lists it): returns (w, state...) updated. Means over a
+  // dimension the model axis splits are summed over that axis.
+  std::vector<Value> Adafactor(ComputationEmitter& c, size_t i, const Value& w, const Value& g,
+                               const std::vector<Value>& state, const Value& step) {
+    const WeightInfo info = Weights(m_)[i];
+    const int64_t rank = w.rank(), first = info.stacked ? 1 : 0;
+    // Mean of x over its dimension `dim`, which is the weight's `of`.
+    const auto mean = [&](const Value& x, int64_t dim, int64_t of) {
+      Value sum = c.ReduceSum(x, {dim});
+      if (of == info.split_dim && plan_.tensor > 1) sum = c.AllReduce(sum, tensor_groups_);
+      return c.Scale(sum, 1.0 / static_cast<double>(info.dims[static_cast<size_t>(of)]));
+    };
+    // The decay 1 - t^-0.8 and its complement t^-0.8, t the step.
+    const Value fresh = c.Unary("exponential", c.Mul(c.Unary("log", step), c.Scalar(P_, -0.8)));
+    const auto decayed = [&](const Value& old, const Value& now) {
+      const Value keep = c.Broadcast(c.Sub(c.Scalar(P_, 1.0), fresh), old.dims, {});
+      return c.Add(c.Mul(old, keep), c.Mul(now, c.Broadcast(fresh, now.dims, {})));
+    };
+    const Value g2 = c.Add(c.Mul(g, g), c.Full(P_, 1e-30, g.dims));
+    std::vector<Value> updated;
+    Value v_hat;
+    if (state.size() == 1) {
+      updated.push_back(decayed(state[0], g2));
+      v_hat = updated[0];
+    } else {
+      const int64_t row = rank - 2, column = rank - 1;
+      const Value r = decayed(state[0], mean(g2, column, column));
+      const Value col = decayed(state[1], mean(g2, row, row));
+      updated = {r, col};
+      // r c^T / mean(r), per layer.
+      std::vector<int64_t> outer(static_cast<size_t>(row));
+      for (int64_t d = 0; d < row; ++d) outer[static_cast<size_t>(d)] = d;
+      std::vector<int64_t> but_column = outer, but_row = outer;
+      but_column.push_back(row);
+      but_row.push_back(column);
+      v_hat = c.Div(c.Mul(c.Broadcast(r, w.dims, but_column), c.Broadcast(col, w.dims, but_row)),
+                    c.Broadcast(mean(r, row, row), w.dims, outer));
+    }
+    const Value u = c.Div(g, c.Unary("sqrt", v_hat));
+    // RMS of the update per layer (over the whole weight, every shard),
+    // clipped to 1: u / max(1, rms).
+    std::vector<int64_t> layer_dims, per_layer;
+    double count = 1;
+    for (int64_t d = first; d < rank; ++d) {
+      layer_dims.push_back(d);
+      count *= static_cast<double>(info.dims[static_cast<size_t>(d)]);
+    }
+    for (int64_t d = 0; d < first; ++d) per_layer.push_back(d);
+    Value squares = c.ReduceSum(c.Mul(u, u), layer_dims);
+    if (info.split_dim >= 0 && plan_.tensor > 1) squares = c.AllReduce(squares, tensor_groups_);
+    const Value rms = c.Unary("sqrt", c.Scale(squares, 1.0 / count));
+    const Value clip = c.Binary("maximum", rms, c.Full(P_, 1.0, rms.dims));
+    const Value step_size =
+        c.Scale(c.Div(u, c.Broadcast(clip, w.dims, per_layer)), plan_.learning_rate);
+    updated.insert(updated.begin(), c.Sub(w, step_size));
+    return updated;
+  }
+
   // Adam on one weight: returns (w, m, v) updated.
   std::vector<Value> Adam(ComputationEmitter& c, const Value& w, const Value& g, const Value& m,
                           const Value& v, const Value& step) {
@@ -1195,6 +1254,15 @@ std::string StepWriter::Write() {
   const Value step = e.Parameter(P_, {}, "step");
   const std::vector<Value> weights = WeightParameters(e);
   std::vector<Value> moments, variances;
+  std::vector<std::vector<Value>> factored;  // Adafactor's state, per weight
+  if (plan_.optimizer == "adafactor") {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      factored.emplace_back();
+      for (const WeightInfo& state : AdafactorState(m_, i)) {
+        factored.back().push_back(e.Parameter(P_, LocalDims(state, plan_), state.name));
+      }
+    }
+  }
   if (plan_.optimizer == "adam") {
     for (size_t i = 0; i < weights.size(); ++i) {
       moments.push_back(e.Parameter(P_, StateDims(i), "m." + weights[i].name));
@@ -1233,6 +1301,14 @@ std::string StepWriter::Write() {
   std::vector<Value> outputs = {loss};
   if (plan_.optimizer == "none") {
     outputs.insert(outputs.end(), grads.begin(), grads.end());
+  } else if (plan_.optimizer == "adafactor") {
+    std::vector<Value> states;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const std::vector<Value> updated = Adafactor(e, i, weights[i], grads[i], factored[i], step);
+      outputs.push_back(updated[0]);
+      states.insert(states.end(), updated.begin() + 1, updated.end());
+    }
+    outputs.insert(outputs.end(), states.begin(), states.end());
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
       Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
@@ -1395,7 +1471,10 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));
-  LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "sgd", "none"}, "optimizer"));
+  LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "adafactor", "sgd", "none"}, "optimizer"));
+  if (p.optimizer == "adafactor" && p.zero_stage != 0) {
+    return Error{"adafactor with ZeRO (its factored state sharded) is not built: zero_stage 0"};
+  }
   LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
   if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
     return Error{fmt::format(
@@ -1438,6 +1517,24 @@ double ModelFlopsPerStep(const ModelConfig& model) {
   const double attention =
       12.0 * static_cast<double>(model.layers * model.heads * model.head_dim * model.seq);
   return (6 * parameters + attention) * static_cast<double>(model.batch * model.seq);
+}
+
+std::vector<WeightInfo> AdafactorState(const ModelConfig& model, size_t weight) {
+  const WeightInfo w = Weights(model)[weight];
+  const auto rank = static_cast<int64_t>(w.dims.size());
+  if (rank - (w.stacked ? 1 : 0) < 2) return {{"v." + w.name, w.dims, w.split_dim, w.stacked}};
+  const auto without = [&](int64_t dim) {
+    WeightInfo state{"", w.dims, -1, w.stacked};
+    state.dims.erase(state.dims.begin() + dim);
+    if (w.split_dim >= 0 && w.split_dim != dim) {
+      state.split_dim = w.split_dim > dim ? w.split_dim - 1 : w.split_dim;
+    }
+    return state;
+  };
+  WeightInfo rows = without(rank - 1), columns = without(rank - 2);
+  rows.name = "r." + w.name;
+  columns.name = "c." + w.name;
+  return {rows, columns};
 }
 
 std::string ActivationType(const ModelConfig& model) {
@@ -1494,6 +1591,13 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   }
   f.gradients = f.weights;
   if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
+  if (p.optimizer == "adafactor") {
+    for (size_t i = 0; i < Weights(m).size(); ++i) {
+      for (const WeightInfo& state : AdafactorState(m, i)) {
+        f.optimizer += product(LocalDims(state, p)) * element;
+      }
+    }
+  }
   if (p.zero_stage >= 1) {
     // Each device its shard of each moment; under stage 3 of each layer
     // weight and its gradient too.

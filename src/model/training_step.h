@@ -119,7 +119,11 @@ struct ParallelPlan {
   // what the layer's products read and make and recomputes the attention
   // core (softmax(q k^T) v); "none" keeps everything backward reads.
   std::string recompute = "full";
-  std::string optimizer = "adam";  // adam | sgd | none (outputs the loss and the gradients)
+  // adam | adafactor | sgd | none (outputs the loss and the gradients).
+  // Adafactor (Shazeer and Stern 2018; paxml's): no first moment, the
+  // second moment of each matrix factored into row and column means,
+  // decay 1 - t^-0.8, updates clipped to RMS 1, step learning_rate.
+  std::string optimizer = "adam";
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -216,6 +220,12 @@ struct WeightInfo {
   bool partial_over_model = false;
 };
 std::vector<WeightInfo> Weights(const ModelConfig& model);
+
+// Adafactor's state of weight `weight` (Weights order), as weights are
+// described: for a matrix (per layer), its row means "r.NAME" (the last
+// dimension dropped) and column means "c.NAME" (the one before dropped),
+// each split where the weight is; for a vector, "v.NAME" like the weight.
+std::vector<WeightInfo> AdafactorState(const ModelConfig& model, size_t weight);
 
 // Presets: model configurations and plans by name, and their JSON forms.
 std::vector<std::string> ModelPresetNames();

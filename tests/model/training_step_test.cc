@@ -54,7 +54,7 @@ std::vector<Tensor> FullInputs(const ir::Module& one_device, const ModelConfig& 
         t.SetDouble(e, 1);  // the first Adam step
       } else if (name.starts_with("m.")) {
         t.SetDouble(e, 0.01 * uniform(random));
-      } else if (name.starts_with("v.")) {
+      } else if (name.starts_with("v.") || name.starts_with("r.") || name.starts_with("c.")) {
         t.SetDouble(e, 1e-4 * (1 + uniform(random)));  // non-negative second moments
       } else if (name.starts_with("g")) {
         t.SetDouble(e, 1 + 0.1 * uniform(random));  // norm gains near 1
@@ -155,6 +155,7 @@ struct Case {
   int64_t zero_stage = 0;
   std::string compute_type = "f32";  // bf16: bf16 products and activations (mixed precision)
   std::string recompute = "full";
+  std::string optimizer = "adam";
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -178,24 +179,39 @@ ParallelPlan PlanOf(const Case& c) {
   plan.sequence_parallel = c.sequence_parallel;
   plan.zero_stage = c.zero_stage;
   plan.recompute = c.recompute;
+  plan.optimizer = c.optimizer;
   return plan;
+}
+
+// Device `device`'s part of entry k of the weights, then the optimizer
+// state, as the step's parameters (after the step count) and its outputs
+// (after the loss) list them.
+Tensor WeightOrStatePart(const Tensor& full, const ModelConfig& m, const ParallelPlan& plan,
+                         size_t k, int64_t device) {
+  const size_t count = Weights(m).size();
+  if (k < count) return DevicePart(full, m, plan, k, false, device);
+  if (plan.optimizer != "adafactor")
+    return DevicePart(full, m, plan, (k - count) % count, true, device);
+  std::vector<WeightInfo> states;
+  for (size_t i = 0; i < count; ++i) {
+    for (const WeightInfo& state : AdafactorState(m, i)) states.push_back(state);
+  }
+  return WeightShard(full, states[k - count], plan, device);
 }
 
 // Each device's inputs under `plan`, from the 1-device step's `full`:
 // tokens, targets, the step, the weights, then the optimizer state.
 std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, const ModelConfig& m,
                                               const ParallelPlan& plan) {
-  const std::vector<WeightInfo> weights = Weights(m);
   const int64_t devices = plan.tensor * plan.data * plan.pipeline;
   std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
   for (int64_t d = 0; d < devices; ++d) {
     const int64_t data_index = d / plan.tensor % plan.data;
     for (size_t i = 0; i < full.size(); ++i) {
-      const size_t w = (i - 3) % weights.size();
-      inputs[static_cast<size_t>(d)].push_back(
-          i < 2   ? Shard(full[i], 0, plan.data, data_index)
-          : i < 3 ? full[i]
-                  : DevicePart(full[i], m, plan, w, i >= 3 + weights.size(), d));
+      inputs[static_cast<size_t>(d)].push_back(i < 2 ? Shard(full[i], 0, plan.data, data_index)
+                                               : i < 3
+                                                   ? full[i]
+                                                   : WeightOrStatePart(full[i], m, plan, i - 3, d));
     }
   }
   return inputs;
@@ -228,6 +244,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   m.compute_type = c.compute_type;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
+  one.optimizer = c.optimizer;
   const auto reference_module = Build(m, one);
   const auto partitioned_module = Build(m, many);
   const std::vector<Tensor> full = FullInputs(*reference_module, m, 7);
@@ -263,9 +280,8 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     ASSERT_EQ(got.size(), expected.size());
     for (size_t o = 0; o < got.size(); ++o) {
       // The loss, the updated weights, then the updated optimizer state.
-      const size_t w = (o - 1) % weights.size();
       const Tensor slice =
-          o == 0 ? *expected[o] : DevicePart(*expected[o], m, many, w, o >= 1 + weights.size(), d);
+          o == 0 ? *expected[o] : WeightOrStatePart(*expected[o], m, many, o - 1, d);
       const double difference = RelativeDifference(*got[o], slice);
       worst = std::max(worst, difference);
       const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(o))];
@@ -323,7 +339,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-bert", 2, 2, 1, 1, true, 3},
         // Gradient accumulation (micro-batches, one stage).
         Case{"tiny-gqa", 2, 2, 1, 2, true}, Case{"tiny", 1, 2, 1, 2, false, 3},
-        Case{"tiny-bert", 2, 1, 1, 2, false, 0, "f32", "selective"}),
+        Case{"tiny-bert", 2, 1, 1, 2, false, 0, "f32", "selective"},
+        // Adafactor: the factored means over split dimensions summed over the model axis.
+        Case{"tiny", 2, 2, 1, 1, false, 0, "f32", "full", "adafactor"},
+        Case{"tiny-gqa", 2, 1, 2, 2, true, 0, "f32", "full", "adafactor"},
+        Case{"tiny-bert", 4, 1, 1, 1, false, 0, "f32", "full", "adafactor"},
+        Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adafactor"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -335,6 +356,7 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.zero_stage > 0) name += "_zero" + std::to_string(info.param.zero_stage);
       if (info.param.compute_type != "f32") name += "_" + info.param.compute_type;
       if (info.param.recompute != "full") name += "_recompute_" + info.param.recompute;
+      if (info.param.optimizer != "adam") name += "_" + info.param.optimizer;
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -588,6 +610,14 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   plan.sequence_parallel = true;
   f = Footprint(m, plan);
   EXPECT_EQ(f.activations, 2 * (4 * 16 / 2) * 64 * 2);
+  // Adafactor keeps a matrix's row and column means and a vector's second
+  // moment: embed, gf, wout, then per layer g1, wqkv, wo, g2, w1, w2.
+  ParallelPlan factored;
+  factored.optimizer = "adafactor";
+  EXPECT_EQ(Footprint(m, factored).optimizer,
+            ((128 + 64) + 64 + (64 + 128) +
+             2 * (64 + (64 + 192) + (64 + 64) + 64 + (64 + 256) + (256 + 64))) *
+                4);
   // Selective recomputation keeps per token of each layer the norms'
   // outputs and 1/rms (2 x (M + 1), of this device's rows: 32 of 64
   // tokens), q, k and v (2 heads of 16 each), u and the activation (2 x
@@ -608,6 +638,87 @@ TEST(ModelFlops, ArePalmsCountOfTheModel) {
   const double n = 64 + 64 * 128 + 2 * (64 + 64 * 192 + 64 * 64 + 64 + 64 * 256 + 256 * 64);
   const double attention = 12.0 * 2 * 4 * 16 * 16;
   EXPECT_DOUBLE_EQ(ModelFlopsPerStep(m), (6 * n + attention) * 4 * 16);
+}
+
+// Adafactor's update written out in f64 for the final gain (a vector) and
+// the head (a matrix) at step 2, from the gradients the same step outputs
+// with optimizer "none": v = b v + (1 - b) (g^2 + 1e-30), b = 1 - 2^-0.8;
+// for the matrix r and c of its row and column means and v = r c^T /
+// mean(r); u = g / sqrt(v); w - lr u / max(1, rms(u)).
+TEST(Adafactor, UpdatesByTheFactoredRule) {
+  ModelConfig m = ModelPreset("tiny").value();
+  m.compute_type = "f64";
+  m.param_type = "f64";
+  ParallelPlan plan;
+  plan.optimizer = "adafactor";
+  const auto module = Build(m, plan);
+  std::vector<Tensor> inputs = FullInputs(*module, m, 17);
+  inputs[2].SetDouble(0, 2);  // the second step: the old state counts
+  ParallelPlan gradients_only;
+  gradients_only.optimizer = "none";
+  const std::vector<Tensor> weights_in(inputs.begin(), inputs.begin() + 3 + Weights(m).size());
+  // (The runs outlive the leaves that point into them.)
+  const std::vector<exec::DeviceResult> gradient_run =
+      RunStep(*Build(m, gradients_only), 1, {weights_in});
+  const std::vector<exec::DeviceResult> step_run = RunStep(*module, 1, {inputs});
+  const auto grads = exec::OutputLeaves(gradient_run[0].output);
+  const auto out = exec::OutputLeaves(step_run[0].output);
+  const double keep = 1 - std::pow(2.0, -0.8), lr = plan.learning_rate;
+  const size_t count = Weights(m).size();
+  // The state follows the weights: gf has v (index 0 of the states after
+  // the embedding's r and c), wout r and c.
+  const Tensor& g_gf = *grads[1 + 1];
+  const Tensor& v_gf = inputs[3 + count + 2];
+  std::vector<double> u(static_cast<size_t>(g_gf.ElementCount()));
+  double squares = 0;
+  for (int64_t e = 0; e < g_gf.ElementCount(); ++e) {
+    const double g = g_gf.GetDouble(e);
+    const double v = keep * v_gf.GetDouble(e) + (1 - keep) * (g * g + 1e-30);
+    EXPECT_NEAR(out[1 + count + 2]->GetDouble(e), v, 1e-12 * v);
+    u[static_cast<size_t>(e)] = g / std::sqrt(v);
+    squares += u[static_cast<size_t>(e)] * u[static_cast<size_t>(e)];
+  }
+  double clip = std::max(1.0, std::sqrt(squares / static_cast<double>(u.size())));
+  for (int64_t e = 0; e < g_gf.ElementCount(); ++e) {
+    const double expected = inputs[3 + 1].GetDouble(e) - lr * u[static_cast<size_t>(e)] / clip;
+    EXPECT_NEAR(out[1 + 1]->GetDouble(e), expected, 1e-12);
+  }
+  // wout [64, 128]: r [64] and c [128].
+  const Tensor& g_out = *grads[1 + 2];
+  const Tensor& r_in = inputs[3 + count + 3];
+  const Tensor& c_in = inputs[3 + count + 4];
+  const int64_t rows = 64, columns = 128;
+  std::vector<double> r(rows), c(columns);
+  for (int64_t i = 0; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < columns; ++j)
+      sum += std::pow(g_out.GetDouble(i * columns + j), 2) + 1e-30;
+    r[static_cast<size_t>(i)] = keep * r_in.GetDouble(i) + (1 - keep) * sum / columns;
+  }
+  for (int64_t j = 0; j < columns; ++j) {
+    double sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += std::pow(g_out.GetDouble(i * columns + j), 2) + 1e-30;
+    c[static_cast<size_t>(j)] = keep * c_in.GetDouble(j) + (1 - keep) * sum / rows;
+  }
+  double r_mean = 0;
+  for (double x : r) r_mean += x / rows;
+  squares = 0;
+  std::vector<double> update(static_cast<size_t>(rows * columns));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < columns; ++j) {
+      const double v = r[static_cast<size_t>(i)] * c[static_cast<size_t>(j)] / r_mean;
+      const double x = g_out.GetDouble(i * columns + j) / std::sqrt(v);
+      update[static_cast<size_t>(i * columns + j)] = x;
+      squares += x * x;
+    }
+  }
+  clip = std::max(1.0, std::sqrt(squares / static_cast<double>(update.size())));
+  for (int64_t e = 0; e < rows * columns; ++e) {
+    const double expected = inputs[3 + 2].GetDouble(e) - lr * update[static_cast<size_t>(e)] / clip;
+    EXPECT_NEAR(out[1 + 2]->GetDouble(e), expected, 1e-12) << e;
+  }
+  EXPECT_NEAR(out[1 + count + 3]->GetDouble(5), r[5], 1e-12 * r[5]);
+  EXPECT_NEAR(out[1 + count + 4]->GetDouble(7), c[7], 1e-12 * c[7]);
 }
 
 // Micro-batches with one stage are gradient accumulation: one loop over

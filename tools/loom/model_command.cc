@@ -143,8 +143,10 @@ void AddModelCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   command->add_option("--seq", options->seq, "Override the sequence length")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  command->add_option("--optimizer", options->optimizer, "adam, sgd, or none (outputs gradients)")
-      ->check(CLI::IsMember({"adam", "sgd", "none"}));
+  command
+      ->add_option("--optimizer", options->optimizer,
+                   "adam, adafactor, sgd, or none (outputs gradients)")
+      ->check(CLI::IsMember({"adam", "adafactor", "sgd", "none"}));
   command->add_option("--param-type", options->param_type, "f32 or f64 (master weights)")
       ->check(CLI::IsMember({"f32", "f64"}));
   command->add_option("--compute-type", options->compute_type, "bf16, f32 or f64 (dot operands)")
