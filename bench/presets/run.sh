@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Every model preset at full size under a published (or, where none is
+# published, a stated) plan: the step built, verified and round-tripped
+# through `loom fmt`, its memory per device, and its step as written
+# simulated on a target of that many chips, each with a 60 s limit. A step
+# the simulator cannot take within its --max-messages budget (the default)
+# says so.
+# Usage: bench/presets/run.sh LOOM_BINARY
+set -uo pipefail
+loom=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# preset target tensor data pipeline micro-batches extra-flags  (source of the plan)
+plans=(
+  "megatron-8.3b dgx-h100:auto 8 64 1 1 -"              # Shoeybi 2019: 512 GPUs, TP8
+  "megatron-22b dgx-h100:auto 8 1 1 1 --sequence-parallel"  # Korthikanti 2022: TP8 (the preset's batch)
+  "gpt3-175b dgx-h100:auto 8 16 8 16 -"                 # Narayanan 2021 table 1: TP8 PP8, 1024 GPUs
+  "megatron-530b dgx-h100:auto 8 8 35 35 -"              # Narayanan 2021 table 1: TP8 PP35, 2240 GPUs
+  "megatron-1t dgx-h100:auto 8 6 64 64 -"                # Narayanan 2021 table 1: TP8 PP64, 3072 GPUs
+  "llama3-8b dgx-h100:auto 8 16 1 1 --sequence-parallel" # plan assumed: TP8 DP16
+  "llama3-70b dgx-h100:auto 8 16 4 8 --sequence-parallel" # plan assumed: TP8 PP4 DP16
+  # Dubey 2024 table 4 has PP16 DP128 with uneven stages; 126 layers in even
+  # stages take PP18, and DP112 then needs the batch cut to 1792.
+  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792"
+  "paxml-1t tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # paxml mesh [1,256,8], 2048 chips
+  "paxml-500b tpu-v4:auto 16 64 1 1 --sequence-parallel --zero=3" # paxml mesh [1,64,16], 1024 chips
+  "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips
+)
+echo "| preset | plan | devices | build | instructions | verify + fmt | memory per device | simulated step (as written) | HFU | simulation |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for line in "${plans[@]}"; do
+  read -r preset target t d p mb extra <<<"$line"
+  flags=(--tensor "$t" --data "$d" --pipeline "$p" --micro-batches "$mb")
+  [[ $extra != "-" ]] && read -r -a more <<<"$extra" && flags+=("${more[@]}")
+  devices=$((t * d * p))
+  start=$(date +%s%N)
+  if ! "$loom" model --model "$preset" "${flags[@]}" -o "$work/step.hlo" 2>"$work/err"; then
+    echo "| $preset | ${flags[*]} | $devices | failed: $(head -c 200 "$work/err") |||||||"
+    continue
+  fi
+  build_ms=$((($(date +%s%N) - start) / 1000000))
+  instructions=$(grep -c ' = ' "$work/step.hlo")
+  checked="no"
+  "$loom" verify "$work/step.hlo" >/dev/null 2>&1 && "$loom" fmt "$work/step.hlo" -o "$work/fmt.hlo" &&
+    cmp -s "$work/step.hlo" "$work/fmt.hlo" && checked="yes"
+  memory=$("$loom" model --model "$preset" "${flags[@]}" --memory --target "$target" 2>&1 |
+    awk '/together/ {print $2, $3} /DOES NOT FIT/ {print "(does not fit)"}' | paste -sd' ')
+  sim_start=$(date +%s%N)
+  timeout 60 "$loom" simulate "$work/step.hlo" --target "$target" >"$work/sim" 2>&1
+  status=$?
+  sim_s=$(awk -v ns=$(($(date +%s%N) - sim_start)) 'BEGIN {printf "%.1f s", ns / 1e9}')
+  if [[ $status -eq 0 ]]; then
+    step=$(awk '/^step time/ {print $3, $4; exit}' "$work/sim")
+    hfu=$(awk '/^MFU/ {print $2; exit}' "$work/sim")
+    echo "| $preset | ${flags[*]} | $devices | ${build_ms} ms | $instructions | $checked | $memory | $step | $hfu | $sim_s |"
+  elif [[ $status -eq 124 ]]; then
+    echo "| $preset | ${flags[*]} | $devices | ${build_ms} ms | $instructions | $checked | $memory | over 60 s | | |"
+  else
+    why=$(grep -o 'would [a-z]* at least [0-9]* [a-z]*' "$work/sim" | head -1)
+    echo "| $preset | ${flags[*]} | $devices | ${build_ms} ms | $instructions | $checked | $memory | refused: ${why:-$(head -c 120 "$work/sim")} | | $sim_s |"
+  fi
+done
