@@ -154,9 +154,11 @@ std::string PlanName(const ParallelPlan& plan);
 Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 
 // The HLO text of one step: parameters (tokens s32[b,S], targets s32[b,S],
-// the Adam step count f32[], then every weight shard, then the optimizer
-// state), and a tuple of (loss, updated weights..., updated state...), or
-// (loss, gradients...) with optimizer "none".
+// the optimizer's step count f32[], then every weight shard, then the
+// optimizer state: Adam's moments m and v of every weight, or Adafactor's
+// AdafactorState of each weight in turn), and a tuple of (loss, updated
+// weights..., updated state...), or (loss, gradients...) with optimizer
+// "none".
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan);
 
 // Inference under a tensor-, data- and pipeline-parallel plan (Megatron's
