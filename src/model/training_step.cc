@@ -12,6 +12,7 @@
 #include <optional>
 #include <tuple>
 
+#include "ir/shape.h"
 #include "model/hlo_emitter.h"
 
 namespace loom::model {
@@ -58,7 +59,7 @@ struct NormActs {
 
 // What backward needs of one layer's forward.
 struct LayerActs {
-  Value x, h, q, k, v, p, o, x1, h2, u, z, act, out;
+  Value h, q, k, v, p, o, x1, h2, u, z, act, out;
   Value kc, vc;  // k and v before the kv heads are shared out: [b,S,K,hd], what a cache holds
   NormActs norm1, norm2;
 };
@@ -607,7 +608,6 @@ class StepWriter {
   LayerActs LayerForward(ComputationEmitter& c, const Value& held, const LayerWeights& w) {
     LayerActs a;
     const Value x = Math(c, held);
-    a.x = x;
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
     std::tie(a.q, a.kc, a.vc) = ProjectQkv(c, a.h, w, s_.S);
@@ -1063,11 +1063,10 @@ class StepWriter {
     const Value exp = c.Unary("exponential", shifted);
     const Value z = c.ReduceSum(exp, {1});
     const Value picked = c.ReduceSum(c.Mul(shifted, onehot_target), {1});
-    const double tokens_total = static_cast<double>(m_.batch * m_.seq);
     Head head;
     head.loss = c.ReduceSum(c.Sub(c.Unary("log", z), picked), {0});
     const Value softmax = c.Div(exp, PerRow(c, z, exp));
-    const Value dlogits = c.Scale(c.Sub(softmax, onehot_target), 1.0 / tokens_total);
+    const Value dlogits = c.Scale(c.Sub(softmax, onehot_target), 1.0 / BatchTokens());
     head.dwout = WeightGrad(c, hf, dlogits);
     const auto [dxl, dgf] = NormBackward(c, MatMulT(c, dlogits, wout), final_norm, gf);
     head.dxl = Held(c, dxl);
@@ -1082,13 +1081,11 @@ class StepWriter {
                                                        const Value& targets,
                                                        const std::vector<Value>& weights) {
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-    const Value onehot_in = OwnRows(c, OneHot(c, tokens, C_));
-    const Value x0 = c.Dot(onehot_in, c.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
-    const auto [xl, saved] = ForwardLoop(c, x0, stacked);
+    const Embedded in = Embed(c, tokens, weights[0]);
+    const auto [xl, saved] = ForwardLoop(c, in.x0, stacked);
     const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
     const auto [dx0, stacked_grads] = BackwardLoop(c, head.dxl, saved, stacked);
-    std::vector<Value> grads = {c.Dot(onehot_in, c.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_),
-                                head.dgf, head.dwout};
+    std::vector<Value> grads = {EmbedGrad(c, in, dx0), head.dgf, head.dwout};
     grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
     return {head.loss, grads};
   }
@@ -1129,22 +1126,38 @@ class StepWriter {
                                                       const Value& targets,
                                                       const std::vector<Value>& weights) {
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-    const Value onehot_in = OwnRows(e, OneHot(e, tokens, C_));
-    const Value x0 = e.Dot(onehot_in, e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
-    const auto [xl, saved] = PipelineForward(e, x0, stacked);
+    const Embedded in = Embed(e, tokens, weights[0]);
+    const auto [xl, saved] = PipelineForward(e, in.x0, stacked);
     const Value stage = StageIndex(e);
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
     };
     const Head head = HeadStep(e, xl, OwnRows(e, OneHot(e, targets, P_)), weights[1], weights[2]);
     const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
-    const Value dembed = e.Dot(onehot_in, e.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
+    const Value dembed = EmbedGrad(e, in, dx0);
     const int64_t last = plan_.pipeline - 1;
     std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, head.dgf),
                                 on_stage(last, head.dwout)};
     grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
     return {on_stage(last, head.loss), grads};
   }
+
+  // The embedding of token ids [rows, S] (under sequence parallelism this
+  // device's rows): the one-hot rows, which the embedding's gradient reads,
+  // and x0 = onehot . embed in the activation type.
+  struct Embedded {
+    Value onehot, x0;
+  };
+  Embedded Embed(ComputationEmitter& c, const Value& ids, const Value& embed) {
+    const Value onehot = OwnRows(c, OneHot(c, ids, C_));
+    return {onehot, c.Dot(onehot, c.Convert(embed, C_), {{}, {}, {1}, {0}}, A_)};
+  }
+  // The embedding's gradient from dx0, the gradient of x0.
+  Value EmbedGrad(ComputationEmitter& c, const Embedded& in, const Value& dx0) {
+    return c.Dot(in.onehot, c.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
+  }
+  // The loss is the mean over the global batch's tokens.
+  double BatchTokens() const { return static_cast<double>(m_.batch * m_.seq); }
 
   // onehot(ids)[rows, V] in `type`, rows the ids' count
   Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
@@ -1287,8 +1300,7 @@ std::string StepWriter::Write() {
   // and under sequence parallelism over the model axis too (each device saw
   // its own rows).
   const Groups& whole_groups = SequenceParallel() ? head_and_model_groups_ : head_groups_;
-  const Value loss =
-      e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / static_cast<double>(m_.batch * m_.seq));
+  const Value loss = e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / BatchTokens());
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -1342,7 +1354,7 @@ std::string StepWriter::WritePrefill() {
   const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
   const std::vector<Value> weights = WeightParameters(e);
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value x0 = e.Dot(OneHot(e, tokens, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
+  const Value x0 = Embed(e, tokens, weights[0]).x0;
   Value x, k, v;
   if (Pipelined()) {
     std::vector<int64_t> micro = CacheDims(s_.S);
@@ -1379,7 +1391,7 @@ std::string StepWriter::WriteDecode(int64_t context) {
   const Value k_cache = e.Parameter(A_, cache, "k_cache");
   const Value v_cache = e.Parameter(A_, cache, "v_cache");
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-  const Value x0 = e.Dot(OneHot(e, token, C_), e.Convert(weights[0], C_), {{}, {}, {1}, {0}}, A_);
+  const Value x0 = Embed(e, token, weights[0]).x0;
   Value x, k, v;
   const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
                           const Value& vin, const std::vector<Value>& w) {
@@ -1572,7 +1584,8 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                           const InferenceStep* serving) {
   const auto size_of = [](const std::string& type) -> int64_t {
-    return type == "f64" ? 8 : type == "bf16" ? 2 : 4;
+    const std::optional<ir::PrimitiveType> parsed = ir::ParsePrimitiveType(type);
+    return parsed ? ir::PrimitiveTypeBits(*parsed) / 8 : 4;
   };
   const int64_t element = size_of(m.param_type), held = size_of(ActivationType(m));
   const auto product = [](const std::vector<int64_t>& dims) {

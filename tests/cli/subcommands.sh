@@ -343,6 +343,19 @@ if run "$loom" model --model tiny --tensor 2 --data 2 -o "$tmp/tiny.hlo" &&
 else
   fail "loom model tiny runs on 4 devices" "run failed"
 fi
+# The bf16 step with sequence parallelism (bf16 gathers and scatters around
+# the products): collective-matmul in deterministic mode rewrites its pairs,
+# and the rewritten step computes bitwise what the original does.
+if run "$loom" model --model tiny --tensor 2 --sequence-parallel -o "$tmp/bf16.hlo" &&
+  grep -q "bf16\[[0-9,]*\] reduce-scatter(" "$tmp/bf16.hlo" &&
+  run "$loom" opt "$tmp/bf16.hlo" --deterministic --passes='collective-matmul{min-bytes=0}' \
+    --explain -o "$tmp/bf16_rings.hlo" && grep -q "rewritten" "$tmp/out" &&
+  run "$loom" compare "$tmp/bf16.hlo" "$tmp/bf16_rings.hlo" --devices 2 --deterministic &&
+  grep -q "bitwise equal on every device" "$tmp/out"; then
+  ok "loom model bf16 SP step: collective-matmul rewrites its pairs, bitwise the original"
+else
+  fail "loom model bf16 SP step" "no rewrite, or not bitwise the original"
+fi
 if run "$loom" model --model tiny --tensor 2 --memory --target dgx-h100 &&
   grep -q "fits dgx-h100" "$tmp/out" &&
   run "$loom" model --model llama3-405b --tensor 8 --data 2 --memory --target dgx-h100:auto &&

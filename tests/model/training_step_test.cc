@@ -792,14 +792,10 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
   for (const std::string activations : {"", "f32"}) {
     m.activation_type = activations;
     const auto module = Build(m, plan);
-    std::map<std::string, std::set<ir::PrimitiveType>> types;  // collective -> element types
+    std::map<ir::Opcode, std::set<ir::PrimitiveType>> types;  // opcode -> element types
     for (const auto& computation : module->computations()) {
       for (const auto& instruction : computation->instructions()) {
-        const std::string op(ir::OpcodeName(instruction->opcode()));
-        if (op == "all-reduce" || op == "all-gather" || op == "reduce-scatter" ||
-            op == "collective-permute") {
-          types[op].insert(instruction->shape().type());
-        }
+        types[instruction->opcode()].insert(instruction->shape().type());
       }
     }
     const ir::PrimitiveType held =
@@ -807,10 +803,12 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
     // Under sequence parallelism the model axis gathers and scatters, the
     // stages hand on by permutes, and all-reduces sum the loss and the
     // weight gradients.
-    for (const std::string op : {"all-gather", "reduce-scatter", "collective-permute"}) {
-      EXPECT_EQ(types[op], std::set<ir::PrimitiveType>{held}) << op << " " << activations;
+    for (const ir::Opcode op :
+         {ir::Opcode::kAllGather, ir::Opcode::kReduceScatter, ir::Opcode::kCollectivePermute}) {
+      EXPECT_EQ(types[op], std::set<ir::PrimitiveType>{held})
+          << ir::OpcodeName(op) << " " << activations;
     }
-    EXPECT_EQ(types["all-reduce"], std::set<ir::PrimitiveType>{ir::PrimitiveType::kF32});
+    EXPECT_EQ(types[ir::Opcode::kAllReduce], std::set<ir::PrimitiveType>{ir::PrimitiveType::kF32});
   }
 }
 
