@@ -216,12 +216,14 @@ class TraceLog {
 
 class Engine {
  public:
-  Engine(const Tape& tape, const Network& network, int64_t devices, const SimOptions& options)
+  Engine(const Tape& tape, const Network& network, const Symmetry& symmetry,
+         const SimOptions& options)
       : tape_(tape.steps),
         slots_(tape.slots),
         blocks_(tape.blocks),
         network_(network.capacities()),
-        devices_(static_cast<size_t>(devices)),
+        symmetry_(symmetry),
+        devices_(static_cast<size_t>(symmetry.classes())),
         statistics_(tape.op_kinds.size()),
         trace_(options, network) {
     for (size_t d = 0; d < devices_.size(); ++d) {
@@ -256,9 +258,9 @@ class Engine {
       const DeviceState& device = devices_[d];
       if (device.finished) continue;
       const Instruction* at = device.blocked_on;
-      return Error{
-          fmt::format("deadlock: device {} waits at %{} for a collective some peer never reaches",
-                      d, at ? at->name() : std::string("?"))};
+      return Error{fmt::format(
+          "deadlock: device {} waits at %{} for a collective some peer never reaches",
+          symmetry_.Representative(static_cast<int64_t>(d)), at ? at->name() : std::string("?"))};
     }
     return OkStatus();
   }
@@ -267,11 +269,12 @@ class Engine {
     double step = last_time_;
     for (const DeviceState& device : devices_) step = std::max(step, device.finish);
     report->step_seconds = step;
-    report->devices.reserve(devices_.size());
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      const DeviceState& device = devices_[d];
+    // Every device does what its class's representative does.
+    report->devices.reserve(static_cast<size_t>(symmetry_.devices()));
+    for (int64_t id = 0; id < symmetry_.devices(); ++id) {
+      const DeviceState& device = devices_[static_cast<size_t>(symmetry_.ClassOf(id))];
       DeviceReport out;
-      out.device = static_cast<int64_t>(d);
+      out.device = id;
       out.compute = device.compute;
       out.exposed_communication = device.exposed;
       out.finish = device.finish;
@@ -280,15 +283,14 @@ class Engine {
       out.compute_scale = device.scale;
       report->devices.push_back(out);
     }
-    const auto devices = static_cast<int64_t>(devices_.size());
-    statistics_.Fill(op_kinds, devices, step, report);
+    statistics_.Fill(op_kinds, symmetry_.devices(), symmetry_.order(), step, report);
     report->reallocations = network_.reallocations();
     report->mean_component_links = network_.reallocations() > 0
                                        ? static_cast<double>(network_.links_recomputed()) /
                                              static_cast<double>(network_.reallocations())
                                        : 0;
     if (with_trace) {
-      report->trace_json = trace_.Json(devices);
+      report->trace_json = trace_.Json(symmetry_.devices());
       report->trace_truncated = trace_.truncated();
     }
   }
@@ -534,8 +536,11 @@ class Engine {
       CompleteMessage(instance, m, now);
       return;
     }
-    network_.Add(plan.route_links.data() + message.route_begin, message.route_size, message.bytes,
-                 now, (static_cast<int64_t>(instance) << 32) | static_cast<uint32_t>(m));
+    network_.Add(
+        plan.route_links.data() + message.route_begin,
+        plan.route_weights.empty() ? nullptr : plan.route_weights.data() + message.route_begin,
+        message.route_size, message.bytes, now,
+        (static_cast<int64_t>(instance) << 32) | static_cast<uint32_t>(m));
     statistics_.ConcurrentFlows(network_.active_flows());
   }
 
@@ -589,7 +594,8 @@ class Engine {
   const std::vector<Slot>& slots_;
   const std::vector<ComputeBlock>& blocks_;
   FairShareNetwork network_;
-  std::vector<DeviceState> devices_;
+  const Symmetry& symmetry_;
+  std::vector<DeviceState> devices_;  // one per class of symmetric devices
 
   std::priority_queue<Event, std::vector<Event>, EventLater> queue_;
   uint64_t sequence_ = 0;
@@ -604,9 +610,9 @@ class Engine {
 
 }  // namespace
 
-Status ReplayTape(const Tape& tape, const Network& network, int64_t devices,
+Status ReplayTape(const Tape& tape, const Network& network, const Symmetry& symmetry,
                   const SimOptions& options, SimReport* report) {
-  Engine engine(tape, network, devices, options);
+  Engine engine(tape, network, symmetry, options);
   LOOM_RETURN_IF_ERROR(engine.Run());
   engine.Fill(tape.op_kinds, options.trace, report);
   return OkStatus();

@@ -22,16 +22,19 @@
 #include "sim/network.h"
 #include "sim/options.h"
 #include "sim/report.h"
+#include "sim/symmetry.h"
 #include "sim/tape.h"
 #include "support/status.h"
 
 namespace loom::sim {
 
-// Replays `tape` on `devices` devices over `network`, and fills the
-// report's step time, device times, op kinds, simulation counts and (with
-// options.trace) the trace. Fails on a deadlock: a device that waits on a
-// collective some peer never reaches.
-Status ReplayTape(const Tape& tape, const Network& network, int64_t devices,
+// Replays `tape` on one device of each class of `symmetry` over `network`
+// (every device with Symmetry::None; the tape's plans must be over the same
+// classes), and fills the report's step time, device times (every device,
+// as its class's), op kinds (summed over every device), simulation counts
+// (the replay's own) and (with options.trace) the trace. Fails on a
+// deadlock: a device that waits on a collective some peer never reaches.
+Status ReplayTape(const Tape& tape, const Network& network, const Symmetry& symmetry,
                   const SimOptions& options, SimReport* report);
 
 }  // namespace loom::sim

@@ -75,6 +75,7 @@ Status Network::Scale(int64_t from, int64_t to, double scale) {
   if (!(scale > 0)) {
     return Error{fmt::format("link {}>{}: scale must be positive, got {}", from, to, scale)};
   }
+  scaled_ = scaled_ || scale != 1;
   if (kind_ == Kind::kBus) {
     capacity_[0] *= scale;
     return OkStatus();
@@ -165,6 +166,91 @@ Route Network::Hop(int64_t device, size_t dim, int direction) const {
   return Route{{TorusLink(position_[static_cast<size_t>(device)], dim, direction)}, hop_latency_};
 }
 
+std::vector<Network::Coordinate> Network::Coordinates() const {
+  using Along = Coordinate::Kind;
+  switch (kind_) {
+    case Kind::kBus:
+      return {{devices_, Along::kInterchangeable, "device"}};
+    case Kind::kSwitched:
+      // One node, or some of one: its devices are interchangeable.
+      if (devices_ <= devices_per_node_) {
+        return {{devices_, Along::kInterchangeable, "device in node"}};
+      }
+      if (devices_ % devices_per_node_ != 0) return {{devices_, Along::kFixed, "device"}};
+      return {{devices_ / devices_per_node_, Along::kInterchangeable, "node"},
+              {devices_per_node_, Along::kInterchangeable, "device in node"}};
+    case Kind::kTorus: {
+      std::vector<Coordinate> coordinates;
+      for (size_t d = 0; d < dims_.size(); ++d) {
+        coordinates.push_back(
+            {dims_[d], wraparound_[d] && dims_[d] > 1 ? Along::kCyclic : Along::kFixed, AxisName(d)});
+      }
+      return coordinates;
+    }
+  }
+  return {};
+}
+
+void Network::CoordinatesOf(int64_t device, std::vector<int64_t>* coordinates) const {
+  coordinates->clear();
+  switch (kind_) {
+    case Kind::kBus:
+      coordinates->push_back(device);
+      return;
+    case Kind::kSwitched:
+      if (devices_ <= devices_per_node_ || devices_ % devices_per_node_ != 0) {
+        coordinates->push_back(device);
+      } else {
+        coordinates->push_back(device / devices_per_node_);
+        coordinates->push_back(device % devices_per_node_);
+      }
+      return;
+    case Kind::kTorus: {
+      int64_t rest = position_[static_cast<size_t>(device)];
+      for (int64_t size : dims_) {
+        coordinates->push_back(rest % size);
+        rest /= size;
+      }
+      return;
+    }
+  }
+}
+
+int64_t Network::DeviceAt(const std::vector<int64_t>& coordinates) const {
+  int64_t device = -1;
+  switch (kind_) {
+    case Kind::kBus:
+      device = coordinates[0];
+      break;
+    case Kind::kSwitched:
+      device = coordinates.size() == 1 ? coordinates[0]
+                                       : coordinates[0] * devices_per_node_ + coordinates[1];
+      break;
+    case Kind::kTorus: {
+      int64_t position = 0;
+      for (size_t d = dims_.size(); d-- > 0;) position = position * dims_[d] + coordinates[d];
+      device = device_at_[static_cast<size_t>(position)];
+      break;
+    }
+  }
+  return device >= 0 && device < devices_ ? device : -1;
+}
+
+LinkId Network::LinkAt(LinkId link, int64_t device) const {
+  switch (kind_) {
+    case Kind::kBus:
+      return link;
+    case Kind::kSwitched:
+      return static_cast<LinkId>(device * 4 + link % 4);
+    case Kind::kTorus: {
+      const auto rank = static_cast<int64_t>(dims_.size());
+      const auto dim = static_cast<size_t>(link / 2 % rank);
+      return TorusLink(position_[static_cast<size_t>(device)], dim, link % 2 == 0 ? +1 : -1);
+    }
+  }
+  return link;
+}
+
 Route Network::RouteBetween(int64_t from, int64_t to) const {
   Route route;
   for (int64_t link : cost::RouteLinks(*target_, from, to)) {
@@ -185,6 +271,15 @@ Route Network::RouteBetween(int64_t from, int64_t to) const {
 
 // --- FairShareNetwork --------------------------------------------------------------
 
+double FairShareNetwork::WeightOn(const Flow& flow, LinkId link) {
+  if (flow.weights.empty()) return 1;
+  double weight = 0;
+  for (size_t i = 0; i < flow.links.size(); ++i) {
+    if (flow.links[i] == link) weight += flow.weights[i];
+  }
+  return weight;
+}
+
 FairShareNetwork::FairShareNetwork(std::vector<double> capacities)
     : capacity_(std::move(capacities)), links_(capacity_.size()) {}
 
@@ -196,8 +291,8 @@ void FairShareNetwork::MarkDirty(LinkId link) {
   }
 }
 
-int32_t FairShareNetwork::Add(const LinkId* links, int32_t link_count, double bytes, double now,
-                              int64_t tag) {
+int32_t FairShareNetwork::Add(const LinkId* links, const double* weights, int32_t link_count,
+                              double bytes, double now, int64_t tag) {
   int32_t id;
   if (!free_.empty()) {
     id = free_.back();
@@ -208,6 +303,11 @@ int32_t FairShareNetwork::Add(const LinkId* links, int32_t link_count, double by
   }
   Flow& flow = flows_[static_cast<size_t>(id)];
   flow.links.assign(links, links + link_count);
+  if (weights != nullptr) {
+    flow.weights.assign(weights, weights + link_count);
+  } else {
+    flow.weights.clear();
+  }
   flow.slot.resize(static_cast<size_t>(link_count));
   flow.remaining = bytes;
   flow.rate = 0;
@@ -257,7 +357,8 @@ void FairShareNetwork::Remove(int32_t id, double /*now*/) {
 double FairShareNetwork::Load(LinkId link) const {
   double load = 0;
   for (int32_t id : links_[static_cast<size_t>(link)].flows) {
-    load += flows_[static_cast<size_t>(id)].rate;
+    const Flow& flow = flows_[static_cast<size_t>(id)];
+    load += flow.rate * WeightOn(flow, link);
   }
   return load;
 }
@@ -316,8 +417,12 @@ void FairShareNetwork::Reallocate(double now, std::vector<std::pair<int32_t, dou
     LinkState& state = links_[static_cast<size_t>(link)];
     state.left = capacity_[static_cast<size_t>(link)];
     state.unfrozen = static_cast<int32_t>(state.flows.size());
+    state.unfrozen_weight = 0;
+    for (int32_t id : state.flows) {
+      state.unfrozen_weight += WeightOn(flows_[static_cast<size_t>(id)], link);
+    }
     state.key++;
-    if (state.unfrozen > 0) queue.emplace(state.left / state.unfrozen, state.key, link);
+    if (state.unfrozen > 0) queue.emplace(state.left / state.unfrozen_weight, state.key, link);
   }
   while (!queue.empty()) {
     const auto [share, key, link] = queue.top();
@@ -336,14 +441,17 @@ void FairShareNetwork::Reallocate(double now, std::vector<std::pair<int32_t, dou
             share > 0 ? now + flow.remaining / share : std::numeric_limits<double>::infinity();
         changed->emplace_back(id, finish);
       }
-      for (LinkId other : flow.links) {
+      for (size_t i = 0; i < flow.links.size(); ++i) {
+        const LinkId other = flow.links[i];
         if (other == link) continue;
+        const double weight = flow.weights.empty() ? 1.0 : flow.weights[i];
         LinkState& other_state = links_[static_cast<size_t>(other)];
-        other_state.left = std::max(0.0, other_state.left - share);
+        other_state.left = std::max(0.0, other_state.left - share * weight);
         other_state.unfrozen--;
+        other_state.unfrozen_weight -= weight;
         other_state.key++;
         if (other_state.unfrozen > 0) {
-          queue.emplace(other_state.left / other_state.unfrozen, other_state.key, other);
+          queue.emplace(other_state.left / other_state.unfrozen_weight, other_state.key, other);
         }
       }
     }

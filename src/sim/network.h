@@ -86,6 +86,37 @@ class Network {
   int64_t Neighbor(int64_t device, size_t dim, int direction) const;
   Route Hop(int64_t device, size_t dim, int direction) const;
 
+  // The network's symmetries, for sim/symmetry.h: the coordinates of a
+  // device along which the network looks the same. Moving every device by
+  // one along a kCyclic coordinate (modulo its size) maps links to links of
+  // the same capacity and routes to routes; along a kInterchangeable one,
+  // any permutation of its values does; a kFixed one admits no move.
+  //   torus     a chip's position per dimension: kCyclic where the
+  //             dimension wraps, else kFixed;
+  //   switched  (node, device in its node), both kInterchangeable (the
+  //             NVSwitch and the fat tree are full bisection); kFixed when
+  //             the last node is partly used;
+  //   bus       the device id, kInterchangeable.
+  // Only with no link scales: a slowed link breaks every symmetry.
+  struct Coordinate {
+    enum class Kind { kFixed, kCyclic, kInterchangeable };
+    int64_t size = 1;
+    Kind kind = Kind::kFixed;
+    std::string name;  // "x", "node", "device in node", "device"
+  };
+  std::vector<Coordinate> Coordinates() const;
+  void CoordinatesOf(int64_t device, std::vector<int64_t>* coordinates) const;
+  // The device at `coordinates`, or -1 where no device of the module is.
+  int64_t DeviceAt(const std::vector<int64_t>& coordinates) const;
+  // The link that plays at `device` the part `link` plays at
+  // LinkDevice(link): the same port (switched), the same dimension and
+  // direction (torus), the one medium (bus).
+  LinkId LinkAt(LinkId link, int64_t device) const;
+  // Whether every flow shares one link (a bus), which no move of devices
+  // moves.
+  bool shared_medium() const { return kind_ == Kind::kBus; }
+  bool scaled() const { return scaled_; }
+
  private:
   enum class Kind { kTorus, kSwitched, kBus };
   Network() = default;
@@ -106,6 +137,7 @@ class Network {
   double intra_latency_ = 0;
   double inter_latency_ = 0;
   int64_t devices_ = 0;
+  bool scaled_ = false;
 };
 
 // Flows in flight and their max-min fair rates. Times are the caller's
@@ -117,7 +149,15 @@ class FairShareNetwork {
   // A flow that starts crossing `links` at `now` with `bytes` to send. It
   // gets a rate at the next Reallocate. Returns its id (ids are reused once
   // a flow is removed).
-  int32_t Add(const LinkId* links, int32_t link_count, double bytes, double now, int64_t tag);
+  //
+  // `weights` (null: all 1) makes the flow stand for several: on
+  // links[i] it takes weights[i] times its rate, the load of that many
+  // flows of its rate. A simulation of one device per class of symmetric
+  // devices (sim/symmetry.h) gives each flow the flows of its class that
+  // cross each link of its class; the max-min fair rates are then those of
+  // the whole network.
+  int32_t Add(const LinkId* links, const double* weights, int32_t link_count, double bytes,
+              double now, int64_t tag);
   // Takes a finished (or abandoned) flow off its links.
   void Remove(int32_t flow, double now);
 
@@ -147,7 +187,8 @@ class FairShareNetwork {
  private:
   struct Flow {
     std::vector<LinkId> links;
-    std::vector<int32_t> slot;  // index of this flow in each link's list
+    std::vector<double> weights;  // per link; empty: all 1
+    std::vector<int32_t> slot;    // index of this flow in each link's list
     double remaining = 0;
     double rate = 0;
     double updated = 0;  // when `remaining` was last brought up to date
@@ -163,10 +204,13 @@ class FairShareNetwork {
     bool dirty = false;
     double left = 0;  // capacity not yet handed out (progressive filling)
     int32_t unfrozen = 0;
-    uint32_t key = 0;  // bumped when its entry in the filling queue changes
+    double unfrozen_weight = 0;  // the unfrozen flows' weights on this link
+    uint32_t key = 0;            // bumped when its entry in the filling queue changes
   };
 
   void MarkDirty(LinkId link);
+  // The flow's weight on `link` (a flow lists each link once, weighted).
+  static double WeightOn(const Flow& flow, LinkId link);
 
   std::vector<double> capacity_;
   std::vector<LinkState> links_;

@@ -36,6 +36,12 @@ struct SimOptions {
   // The same for the steps of the program walked, summed over devices (a
   // loop whose collectives move nothing walks its steps every trip).
   int64_t max_steps = 1'000'000'000;
+  // Replay one device of each class of symmetric devices (sim/symmetry.h)
+  // rather than every device: the same step, device times and op kinds
+  // (to rounding), at a fraction of the cost. Off, or with a trace, compute
+  // scales or link scales, every device is replayed. Both counts above are
+  // then of the replay made (messages of one device per class).
+  bool exploit_symmetry = true;
 };
 
 // "5=1.5": device 5's compute takes 1.5 times as long. Sets

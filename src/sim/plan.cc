@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <variant>
 
 #include "cost/collective_algorithm.h"
@@ -19,35 +20,110 @@ namespace {
 
 using ir::Opcode;
 
+// A message by name: its phase in the plan of its group, its direction
+// there, its step and the device that sends it. The name of a message's
+// image under a translation of symmetry.h is its own with the source
+// moved (a move maps each ring onto a ring and each chain onto a chain,
+// step for step), so a plan over classes names what a representative's
+// message waits for by the name of its image at a representative.
+uint64_t MessageName(size_t phase, int direction, int64_t step, int64_t source) {
+  // Devices and steps are fewer than 2^21 (ir::VerifyModule allows 2^20
+  // devices), phases far fewer than 2^16.
+  return ((((static_cast<uint64_t>(phase) << 1) | (direction > 0 ? 0u : 1u)) << 21 |
+           static_cast<uint64_t>(step))
+          << 21) |
+         static_cast<uint64_t>(source);
+}
+constexpr uint64_t kSourceBits = (uint64_t{1} << 21) - 1;
+
+// A message, by name and, where this plan made it, by id; or no message.
+constexpr uint64_t kNoMessage = ~uint64_t{0};
+struct Ref {
+  uint64_t name = kNoMessage;
+  int32_t id = -1;
+};
+
 // Each device's messages of one phase, sent or received: what its first
 // send of the next phase waits for (the data it forwards, and its links
 // free of the phase before).
-using Received = std::vector<std::vector<int32_t>>;
+using Received = std::vector<std::vector<Ref>>;
 using RouteFn = std::function<Route(int64_t from, int64_t to)>;
 
+// Makes a plan's messages and their dependencies: every device's, or with
+// a symmetry (not trivial) those representatives send, between classes.
 class Builder {
  public:
-  explicit Builder(int64_t devices) : devices_(devices) {}
+  // With `max_messages` > 0 the builder only counts the messages, until
+  // there are more than that: what BuildPlan checks before it makes any.
+  Builder(int64_t devices, const Symmetry* symmetry, int64_t max_messages = 0)
+      : devices_(symmetry != nullptr ? symmetry->classes() : devices),
+        symmetry_(symmetry),
+        max_messages_(max_messages) {}
 
-  int32_t Add(int64_t source, int64_t target, double bytes, const Route& route) {
+  bool counting() const { return max_messages_ > 0; }
+  // Counted past max_messages: the loops that make the plan stop early.
+  bool full() const { return counting() && counted_ > max_messages_; }
+
+  // Whether the plan holds what `device` sends and waits for.
+  bool Makes(int64_t device) const {
+    return symmetry_ == nullptr || symmetry_->IsRepresentative(device);
+  }
+
+  // The message `name` from `source` (Makes(source)) to `target`.
+  Ref Add(uint64_t name, int64_t source, int64_t target, double bytes, const Route& route) {
+    if (counting()) {
+      ++counted_;
+      return Ref{name, -1};
+    }
     Message message;
-    message.source = static_cast<int32_t>(source);
-    message.target = static_cast<int32_t>(target);
     message.bytes = bytes;
     message.latency_seconds = route.latency_seconds;
     message.route_begin = static_cast<int32_t>(plan_.route_links.size());
-    message.route_size = static_cast<int32_t>(route.links.size());
-    plan_.route_links.insert(plan_.route_links.end(), route.links.begin(), route.links.end());
+    if (symmetry_ == nullptr) {
+      message.source = static_cast<int32_t>(source);
+      message.target = static_cast<int32_t>(target);
+      plan_.route_links.insert(plan_.route_links.end(), route.links.begin(), route.links.end());
+    } else {
+      message.source = static_cast<int32_t>(symmetry_->ClassOf(source));
+      message.target = static_cast<int32_t>(symmetry_->ClassOf(target));
+      AddClassRoute(route);
+    }
+    message.route_size = static_cast<int32_t>(plan_.route_links.size()) - message.route_begin;
     plan_.messages.push_back(message);
-    return static_cast<int32_t>(plan_.messages.size() - 1);
+    const auto id = static_cast<int32_t>(plan_.messages.size() - 1);
+    if (symmetry_ != nullptr) made_[name] = id;
+    return Ref{name, id};
   }
 
-  // `after` starts only once `before` has arrived.
-  void Depend(int32_t before, int32_t after) {
-    if (before >= 0 && after >= 0) edges_.emplace_back(before, after);
+  // `after` (made here) starts only once `before` has arrived: itself, or
+  // over classes its image at a representative.
+  void Depend(const Ref& before, const Ref& after) {
+    if (before.name == kNoMessage || counting()) return;
+    if (before.id >= 0) {
+      edges_.emplace_back(before.id, after.id);
+    } else if (symmetry_ != nullptr) {
+      const auto source = static_cast<int64_t>(before.name & kSourceBits);
+      const auto representative =
+          static_cast<uint64_t>(symmetry_->Representative(symmetry_->ClassOf(source)));
+      named_edges_.emplace_back((before.name & ~kSourceBits) | representative, after.id);
+    }
   }
 
-  Plan Finish(std::string description) {
+  Expected<Plan> Finish(std::string description) {
+    if (counting()) {
+      plan_.truncated = full();
+      plan_.counted = counted_;
+      plan_.description = std::move(description);
+      return std::move(plan_);
+    }
+    for (const auto& [name, after] : named_edges_) {
+      const auto it = made_.find(name);
+      if (it == made_.end()) {
+        return Error{fmt::format("a message of device {} waits for one no representative sends",
+                                 plan_.messages[static_cast<size_t>(after)].source)};
+      }
+      edges_.emplace_back(it->second, after);
+    }
     auto& messages = plan_.messages;
     std::sort(edges_.begin(), edges_.end());
     edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
@@ -83,39 +159,79 @@ class Builder {
   }
 
  private:
-  int64_t devices_;
+  // The route's links as their orbits' links at representatives, each
+  // once, weighted by the flows of the message's class that cross it.
+  void AddClassRoute(const Route& route) {
+    scratch_.clear();
+    for (LinkId link : route.links) scratch_.push_back(symmetry_->CanonicalLink(link));
+    std::sort(scratch_.begin(), scratch_.end());
+    for (size_t i = 0; i < scratch_.size(); ++i) {
+      if (i > 0 && scratch_[i] == scratch_[i - 1]) {
+        plan_.route_weights.back() += symmetry_->LinkWeight();
+      } else {
+        plan_.route_links.push_back(scratch_[i]);
+        plan_.route_weights.push_back(symmetry_->LinkWeight());
+      }
+    }
+  }
+
+  int64_t devices_;  // or classes
+  const Symmetry* symmetry_;
+  int64_t max_messages_;
+  int64_t counted_ = 0;
   Plan plan_;
   std::vector<std::pair<int32_t, int32_t>> edges_;
+  std::vector<std::pair<uint64_t, int32_t>> named_edges_;
+  std::unordered_map<uint64_t, int32_t> made_;
+  std::vector<LinkId> scratch_;
 };
+
+// Sends `name` from `from` to `to` where the plan holds `from`'s messages,
+// waiting for `waits` (the message's dependencies, none made yet), and
+// lists it among both devices' messages of the phase where the plan holds
+// their lists. Returns the message, made or only named.
+template <class Waits>
+Ref Send(Builder& builder, uint64_t name, int64_t from, int64_t to, double bytes,
+         const std::function<Route()>& route, const Waits& waits, Received& received) {
+  Ref ref{name, -1};
+  if (builder.counting()) {
+    if (builder.Makes(from)) builder.Add(name, from, to, bytes, Route{});
+    return ref;
+  }
+  if (builder.Makes(from)) {
+    ref = builder.Add(name, from, to, bytes, route());
+    waits([&](const Ref& before) { builder.Depend(before, ref); });
+    received[static_cast<size_t>(from)].push_back(ref);
+  }
+  if (builder.Makes(to)) received[static_cast<size_t>(to)].push_back(ref);
+  return ref;
+}
 
 // A unidirectional ring over `members` (each sends to the next in
 // `direction`), n - 1 steps of `bytes`.
-void AddRing(Builder& builder, const std::vector<int64_t>& members, int direction, double bytes,
-             const RouteFn& route, const Received& entry, Received& received) {
+void AddRing(Builder& builder, size_t phase, const std::vector<int64_t>& members, int direction,
+             double bytes, const RouteFn& route, const Received& entry, Received& received) {
   const auto n = static_cast<int64_t>(members.size());
   if (n < 2) return;
-  std::vector<Route> routes(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    routes[static_cast<size_t>(i)] =
-        route(members[static_cast<size_t>(i)],
-              members[static_cast<size_t>(((i + direction) % n + n) % n)]);
-  }
-  std::vector<int32_t> previous(static_cast<size_t>(n), -1);
-  std::vector<int32_t> current(static_cast<size_t>(n), -1);
-  for (int64_t k = 0; k + 1 < n; ++k) {
+  const auto at = [&](int64_t i) { return members[static_cast<size_t>(((i % n) + n) % n)]; };
+  std::vector<Ref> previous(static_cast<size_t>(n));
+  std::vector<Ref> current(static_cast<size_t>(n));
+  for (int64_t k = 0; k + 1 < n && !builder.full(); ++k) {
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t from = members[static_cast<size_t>(i)];
-      const int64_t to = members[static_cast<size_t>(((i + direction) % n + n) % n)];
-      const int32_t id = builder.Add(from, to, bytes, routes[static_cast<size_t>(i)]);
-      if (k == 0) {
-        for (int32_t before : entry[static_cast<size_t>(from)]) builder.Depend(before, id);
-      } else {
-        builder.Depend(previous[static_cast<size_t>(((i - direction) % n + n) % n)], id);
-        builder.Depend(previous[static_cast<size_t>(i)], id);
-      }
-      received[static_cast<size_t>(to)].push_back(id);
-      received[static_cast<size_t>(from)].push_back(id);
-      current[static_cast<size_t>(i)] = id;
+      const int64_t from = at(i);
+      const int64_t to = at(i + direction);
+      current[static_cast<size_t>(i)] = Send(
+          builder, MessageName(phase, direction, k, from), from, to, bytes,
+          [&] { return route(from, to); },
+          [&](const auto& depend) {
+            if (k == 0) {
+              for (const Ref& before : entry[static_cast<size_t>(from)]) depend(before);
+            } else {
+              depend(previous[static_cast<size_t>(((i - direction) % n + n) % n)]);
+              depend(previous[static_cast<size_t>(i)]);
+            }
+          },
+          received);
     }
     std::swap(previous, current);
   }
@@ -125,21 +241,15 @@ void AddRing(Builder& builder, const std::vector<int64_t>& members, int directio
 // no wraparound): each device forwards to the right what it received from
 // the left, and to the left what it received from the right, n - 1 steps
 // of `bytes`.
-void AddLine(Builder& builder, const std::vector<int64_t>& members, double bytes,
+void AddLine(Builder& builder, size_t phase, const std::vector<int64_t>& members, double bytes,
              const std::function<Route(int64_t from, int direction)>& hop, const Received& entry,
              Received& received) {
   const auto n = static_cast<int64_t>(members.size());
   if (n < 2) return;
   for (int direction : {+1, -1}) {
-    std::vector<int32_t> previous(static_cast<size_t>(n), -1);
-    std::vector<int32_t> current(static_cast<size_t>(n), -1);
-    std::vector<Route> routes(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      if (i + direction >= 0 && i + direction < n) {
-        routes[static_cast<size_t>(i)] = hop(members[static_cast<size_t>(i)], direction);
-      }
-    }
-    for (int64_t k = 0; k + 1 < n; ++k) {
+    std::vector<Ref> previous(static_cast<size_t>(n));
+    std::vector<Ref> current(static_cast<size_t>(n));
+    for (int64_t k = 0; k + 1 < n && !builder.full(); ++k) {
       // Rightwards, device i sends shard i - k (for k <= i <= n - 2);
       // leftwards, shard i + k (for 1 <= i <= n - 1 - k).
       const int64_t first = direction > 0 ? k : 1;
@@ -147,19 +257,21 @@ void AddLine(Builder& builder, const std::vector<int64_t>& members, double bytes
       for (int64_t i = first; i <= last; ++i) {
         const int64_t from = members[static_cast<size_t>(i)];
         const int64_t to = members[static_cast<size_t>(i + direction)];
-        const int32_t id = builder.Add(from, to, bytes, routes[static_cast<size_t>(i)]);
-        if (k == 0) {
-          for (int32_t before : entry[static_cast<size_t>(from)]) builder.Depend(before, id);
-        } else {
-          builder.Depend(previous[static_cast<size_t>(i - direction)], id);
-          builder.Depend(previous[static_cast<size_t>(i)], id);
-        }
-        received[static_cast<size_t>(to)].push_back(id);
-        received[static_cast<size_t>(from)].push_back(id);
-        current[static_cast<size_t>(i)] = id;
+        current[static_cast<size_t>(i)] = Send(
+            builder, MessageName(phase, direction, k, from), from, to, bytes,
+            [&] { return hop(from, direction); },
+            [&](const auto& depend) {
+              if (k == 0) {
+                for (const Ref& before : entry[static_cast<size_t>(from)]) depend(before);
+              } else {
+                depend(previous[static_cast<size_t>(i - direction)]);
+                depend(previous[static_cast<size_t>(i)]);
+              }
+            },
+            received);
       }
       std::swap(previous, current);
-      std::fill(current.begin(), current.end(), -1);
+      std::fill(current.begin(), current.end(), Ref{});
     }
   }
 }
@@ -172,25 +284,25 @@ std::string Join(const std::vector<std::string>& parts, std::string_view separat
   return out;
 }
 
-void AddPhase(Builder& builder, const Phase& phase, const Network& network, const Received& entry,
-              Received& received) {
+void AddPhase(Builder& builder, size_t index, const Phase& phase, const Network& network,
+              const Received& entry, Received& received) {
   const RouteFn routed = [&](int64_t from, int64_t to) { return network.RouteBetween(from, to); };
   for (const auto& line : phase.lines) {
     switch (phase.kind) {
       case Phase::Kind::kRing:
-        AddRing(builder, line, +1, phase.bytes, routed, entry, received);
+        AddRing(builder, index, line, +1, phase.bytes, routed, entry, received);
         break;
       case Phase::Kind::kBidirectionalRing:
         for (int direction : {+1, -1}) {
           const RouteFn hop = [&, direction](int64_t from, int64_t) {
             return network.Hop(from, phase.dim, direction);
           };
-          AddRing(builder, line, direction, phase.bytes, hop, entry, received);
+          AddRing(builder, index, line, direction, phase.bytes, hop, entry, received);
         }
         break;
       case Phase::Kind::kLine:
         AddLine(
-            builder, line, phase.bytes,
+            builder, index, line, phase.bytes,
             [&](int64_t from, int direction) { return network.Hop(from, phase.dim, direction); },
             entry, received);
         break;
@@ -198,19 +310,37 @@ void AddPhase(Builder& builder, const Phase& phase, const Network& network, cons
   }
 }
 
-}  // namespace
+// The groups a plan over classes needs: those with a representative in
+// them. Every other group is the image of one of these.
+std::vector<std::vector<int64_t>> GroupsOfRepresentatives(
+    const std::vector<std::vector<int64_t>>& groups, const Symmetry* symmetry) {
+  if (symmetry == nullptr) return groups;
+  std::vector<std::vector<int64_t>> kept;
+  for (const auto& group : groups) {
+    if (std::any_of(group.begin(), group.end(),
+                    [&](int64_t device) { return symmetry->IsRepresentative(device); })) {
+      kept.push_back(group);
+    }
+  }
+  return kept;
+}
 
-namespace {
-
-Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
-                        const std::vector<std::vector<int64_t>>& groups,
-                        const std::function<double(size_t)>& bytes_of_group, int64_t devices,
-                        const cost::Target& target, const Network& network) {
-  Builder builder(devices);
+// The plan of `groups` (with a symmetry, over its classes: only the groups
+// with a representative are planned, and `group_count` is the
+// collective's, for the description).
+Expected<Plan> BuildPlanForGroups(CollectiveAlgorithm algorithm,
+                                  const std::vector<std::vector<int64_t>>& all_groups,
+                                  const std::function<double(size_t)>& bytes_of_group,
+                                  int64_t devices, const cost::Target& target,
+                                  const Network& network, const Symmetry* symmetry,
+                                  int64_t max_messages) {
+  Builder builder(devices, symmetry, max_messages);
+  const std::vector<std::vector<int64_t>> groups = GroupsOfRepresentatives(all_groups, symmetry);
   std::vector<std::string> described;
   Received entry(static_cast<size_t>(devices));
   Received received(static_cast<size_t>(devices));
   for (const auto& group : groups) {
+    if (builder.full()) break;
     std::vector<Phase> gather = cost::AllGatherPhases(group, bytes_of_group(group.size()), target);
     std::vector<Phase> phases;
     if (algorithm != CollectiveAlgorithm::kAllGather) {
@@ -225,8 +355,8 @@ Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
       entry[static_cast<size_t>(device)].clear();
       received[static_cast<size_t>(device)].clear();
     }
-    for (const Phase& phase : phases) {
-      AddPhase(builder, phase, network, entry, received);
+    for (size_t p = 0; p < phases.size(); ++p) {
+      AddPhase(builder, p, phases[p], network, entry, received);
       for (int64_t device : group) {
         // A device in no ring of this phase goes on with what it had.
         auto& mine = received[static_cast<size_t>(device)];
@@ -242,10 +372,10 @@ Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
     }
   }
   static constexpr const char* kNames[] = {"all-gather", "reduce-scatter", "all-reduce"};
-  const size_t group_size = groups.empty() ? 0 : groups.front().size();
+  const size_t group_size = all_groups.empty() ? 0 : all_groups.front().size();
   return builder.Finish(fmt::format(
-      "{}: {} group(s) of {}{}{}", kNames[static_cast<int>(algorithm)], groups.size(), group_size,
-      described.empty() ? "" : ", ", described.empty() ? "" : described.front()));
+      "{}: {} group(s) of {}{}{}", kNames[static_cast<int>(algorithm)], all_groups.size(),
+      group_size, described.empty() ? "" : ", ", described.empty() ? "" : described.front()));
 }
 
 }  // namespace
@@ -253,68 +383,86 @@ Plan BuildPlanForGroups(CollectiveAlgorithm algorithm,
 Plan BuildCollectivePlan(CollectiveAlgorithm algorithm,
                          const std::vector<std::vector<int64_t>>& groups, double bytes,
                          int64_t devices, const cost::Target& target, const Network& network) {
-  return BuildPlanForGroups(
-      algorithm, groups, [bytes](size_t) { return bytes; }, devices, target, network);
+  // Every device's plan names nothing it does not make: it cannot fail.
+  return *BuildPlanForGroups(
+      algorithm, groups, [bytes](size_t) { return bytes; }, devices, target, network, nullptr, 0);
 }
 
 namespace {
 
-// The pairwise exchange of cost::AllToAllRounds: a member's send of round
-// k waits for its own send of round k-1 and for what it received then.
-Plan BuildAllToAllPlan(const std::vector<std::vector<int64_t>>& groups, double bytes,
-                       int64_t devices, const Network& network) {
-  Builder builder(devices);
-  for (const auto& group : groups) {
+// The pairwise exchange of cost::AllToAllRounds: in round k member i sends
+// to member (i + k) mod n, and its send waits for its own send of round
+// k-1 and for what it received then (from member i - k + 1). Written out
+// by that rule rather than from the rounds' list, which holds n^2 pairs.
+Expected<Plan> BuildAllToAllPlan(const std::vector<std::vector<int64_t>>& all_groups, double bytes,
+                                 int64_t devices, const Network& network, const Symmetry* symmetry,
+                                 int64_t max_messages) {
+  Builder builder(devices, symmetry, max_messages);
+  Received unused(static_cast<size_t>(devices));
+  for (const auto& group : GroupsOfRepresentatives(all_groups, symmetry)) {
     const auto n = static_cast<int64_t>(group.size());
     const double block = bytes / static_cast<double>(std::max<int64_t>(n, 1));
-    // sent[i], received[i]: member i's messages of the previous round.
-    std::vector<int32_t> sent(static_cast<size_t>(n), -1), received(static_cast<size_t>(n), -1);
-    const auto rounds = cost::AllToAllRounds(group);
-    for (size_t r = 0; r < rounds.size(); ++r) {
-      const auto k = static_cast<int64_t>(r) + 1;
-      std::vector<int32_t> now_sent(static_cast<size_t>(n), -1);
-      std::vector<int32_t> now_received(static_cast<size_t>(n), -1);
-      for (int64_t i = 0; i < n; ++i) {
-        const auto [source, target] = rounds[r][static_cast<size_t>(i)];
-        const int32_t message =
-            builder.Add(source, target, block, network.RouteBetween(source, target));
-        builder.Depend(sent[static_cast<size_t>(i)], message);
-        builder.Depend(received[static_cast<size_t>(i)], message);
-        now_sent[static_cast<size_t>(i)] = message;
-        now_received[static_cast<size_t>((i + k) % n)] = message;
+    std::vector<int64_t> senders;  // the members whose sends the plan holds
+    for (int64_t i = 0; i < n; ++i) {
+      if (builder.Makes(group[static_cast<size_t>(i)])) senders.push_back(i);
+    }
+    // sent[i]: member i's message of the previous round.
+    std::vector<Ref> sent(static_cast<size_t>(n)), now_sent(static_cast<size_t>(n));
+    for (int64_t k = 1; k < n && !builder.full(); ++k) {
+      for (int64_t i : senders) {
+        const int64_t source = group[static_cast<size_t>(i)];
+        const int64_t target = group[static_cast<size_t>((i + k) % n)];
+        const int64_t sender_before = ((i - (k - 1)) % n + n) % n;
+        const Ref received_before =
+            k == 1 ? Ref{}
+                   : Ref{MessageName(0, +1, k - 2, group[static_cast<size_t>(sender_before)]),
+                         sent[static_cast<size_t>(sender_before)].id};
+        now_sent[static_cast<size_t>(i)] = Send(
+            builder, MessageName(0, +1, k - 1, source), source, target, block,
+            [&] { return network.RouteBetween(source, target); },
+            [&](const auto& depend) {
+              depend(sent[static_cast<size_t>(i)]);
+              depend(received_before);
+            },
+            unused);
       }
-      sent = std::move(now_sent);
-      received = std::move(now_received);
+      std::swap(sent, now_sent);
+      for (auto& list : unused) list.clear();
     }
   }
-  const size_t group_size = groups.empty() ? 0 : groups.front().size();
+  const size_t group_size = all_groups.empty() ? 0 : all_groups.front().size();
   return builder.Finish(fmt::format("all-to-all: {} group(s) of {}, pairwise exchange of {} rounds",
-                                    groups.size(), group_size,
+                                    all_groups.size(), group_size,
                                     group_size == 0 ? 0 : group_size - 1));
 }
 
-}  // namespace
-
-Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
-                      int64_t devices, const Network& network) {
-  Builder builder(devices);
-  int64_t moved = 0;
-  for (const auto& [source, target] : pairs) {
-    if (source == target) continue;
-    builder.Add(source, target, bytes, network.RouteBetween(source, target));
-    ++moved;
-  }
-  return builder.Finish(fmt::format("collective-permute: {} pair(s)", moved));
+int64_t MovingPairs(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  return std::count_if(pairs.begin(), pairs.end(),
+                       [](const auto& pair) { return pair.first != pair.second; });
 }
 
-Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                         const cost::Target& target, const Network& network) {
+Expected<Plan> BuildPermutePlanOver(const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                                    double bytes, int64_t devices, const Network& network,
+                                    const Symmetry* symmetry, int64_t max_messages) {
+  Builder builder(devices, symmetry, max_messages);
+  for (const auto& [source, target] : pairs) {
+    if (builder.full()) break;
+    if (source == target || !builder.Makes(source)) continue;
+    builder.Add(MessageName(0, +1, 0, source), source, target, bytes,
+                network.RouteBetween(source, target));
+  }
+  return builder.Finish(fmt::format("collective-permute: {} pair(s)", MovingPairs(pairs)));
+}
+
+Expected<Plan> BuildPlanOver(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                             const cost::Target& target, const Network& network,
+                             const Symmetry* symmetry, int64_t max_messages) {
   const Opcode opcode = ir::SynchronousOpcode(op.opcode());
   const double bytes = cost::OperandBytes(op);
   const int64_t devices = grid.size();
   if (opcode == Opcode::kCollectivePermute) {
     LOOM_ASSIGN_OR_RETURN(auto pairs, ir::GlobalSourceTargetPairs(op, grid));
-    return BuildPermutePlan(pairs, bytes, devices, network);
+    return BuildPermutePlanOver(pairs, bytes, devices, network, symmetry, max_messages);
   }
   CollectiveAlgorithm algorithm;
   bool per_member = false;
@@ -328,21 +476,58 @@ Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
       break;
     case Opcode::kAllToAll: {
       LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
-      return BuildAllToAllPlan(groups, bytes, devices, network);
+      return BuildAllToAllPlan(groups, bytes, devices, network, symmetry, max_messages);
     }
     case Opcode::kAllReduce:
       algorithm = CollectiveAlgorithm::kAllReduce;
       break;
     default:
-      return Builder(devices).Finish(
-          fmt::format("{}: not modelled, takes no time", ir::OpcodeName(op.opcode())));
+      return Builder(devices, symmetry)
+          .Finish(fmt::format("{}: not modelled, takes no time", ir::OpcodeName(op.opcode())));
   }
   LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
   // An all-gather's B is the gathered result: group size x the operand.
-  Plan plan = BuildPlanForGroups(
+  return BuildPlanForGroups(
       algorithm, groups,
       [&](size_t size) { return per_member ? bytes * static_cast<double>(size) : bytes; }, devices,
-      target, network);
+      target, network, symmetry, max_messages);
+}
+
+}  // namespace
+
+Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
+                      int64_t devices, const Network& network) {
+  return *BuildPermutePlanOver(pairs, bytes, devices, network, nullptr, 0);
+}
+
+Expected<int64_t> CountPlanMessages(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                                    const cost::Target& target, const Network& network,
+                                    const Symmetry* symmetry, int64_t cap) {
+  if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
+  LOOM_ASSIGN_OR_RETURN(const Plan counted, BuildPlanOver(op, grid, target, network, symmetry,
+                                                          std::max<int64_t>(cap, 1)));
+  return counted.counted;
+}
+
+Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                         const cost::Target& target, const Network& network,
+                         const Symmetry* symmetry, int64_t max_messages) {
+  if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
+  if (max_messages > 0) {
+    LOOM_ASSIGN_OR_RETURN(const int64_t count,
+                          CountPlanMessages(op, grid, target, network, symmetry, max_messages));
+    if (count > max_messages) {
+      Plan counted;
+      counted.truncated = true;
+      counted.counted = count;
+      return counted;
+    }
+  }
+  auto plan = BuildPlanOver(op, grid, target, network, symmetry, 0);
+  if (!plan.ok() && symmetry != nullptr) {
+    return Error{fmt::format("%{} is not symmetric under {}: {}", op.name(),
+                             symmetry->description(), plan.error().message)};
+  }
   return plan;
 }
 

@@ -26,6 +26,7 @@
 #include "ir/collective_groups.h"
 #include "ir/instruction.h"
 #include "sim/network.h"
+#include "sim/symmetry.h"
 #include "support/status.h"
 
 namespace loom::sim {
@@ -48,6 +49,9 @@ struct Message {
 struct Plan {
   std::vector<Message> messages;
   std::vector<LinkId> route_links;
+  // Parallel to route_links, or empty (all 1): how many flows of its class
+  // a message stands for on each link (a plan over classes, symmetry.h).
+  std::vector<double> route_weights;
   std::vector<int32_t> dependents;
   // Per device, the messages it sends or receives (device_begin has
   // devices + 1 entries): its part of the collective is done when all of
@@ -56,6 +60,14 @@ struct Plan {
   std::vector<int32_t> device_messages;
   // "all-gather: 512 groups of 4, bidirectional chain over x".
   std::string description;
+  // Not made: it would hold more than BuildPlan's max_messages (at least
+  // `counted`).
+  bool truncated = false;
+  int64_t counted = 0;
+
+  int64_t MessageCount() const {
+    return truncated ? counted : static_cast<int64_t>(messages.size());
+  }
 
   int32_t MessageCountOf(int64_t device) const {
     return device_begin[static_cast<size_t>(device) + 1] -
@@ -67,8 +79,25 @@ struct Plan {
 // cost::TransferOp would return) on `grid`'s devices over `network`.
 // Ops the cost model gives no time (collective-broadcast,
 // ragged-all-to-all) get an empty plan: they complete at once.
+//
+// With a `symmetry` (not trivial) the plan is over its classes: a Message's
+// source and target are class numbers, each message one a representative
+// sends, standing for its image at every device of its class (symmetry.h).
+// Fails then when a message of the collective is not the image of one at a
+// representative.
+//
+// With `max_messages` > 0 it first counts the messages, and makes none
+// when there are more than that (Plan::truncated): a collective over
+// thousands of devices can plan gigabytes before a budget is checked.
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                         const cost::Target& target, const Network& network);
+                         const cost::Target& target, const Network& network,
+                         const Symmetry* symmetry = nullptr, int64_t max_messages = 0);
+
+// How many messages BuildPlan would make, counted no further than past
+// `cap`: the count alone, at the cost of walking the algorithm's steps.
+Expected<int64_t> CountPlanMessages(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                                    const cost::Target& target, const Network& network,
+                                    const Symmetry* symmetry, int64_t cap);
 
 // The building blocks, for tests: an all-gather, reduce-scatter or
 // all-reduce of `bytes` (as the cost model counts them) over `groups` of

@@ -57,6 +57,8 @@ std::string ReportJson(const SimReport& report) {
         {"events_per_second",
          report.wall_seconds > 0 ? static_cast<double>(report.events) / report.wall_seconds : 0},
         {"fairness", report.fairness},
+        {"symmetry", report.symmetry},
+        {"simulated_devices", report.simulated_devices},
         {"trace_truncated", report.trace_truncated}}},
   };
   return json.dump(2) + "\n";
@@ -164,6 +166,10 @@ std::string ReportTable(const SimReport& report) {
       FormatSeconds(report.wall_seconds),
       report.wall_seconds > 0 ? static_cast<double>(report.events) / report.wall_seconds : 0.0,
       report.fairness);
+  if (report.simulated_devices > 0 && report.simulated_devices < report.device_count) {
+    out += fmt::format("replayed {} of {} devices, one per class of symmetric devices: {}\n",
+                       report.simulated_devices, report.device_count, report.symmetry);
+  }
   if (report.trace_truncated) out += "note: the trace was cut short (max_trace_events)\n";
   return out;
 }

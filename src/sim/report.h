@@ -60,6 +60,10 @@ struct SimReport {
   // instant touched, all together.
   double mean_component_links = 0;
   double wall_seconds = 0;
+  // The translations that made devices one class (sim/symmetry.h), and the
+  // devices replayed: one per class (device_count when none).
+  std::string symmetry;
+  int64_t simulated_devices = 0;
   std::string fairness = "max-min fair (progressive filling, per connected component)";
 
   // Loops counted once because their trip count is unknown; other things a

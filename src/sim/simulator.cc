@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cost/step_time.h"
 #include "cost/target_cost_model.h"
 #include "sim/event_engine.h"
+#include "sim/symmetry.h"
 #include "sim/tape.h"
 #include "support/saturating.h"
 
@@ -47,6 +49,15 @@ Status CheckReplayCost(const ir::Module& module, const ReplayCost& cost, int64_t
         options.max_steps)};
   }
   return OkStatus();
+}
+
+// One device per class of symmetric devices replays what every device of
+// the class does, unless the devices differ (a straggler, a slowed link) or
+// the trace must show each device.
+bool ExploitsSymmetry(const SimOptions& options) {
+  if (!options.exploit_symmetry || options.trace) return false;
+  return std::all_of(options.compute_scale.begin(), options.compute_scale.end(),
+                     [](double scale) { return scale == 1; });
 }
 
 }  // namespace
@@ -90,14 +101,26 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
   const cost::TargetCostModel model(target);
   report.cost_model_step_seconds = cost::EstimateStep(module, model, grid).total_seconds;
 
-  LOOM_ASSIGN_OR_RETURN(
-      Tape tape, BuildTape(*module.entry(), model, grid, target, network, options.max_messages));
-  report.unknown_trip_counts = std::move(tape.unknown_trip_counts);
-  report.collective_plans = std::move(tape.collective_plans);
-  report.notes.insert(report.notes.end(), tape.notes.begin(), tape.notes.end());
-  LOOM_RETURN_IF_ERROR(CheckReplayCost(module, tape.CostOfReplay(), devices, options));
-  if (tape.truncated) return Error{"simulate: internal error: a truncated tape within budget"};
-  LOOM_RETURN_IF_ERROR(ReplayTape(tape, network, devices, options, &report));
+  Symmetry symmetry =
+      ExploitsSymmetry(options) ? Symmetry::Find(module, grid, target, network) : Symmetry::None(devices);
+  auto tape = BuildTape(*module.entry(), model, grid, target, network,
+                        symmetry.trivial() ? nullptr : &symmetry, options.max_messages);
+  if (!tape.ok() && !symmetry.trivial()) {
+    // A plan not as symmetric as its groups (or any other failure, which
+    // the device-by-device tape reports itself).
+    report.notes.push_back(fmt::format("every device simulated: {}", tape.error().message));
+    symmetry = Symmetry::None(devices);
+    tape = BuildTape(*module.entry(), model, grid, target, network, nullptr, options.max_messages);
+  }
+  if (!tape.ok()) return tape.error();
+  report.symmetry = symmetry.description();
+  report.simulated_devices = symmetry.classes();
+  report.unknown_trip_counts = std::move(tape->unknown_trip_counts);
+  report.collective_plans = std::move(tape->collective_plans);
+  report.notes.insert(report.notes.end(), tape->notes.begin(), tape->notes.end());
+  LOOM_RETURN_IF_ERROR(CheckReplayCost(module, tape->CostOfReplay(), symmetry.classes(), options));
+  if (tape->truncated) return Error{"simulate: internal error: a truncated tape within budget"};
+  LOOM_RETURN_IF_ERROR(ReplayTape(*tape, network, symmetry, options, &report));
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return report;

@@ -44,9 +44,16 @@
 // compute however many trips it has; flows cost two events each (start of
 // motion, finish) plus one rate recomputation per instant, of the affected
 // component only. A loop with transfers is replayed trip by trip.
+// Devices that the network and every collective cannot tell apart (a class
+// of symmetric devices, symmetry.h) are replayed once: one device of each
+// class, each of its flows weighted by the flows of its class on each link
+// it crosses. The step, every device's times and the op kinds are those of
+// the replay of every device (to rounding); a straggler, a slowed link or
+// a trace replays every device (SimOptions::exploit_symmetry).
 //
-// The parts: tape.h flattens the program and prices its compute; plan.h
-// turns each collective into messages; event_engine.h replays the tape on
+// The parts: tape.h flattens the program and prices its compute;
+// symmetry.h finds the classes of devices; plan.h turns each collective
+// into messages (between classes); event_engine.h replays the tape on
 // every device over network.h's links; statistics.h counts what happened;
 // report.h is what comes out; trace/chrome_trace.h writes the timeline.
 #pragma once

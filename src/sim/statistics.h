@@ -38,18 +38,21 @@ class StepStatistics {
   void ConcurrentFlows(int64_t flows) { max_concurrent_ = std::max(max_concurrent_, flows); }
 
   // Fills the report's op kinds, MFU and simulation counts, for a step of
-  // `step_seconds` on `devices` devices.
-  void Fill(const std::vector<std::string>& op_kind_names, int64_t devices, double step_seconds,
-            SimReport* report) const {
+  // `step_seconds` on `devices` devices, each device counted standing for
+  // `multiplicity` (the devices of its class, when one device of each
+  // class was replayed).
+  void Fill(const std::vector<std::string>& op_kind_names, int64_t devices, int64_t multiplicity,
+            double step_seconds, SimReport* report) const {
     const auto n = static_cast<double>(devices);
-    report->dot_flops = flops_;
-    report->mfu = step_seconds > 0 ? ideal_ / (step_seconds * n) : 0;
+    const auto times = static_cast<double>(multiplicity);
+    report->dot_flops = flops_ * times;
+    report->mfu = step_seconds > 0 ? ideal_ * times / (step_seconds * n) : 0;
     for (size_t k = 0; k < op_kind_names.size(); ++k) {
       OpKindReport kind;
-      kind.count = count_[k];
-      kind.compute_seconds = compute_[k];
-      kind.exposed_seconds = exposed_[k];
-      kind.communication_seconds = communication_[k];
+      kind.count = count_[k] * multiplicity;
+      kind.compute_seconds = compute_[k] * times;
+      kind.exposed_seconds = exposed_[k] * times;
+      kind.communication_seconds = communication_[k] * times;
       report->op_kinds[op_kind_names[k]] = kind;
       report->seconds_by_op_kind[op_kind_names[k]] =
           (kind.compute_seconds + kind.exposed_seconds) / n;

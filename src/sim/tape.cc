@@ -23,13 +23,16 @@ using ir::Opcode;
 class TapeBuilder {
  public:
   TapeBuilder(const cost::TargetCostModel& model, const ir::DeviceGrid& grid,
-              const cost::Target& target, const Network& network, int64_t max_messages)
+              const cost::Target& target, const Network& network, const Symmetry* symmetry,
+              int64_t max_messages, bool counting)
       : model_(model),
         grid_(grid),
         target_(target),
         network_(network),
+        symmetry_(symmetry),
         compute_(model),
-        max_messages_(max_messages) {}
+        max_messages_(max_messages),
+        counting_(counting) {}
 
   Status Compile(const ir::Computation& computation, int depth = 0) {
     if (depth > ir::kMaxCallDepth) {
@@ -75,7 +78,7 @@ class TapeBuilder {
         step.op_kind = tape_.slots[static_cast<size_t>(slot)].op_kind;
         step.instruction = &instruction;
         tape_.steps.push_back(step);
-        return CountMessages(tape_.slots[static_cast<size_t>(slot)].plan.messages.size());
+        return CountMessages(tape_.slots[static_cast<size_t>(slot)].plan.MessageCount());
       }
       case cost::TransferRole::kDone: {
         const Instruction* start = ir::StartOf(instruction);
@@ -133,9 +136,8 @@ class TapeBuilder {
 
   // Counts a transfer's messages once per trip of the loops around it;
   // past the budget, marks the tape truncated and stops the compilation.
-  Status CountMessages(size_t messages) {
-    messages_ =
-        SaturatingAdd(messages_, SaturatingMul(static_cast<int64_t>(messages), repeats_.back()));
+  Status CountMessages(int64_t messages) {
+    messages_ = SaturatingAdd(messages_, SaturatingMul(messages, repeats_.back()));
     if (max_messages_ > 0 && messages_ > max_messages_) {
       tape_.truncated = true;
       return Error{"the replay's message budget is spent"};
@@ -147,7 +149,13 @@ class TapeBuilder {
     if (auto it = slot_of_.find(&instruction); it != slot_of_.end()) return it->second;
     const Instruction* op = cost::TransferOp(instruction);
     if (op == nullptr) return Error{fmt::format("%{}: calls no collective", instruction.name())};
-    auto plan = BuildPlan(*op, grid_, target_, network_);
+    // What is left of the replay's budget for one run of this plan.
+    const int64_t left = max_messages_ > 0 ? std::max<int64_t>(0, max_messages_ - messages_) /
+                                                     std::max<int64_t>(1, repeats_.back()) +
+                                                 1
+                                           : 0;
+    auto plan = counting_ ? CountedPlan(*op, left)
+                          : BuildPlan(*op, grid_, target_, network_, symmetry_, left);
     if (!plan.ok()) {
       return Error{fmt::format("%{}: {}", instruction.name(), plan.error().message),
                    instruction.loc()};
@@ -166,6 +174,16 @@ class TapeBuilder {
     tape_.slots.push_back(std::move(slot));
     slot_of_[&instruction] = id;
     return id;
+  }
+
+  // A plan made only of its count (capped past `left`).
+  Expected<Plan> CountedPlan(const Instruction& op, int64_t left) {
+    LOOM_ASSIGN_OR_RETURN(const int64_t count,
+                          CountPlanMessages(op, grid_, target_, network_, symmetry_, left));
+    Plan plan;
+    plan.truncated = true;
+    plan.counted = count;
+    return plan;
   }
 
   Status CompileWhile(const Instruction& instruction, int depth) {
@@ -278,7 +296,9 @@ class TapeBuilder {
   const cost::Target& target_;
   const Network& network_;
   cost::ComputeTimes compute_;  // the module does not change while it compiles
+  const Symmetry* symmetry_;
   const int64_t max_messages_;
+  const bool counting_;                 // plans are only counted
   int64_t messages_ = 0;                // a replay's, so far
   std::vector<int64_t> repeats_ = {1};  // the trips of the loops being compiled, multiplied
   Tape tape_;
@@ -308,8 +328,7 @@ ReplayCost Tape::CostOfReplay() const {
         break;
       case StepKind::kSync:
       case StepKind::kStart: {
-        const auto messages =
-            static_cast<int64_t>(slots[static_cast<size_t>(step.slot)].plan.messages.size());
+        const int64_t messages = slots[static_cast<size_t>(step.slot)].plan.MessageCount();
         cost.messages = SaturatingAdd(cost.messages, SaturatingMul(messages, repeats.back()));
         break;
       }
@@ -322,8 +341,17 @@ ReplayCost Tape::CostOfReplay() const {
 
 Expected<Tape> BuildTape(const ir::Computation& entry, const cost::TargetCostModel& model,
                          const ir::DeviceGrid& grid, const cost::Target& target,
-                         const Network& network, int64_t max_messages) {
-  TapeBuilder builder(model, grid, target, network, max_messages);
+                         const Network& network, const Symmetry* symmetry, int64_t max_messages) {
+  // With a budget, the program is first compiled with its plans only
+  // counted: a refused replay makes no plan (a collective over thousands
+  // of devices can take gigabytes), and one that fits makes each once.
+  if (max_messages > 0) {
+    TapeBuilder counter(model, grid, target, network, symmetry, max_messages, true);
+    Status counted = counter.Compile(entry);
+    if (!counted.ok() && !counter.truncated()) return counted.error();
+    if (counter.truncated()) return std::move(counter).Finish();
+  }
+  TapeBuilder builder(model, grid, target, network, symmetry, max_messages, false);
   Status compiled = builder.Compile(entry);
   if (!compiled.ok() && !builder.truncated()) return compiled.error();
   return std::move(builder).Finish();

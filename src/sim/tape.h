@@ -100,9 +100,11 @@ inline constexpr size_t kMaxTapeSteps = 2 * static_cast<size_t>(ir::kMaxInlinedI
 // deep, or the tape would exceed kMaxTapeSteps. With `max_messages` > 0 it
 // stops, truncated, as soon as a replay would move more messages than that
 // (with the loops' trips), before planning the rest: on thousands of
-// devices the plans alone can take gigabytes.
+// devices the plans alone can take gigabytes. With a `symmetry` the plans
+// are over its classes (plan.h), for a replay of one device per class.
 Expected<Tape> BuildTape(const ir::Computation& entry, const cost::TargetCostModel& model,
                          const ir::DeviceGrid& grid, const cost::Target& target,
-                         const Network& network, int64_t max_messages = 0);
+                         const Network& network, const Symmetry* symmetry = nullptr,
+                         int64_t max_messages = 0);
 
 }  // namespace loom::sim

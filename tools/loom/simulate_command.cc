@@ -30,6 +30,7 @@ struct SimulateFlags {
   bool compare = false;
   bool baseline = false;
   bool deterministic = false;
+  bool every_device = false;
   std::vector<std::string> compute_scale;
   std::vector<std::string> link_scale;
   int64_t max_messages = sim::SimOptions{}.max_messages;
@@ -171,6 +172,9 @@ void AddSimulateCommand(CLI::App& app) {
                    "carries FACTOR of its bandwidth")
       ->check(ParsesWith(sim::ParseLinkScale));
   AddMaxMessagesOption(*command, flags->max_messages, "; 0: no limit");
+  command->add_flag("--every-device", flags->every_device,
+                    "Replay every device, not one per class of symmetric devices (the same "
+                    "result, to rounding, at the full cost)");
   command
       ->add_option("--max-steps", flags->max_steps,
                    "Refuse up front a simulation that would replay more program steps than this "
@@ -197,6 +201,7 @@ void AddSimulateCommand(CLI::App& app) {
     options.trace = !flags->trace.empty();
     options.max_messages = flags->max_messages;
     options.max_steps = flags->max_steps;
+    options.exploit_symmetry = !flags->every_device;
     for (const std::string& spec : flags->compute_scale) {
       if (Status status = sim::ParseComputeScale(spec, &options); !status.ok()) {
         throw CommandError("--compute-scale: " + status.error().message);

@@ -1,0 +1,362 @@
+#include "sim/symmetry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "cost/collective_algorithm.h"
+#include "cost/cost_model.h"
+#include "cost/step_time.h"
+#include "ir/async.h"
+#include "ir/computation.h"
+
+namespace loom::sim {
+
+namespace {
+
+using ir::Opcode;
+
+// One collective's plan as the rings and chains it is made of, indexed for
+// the checks of a move: its messages are a function of these lines (each
+// ring's steps go round it, each chain's along it), so a move that maps
+// every line onto a line of the same kind, a ring up to a rotation and a
+// chain exactly, maps the collective's messages onto its messages. An
+// all-gather, reduce-scatter or all-reduce has the phases of
+// cost::AllGatherPhases; an all-to-all its groups as rings (its rounds
+// send from member i to member i + k).
+class Lines {
+ public:
+  Lines(const std::vector<std::vector<int64_t>>& groups, bool phased, const cost::Target& target,
+        int64_t devices)
+      : devices_(devices) {
+    for (const auto& group : groups) {
+      std::vector<cost::CollectivePhase> phases;
+      if (phased) {
+        phases = cost::AllGatherPhases(group, 1.0, target);
+      } else {
+        cost::CollectivePhase ring;
+        ring.lines = {group};
+        phases.push_back(std::move(ring));
+      }
+      for (size_t p = 0; p < phases.size(); ++p) {
+        const cost::CollectivePhase& phase = phases[p];
+        for (const auto& members : phase.lines) {
+          lines_.push_back({.members = members,
+                            .phase = p,
+                            .kind = phase.kind,
+                            .dim = phase.dim,
+                            .bytes = phase.bytes,
+                            .routed = phase.routed});
+        }
+      }
+    }
+    for (size_t l = 0; l < lines_.size(); ++l) {
+      const Line& line = lines_[l];
+      if (line_of_.size() <= line.phase) {
+        line_of_.resize(line.phase + 1, std::vector<int32_t>(static_cast<size_t>(devices_), -1));
+        position_.resize(line.phase + 1, std::vector<int32_t>(static_cast<size_t>(devices_), 0));
+      }
+      for (size_t i = 0; i < line.members.size(); ++i) {
+        const auto device = static_cast<size_t>(line.members[i]);
+        line_of_[line.phase][device] = static_cast<int32_t>(l);
+        position_[line.phase][device] = static_cast<int32_t>(i);
+      }
+    }
+  }
+
+  // Whether `moved` (device -> device) maps every line onto a line of the
+  // same phase and kind.
+  bool MapsOntoItself(const std::vector<int64_t>& moved) const {
+    for (const Line& line : lines_) {
+      if (line.members.empty()) continue;
+      const int64_t first = moved[static_cast<size_t>(line.members[0])];
+      const int32_t image_id = line_of_[line.phase][static_cast<size_t>(first)];
+      if (image_id < 0) return false;
+      const Line& image = lines_[static_cast<size_t>(image_id)];
+      if (image.members.size() != line.members.size() || image.kind != line.kind ||
+          image.dim != line.dim || image.bytes != line.bytes || image.routed != line.routed) {
+        return false;
+      }
+      const auto offset = static_cast<size_t>(position_[line.phase][static_cast<size_t>(first)]);
+      if (line.kind == cost::CollectivePhase::Kind::kLine && offset != 0) return false;
+      const size_t n = line.members.size();
+      for (size_t i = 1; i < n; ++i) {
+        if (moved[static_cast<size_t>(line.members[i])] != image.members[(offset + i) % n]) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Line {
+    std::vector<int64_t> members;
+    size_t phase = 0;
+    cost::CollectivePhase::Kind kind = cost::CollectivePhase::Kind::kRing;
+    size_t dim = 0;
+    double bytes = 0;
+    bool routed = false;
+  };
+  int64_t devices_;
+  std::vector<Line> lines_;
+  // Per phase, per device: the line it is on in that phase (-1: none), and
+  // its place in it.
+  std::vector<std::vector<int32_t>> line_of_;
+  std::vector<std::vector<int32_t>> position_;
+};
+
+class Pairs {
+ public:
+  Pairs(const std::vector<std::pair<int64_t, int64_t>>& pairs, int64_t devices)
+      : devices_(devices) {
+    for (const auto& [source, target] : pairs) {
+      if (source != target) keys_.push_back(Key(source, target));
+    }
+    std::sort(keys_.begin(), keys_.end());
+  }
+
+  bool MapsOntoItself(const std::vector<int64_t>& moved) const {
+    for (const uint64_t key : keys_) {
+      const auto source = static_cast<int64_t>(key / static_cast<uint64_t>(devices_));
+      const auto target = static_cast<int64_t>(key % static_cast<uint64_t>(devices_));
+      if (!std::binary_search(
+              keys_.begin(), keys_.end(),
+              Key(moved[static_cast<size_t>(source)], moved[static_cast<size_t>(target)]))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  uint64_t Key(int64_t source, int64_t target) const {
+    return static_cast<uint64_t>(source) * static_cast<uint64_t>(devices_) +
+           static_cast<uint64_t>(target);
+  }
+  int64_t devices_;
+  std::vector<uint64_t> keys_;
+};
+
+// Every distinct participant structure of the module's collectives, or
+// nothing where one cannot be read.
+struct Participants {
+  std::vector<Lines> lines;
+  std::vector<Pairs> pairs;
+};
+
+std::optional<Participants> ParticipantsOf(const ir::Module& module, const ir::DeviceGrid& grid,
+                                           const cost::Target& target) {
+  std::set<std::pair<std::vector<std::vector<int64_t>>, bool>> group_sets;  // groups, phased
+  std::set<std::vector<std::pair<int64_t, int64_t>>> pair_sets;
+  for (const auto& computation : module.computations()) {
+    for (const auto& owned : computation->instructions()) {
+      const cost::TransferRole role = cost::TransferRoleOf(*owned);
+      if (role != cost::TransferRole::kSynchronous && role != cost::TransferRole::kStart) continue;
+      const ir::Instruction* op = cost::TransferOp(*owned);
+      if (op == nullptr) continue;
+      switch (ir::SynchronousOpcode(op->opcode())) {
+        case Opcode::kCollectivePermute: {
+          auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+          if (!pairs.ok()) return std::nullopt;
+          pair_sets.insert(std::move(pairs).value());
+          break;
+        }
+        case Opcode::kAllGather:
+        case Opcode::kReduceScatter:
+        case Opcode::kAllReduce:
+        case Opcode::kAllToAll: {
+          auto groups = ir::ParticipantGroups(*op, grid);
+          if (!groups.ok()) return std::nullopt;
+          const bool phased = ir::SynchronousOpcode(op->opcode()) != Opcode::kAllToAll;
+          group_sets.emplace(std::move(groups).value(), phased);
+          break;
+        }
+        default:
+          break;  // no plan: takes no time (plan.h)
+      }
+    }
+  }
+  Participants participants;
+  for (const auto& [groups, phased] : group_sets) {
+    participants.lines.emplace_back(groups, phased, target, grid.size());
+  }
+  for (const auto& pairs : pair_sets) participants.pairs.emplace_back(pairs, grid.size());
+  return participants;
+}
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    divisors.push_back(d);
+    if (d != n / d) divisors.push_back(n / d);
+  }
+  std::sort(divisors.begin(), divisors.end());
+  return divisors;
+}
+
+// Moves a coordinate value by `amount` along the digit (stride, size).
+int64_t MoveDigit(int64_t value, int64_t stride, int64_t size, int64_t amount) {
+  const int64_t digit = value / stride % size;
+  const int64_t moved = ((digit + amount) % size + size) % size;
+  return value + (moved - digit) * stride;
+}
+
+}  // namespace
+
+Symmetry Symmetry::None(int64_t devices) {
+  Symmetry symmetry;
+  symmetry.class_of_.resize(static_cast<size_t>(devices));
+  symmetry.representatives_.resize(static_cast<size_t>(devices));
+  for (int64_t d = 0; d < devices; ++d) {
+    symmetry.class_of_[static_cast<size_t>(d)] = d;
+    symmetry.representatives_[static_cast<size_t>(d)] = d;
+  }
+  symmetry.description_ = "none: every device simulated";
+  return symmetry;
+}
+
+Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
+                        const cost::Target& target, const Network& network) {
+  const int64_t devices = grid.size();
+  if (network.scaled() || devices < 2) return None(devices);
+  const std::optional<Participants> participants = ParticipantsOf(module, grid, target);
+  if (!participants) return None(devices);
+  const std::vector<Network::Coordinate> coordinates = network.Coordinates();
+
+  // The smallest step of a digit's moves that maps the devices, and every
+  // collective, onto themselves (its size: no move does).
+  std::vector<int64_t> moved(static_cast<size_t>(devices));
+  std::vector<int64_t> at;
+  std::map<std::tuple<size_t, int64_t, int64_t>, int64_t> memo;
+  const auto smallest_step = [&](const Digit& digit) {
+    const auto key = std::make_tuple(digit.coordinate, digit.stride, digit.size);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    int64_t found = digit.size;
+    for (int64_t step : Divisors(digit.size)) {
+      if (step == digit.size) break;
+      bool valid = true;
+      for (int64_t d = 0; d < devices && valid; ++d) {
+        network.CoordinatesOf(d, &at);
+        at[digit.coordinate] = MoveDigit(at[digit.coordinate], digit.stride, digit.size, step);
+        moved[static_cast<size_t>(d)] = network.DeviceAt(at);
+        valid = moved[static_cast<size_t>(d)] >= 0;
+      }
+      for (const Lines& lines : participants->lines) valid = valid && lines.MapsOntoItself(moved);
+      for (const Pairs& pairs : participants->pairs) valid = valid && pairs.MapsOntoItself(moved);
+      if (valid) {
+        found = step;
+        break;
+      }
+    }
+    memo[key] = found;
+    return found;
+  };
+
+  std::vector<Digit> digits;
+  for (size_t c = 0; c < coordinates.size(); ++c) {
+    const Network::Coordinate& coordinate = coordinates[c];
+    const Digit whole{
+        .coordinate = c, .stride = 1, .size = coordinate.size, .step = coordinate.size};
+    if (coordinate.kind == Network::Coordinate::Kind::kFixed || coordinate.size < 2) {
+      digits.push_back(whole);
+      continue;
+    }
+    // The reading of the coordinate with fewest classes: whole, or (for an
+    // interchangeable one) split as high x low digits.
+    std::vector<Digit> best = {whole};
+    best[0].step = smallest_step(whole);
+    if (coordinate.kind == Network::Coordinate::Kind::kInterchangeable) {
+      for (int64_t low : Divisors(coordinate.size)) {
+        if (low == 1 || low == coordinate.size) continue;
+        Digit low_digit{.coordinate = c, .stride = 1, .size = low, .step = 1};
+        Digit high_digit{.coordinate = c, .stride = low, .size = coordinate.size / low, .step = 1};
+        low_digit.step = smallest_step(low_digit);
+        high_digit.step = smallest_step(high_digit);
+        if (low_digit.step * high_digit.step <
+            best[0].step * (best.size() > 1 ? best[1].step : 1)) {
+          best = {high_digit, low_digit};
+        }
+      }
+    }
+    digits.insert(digits.end(), best.begin(), best.end());
+  }
+  return FromDigits(network, devices, std::move(digits));
+}
+
+Symmetry Symmetry::FromDigits(const Network& network, int64_t devices, std::vector<Digit> digits) {
+  Symmetry symmetry;
+  symmetry.network_ = &network;
+  symmetry.shared_medium_ = network.shared_medium();
+  symmetry.digits_ = std::move(digits);
+  int64_t classes = 1;
+  for (const Digit& digit : symmetry.digits_) classes *= digit.step;
+  // A class is numbered by its residues, then the numbers are made dense:
+  // on a torus the module may leave whole classes of chips unused.
+  symmetry.class_of_.resize(static_cast<size_t>(devices));
+  std::vector<int64_t> representative_of(static_cast<size_t>(classes), -1);
+  std::vector<int64_t> at;
+  for (int64_t d = 0; d < devices; ++d) {
+    network.CoordinatesOf(d, &at);
+    int64_t index = 0;
+    bool representative = true;
+    for (const Digit& digit : symmetry.digits_) {
+      const int64_t value = at[digit.coordinate] / digit.stride % digit.size;
+      index = index * digit.step + value % digit.step;
+      representative = representative && value < digit.step;
+    }
+    symmetry.class_of_[static_cast<size_t>(d)] = index;
+    if (representative) representative_of[static_cast<size_t>(index)] = d;
+  }
+  std::vector<int64_t> dense(static_cast<size_t>(classes), -1);
+  for (int64_t index = 0; index < classes; ++index) {
+    const int64_t device = representative_of[static_cast<size_t>(index)];
+    if (device < 0) continue;
+    dense[static_cast<size_t>(index)] = static_cast<int64_t>(symmetry.representatives_.size());
+    symmetry.representatives_.push_back(device);
+  }
+  for (int64_t& index : symmetry.class_of_) index = dense[static_cast<size_t>(index)];
+  classes = symmetry.classes();
+  const auto coordinates = network.Coordinates();
+  std::vector<std::string> moves;
+  for (const Digit& digit : symmetry.digits_) {
+    if (digit.step == digit.size) continue;
+    const std::string& name = coordinates[digit.coordinate].name;
+    const int64_t coordinate_size = coordinates[digit.coordinate].size;
+    moves.push_back(digit.size == coordinate_size
+                        ? fmt::format("{} by {} of {}", name, digit.step, digit.size)
+                        : fmt::format("{} digit of {} (stride {}) by {}", name, digit.size,
+                                      digit.stride, digit.step));
+  }
+  symmetry.description_ = moves.empty()
+                              ? "none: every device simulated"
+                              : fmt::format("{} class(es) of {} devices (moves: {})", classes,
+                                            devices / classes, fmt::join(moves, ", "));
+  return symmetry;
+}
+
+int64_t Symmetry::Along(int64_t anchor, int64_t device) const {
+  if (network_ == nullptr) return device;  // None: the identity
+  thread_local std::vector<int64_t> from;
+  thread_local std::vector<int64_t> to;
+  network_->CoordinatesOf(anchor, &from);
+  network_->CoordinatesOf(device, &to);
+  for (const Digit& digit : digits_) {
+    const int64_t value = from[digit.coordinate] / digit.stride % digit.size;
+    const int64_t back = value - value % digit.step;
+    to[digit.coordinate] = MoveDigit(to[digit.coordinate], digit.stride, digit.size, -back);
+  }
+  return network_->DeviceAt(to);
+}
+
+LinkId Symmetry::CanonicalLink(LinkId link) const {
+  if (network_ == nullptr) return link;
+  const int64_t device = network_->LinkDevice(link);
+  return network_->LinkAt(link, Representative(ClassOf(device)));
+}
+
+}  // namespace loom::sim
