@@ -182,8 +182,9 @@ std::vector<Network::Coordinate> Network::Coordinates() const {
     case Kind::kTorus: {
       std::vector<Coordinate> coordinates;
       for (size_t d = 0; d < dims_.size(); ++d) {
-        coordinates.push_back(
-            {dims_[d], wraparound_[d] && dims_[d] > 1 ? Along::kCyclic : Along::kFixed, AxisName(d)});
+        coordinates.push_back({dims_[d],
+                               wraparound_[d] && dims_[d] > 1 ? Along::kCyclic : Along::kFixed,
+                               AxisName(d)});
       }
       return coordinates;
     }

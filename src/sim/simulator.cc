@@ -101,8 +101,8 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
   const cost::TargetCostModel model(target);
   report.cost_model_step_seconds = cost::EstimateStep(module, model, grid).total_seconds;
 
-  Symmetry symmetry =
-      ExploitsSymmetry(options) ? Symmetry::Find(module, grid, target, network) : Symmetry::None(devices);
+  Symmetry symmetry = ExploitsSymmetry(options) ? Symmetry::Find(module, grid, target, network)
+                                                : Symmetry::None(devices);
   auto tape = BuildTape(*module.entry(), model, grid, target, network,
                         symmetry.trivial() ? nullptr : &symmetry, options.max_messages);
   if (!tape.ok() && !symmetry.trivial()) {
