@@ -450,7 +450,7 @@ class Engine {
       instances_.emplace_back();
     }
     Instance& instance = instances_[static_cast<size_t>(id)];
-    const Plan& plan = slots_[static_cast<size_t>(slot)].plan;
+    const Plan& plan = *slots_[static_cast<size_t>(slot)].plan;
     instance.slot = slot;
     instance.key = key;
     instance.devices_done = 0;
@@ -510,7 +510,7 @@ class Engine {
   // Device `d` puts its part of instance `id` on the network.
   void Enter(int32_t d, int32_t id, double now) {
     const int32_t slot = instances_[static_cast<size_t>(id)].slot;
-    const Plan& plan = slots_[static_cast<size_t>(slot)].plan;
+    const Plan& plan = *slots_[static_cast<size_t>(slot)].plan;
     Instance& instance = instances_[static_cast<size_t>(id)];
     const int32_t begin = plan.device_begin[static_cast<size_t>(d)];
     const int32_t end = plan.device_begin[static_cast<size_t>(d) + 1];
@@ -523,30 +523,31 @@ class Engine {
 
   void StartMessage(int32_t instance, int32_t m, double now) {
     const Plan& plan =
-        slots_[static_cast<size_t>(instances_[static_cast<size_t>(instance)].slot)].plan;
+        *slots_[static_cast<size_t>(instances_[static_cast<size_t>(instance)].slot)].plan;
     Push(now + plan.messages[static_cast<size_t>(m)].latency_seconds, MessageStarts{instance, m});
   }
 
   void Activate(int32_t instance, int32_t m, double now) {
-    const Plan& plan =
-        slots_[static_cast<size_t>(instances_[static_cast<size_t>(instance)].slot)].plan;
+    const Slot& slot = slots_[static_cast<size_t>(instances_[static_cast<size_t>(instance)].slot)];
+    const Plan& plan = *slot.plan;
     const Message& message = plan.messages[static_cast<size_t>(m)];
+    const double bytes = message.bytes * slot.bytes;
     statistics_.Flow();
-    if (message.bytes <= 0 || message.route_size == 0) {
+    if (bytes <= 0 || message.route_size == 0) {
       CompleteMessage(instance, m, now);
       return;
     }
     network_.Add(
         plan.route_links.data() + message.route_begin,
         plan.route_weights.empty() ? nullptr : plan.route_weights.data() + message.route_begin,
-        message.route_size, message.bytes, now,
+        message.route_size, bytes, now,
         (static_cast<int64_t>(instance) << 32) | static_cast<uint32_t>(m));
     statistics_.ConcurrentFlows(network_.active_flows());
   }
 
   void CompleteMessage(int32_t id, int32_t m, double now) {
     Instance& instance = instances_[static_cast<size_t>(id)];
-    const Plan& plan = slots_[static_cast<size_t>(instance.slot)].plan;
+    const Plan& plan = *slots_[static_cast<size_t>(instance.slot)].plan;
     const Message& message = plan.messages[static_cast<size_t>(m)];
     for (int32_t i = 0; i < message.dependents_size; ++i) {
       const int32_t next = plan.dependents[static_cast<size_t>(message.dependents_begin + i)];

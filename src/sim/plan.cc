@@ -125,15 +125,27 @@ class Builder {
       edges_.emplace_back(it->second, after);
     }
     auto& messages = plan_.messages;
-    std::sort(edges_.begin(), edges_.end());
-    edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
-    plan_.dependents.reserve(edges_.size());
-    size_t e = 0;
+    // Each message's dependents, bucketed by a counting sort; an edge made
+    // twice (two dependencies whose images are one message) counts once.
+    std::vector<int32_t> begin(messages.size() + 1, 0);
+    for (const auto& [before, after] : edges_) begin[static_cast<size_t>(before) + 1]++;
+    for (size_t m = 0; m < messages.size(); ++m) begin[m + 1] += begin[m];
+    std::vector<int32_t> bucketed(edges_.size());
+    std::vector<int32_t> fill_edges(begin.begin(), begin.end() - 1);
+    for (const auto& [before, after] : edges_) {
+      bucketed[static_cast<size_t>(fill_edges[static_cast<size_t>(before)]++)] = after;
+    }
+    edges_.clear();
+    edges_.shrink_to_fit();
+    plan_.dependents.reserve(bucketed.size());
     for (size_t m = 0; m < messages.size(); ++m) {
       messages[m].dependents_begin = static_cast<int32_t>(plan_.dependents.size());
-      for (; e < edges_.size() && edges_[e].first == static_cast<int32_t>(m); ++e) {
-        plan_.dependents.push_back(edges_[e].second);
-        messages[static_cast<size_t>(edges_[e].second)].dependencies++;
+      for (int32_t e = begin[m]; e < begin[m + 1]; ++e) {
+        const int32_t after = bucketed[static_cast<size_t>(e)];
+        const auto first = plan_.dependents.begin() + messages[m].dependents_begin;
+        if (std::find(first, plan_.dependents.end(), after) != plan_.dependents.end()) continue;
+        plan_.dependents.push_back(after);
+        messages[static_cast<size_t>(after)].dependencies++;
       }
       messages[m].dependents_size =
           static_cast<int32_t>(plan_.dependents.size()) - messages[m].dependents_begin;
@@ -456,9 +468,9 @@ Expected<Plan> BuildPermutePlanOver(const std::vector<std::pair<int64_t, int64_t
 
 Expected<Plan> BuildPlanOver(const ir::Instruction& op, const ir::DeviceGrid& grid,
                              const cost::Target& target, const Network& network,
-                             const Symmetry* symmetry, int64_t max_messages) {
+                             const Symmetry* symmetry, int64_t max_messages, bool per_byte) {
   const Opcode opcode = ir::SynchronousOpcode(op.opcode());
-  const double bytes = cost::OperandBytes(op);
+  const double bytes = per_byte ? 1.0 : cost::OperandBytes(op);
   const int64_t devices = grid.size();
   if (opcode == Opcode::kCollectivePermute) {
     LOOM_ASSIGN_OR_RETURN(auto pairs, ir::GlobalSourceTargetPairs(op, grid));
@@ -505,13 +517,13 @@ Expected<int64_t> CountPlanMessages(const ir::Instruction& op, const ir::DeviceG
                                     const Symmetry* symmetry, int64_t cap) {
   if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
   LOOM_ASSIGN_OR_RETURN(const Plan counted, BuildPlanOver(op, grid, target, network, symmetry,
-                                                          std::max<int64_t>(cap, 1)));
+                                                          std::max<int64_t>(cap, 1), false));
   return counted.counted;
 }
 
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
                          const cost::Target& target, const Network& network,
-                         const Symmetry* symmetry, int64_t max_messages) {
+                         const Symmetry* symmetry, int64_t max_messages, bool per_byte) {
   if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
   if (max_messages > 0) {
     LOOM_ASSIGN_OR_RETURN(const int64_t count,
@@ -523,7 +535,7 @@ Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
       return counted;
     }
   }
-  auto plan = BuildPlanOver(op, grid, target, network, symmetry, 0);
+  auto plan = BuildPlanOver(op, grid, target, network, symmetry, 0, per_byte);
   if (!plan.ok() && symmetry != nullptr) {
     return Error{fmt::format("%{} is not symmetric under {}: {}", op.name(),
                              symmetry->description(), plan.error().message)};

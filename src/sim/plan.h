@@ -86,12 +86,15 @@ struct Plan {
 // Fails then when a message of the collective is not the image of one at a
 // representative.
 //
-// With `max_messages` > 0 it first counts the messages, and makes none
-// when there are more than that (Plan::truncated): a collective over
-// thousands of devices can plan gigabytes before a budget is checked.
+// With `per_byte`, the plan of an operand of one byte (messages' bytes are
+// linear in the operand's: the tape shares one plan among collectives of
+// a kind over the same devices). With `max_messages` > 0 it first counts the messages, and makes
+// none when there are more than that (Plan::truncated): a collective over thousands of devices can
+// plan gigabytes before a budget is checked.
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
                          const cost::Target& target, const Network& network,
-                         const Symmetry* symmetry = nullptr, int64_t max_messages = 0);
+                         const Symmetry* symmetry = nullptr, int64_t max_messages = 0,
+                         bool per_byte = false);
 
 // How many messages BuildPlan would make, counted no further than past
 // `cap`: the count alone, at the cost of walking the algorithm's steps.

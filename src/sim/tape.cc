@@ -20,6 +20,36 @@ namespace {
 using ir::Instruction;
 using ir::Opcode;
 
+// What a collective's plan for one byte depends on: its kind and its
+// participants.
+struct PlanKey {
+  Opcode opcode = Opcode::kAllReduce;
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+Expected<PlanKey> PlanKeyOf(const Instruction& op, const ir::DeviceGrid& grid) {
+  PlanKey key;
+  key.opcode = ir::SynchronousOpcode(op.opcode());
+  switch (key.opcode) {
+    case Opcode::kCollectivePermute: {
+      LOOM_ASSIGN_OR_RETURN(key.pairs, ir::GlobalSourceTargetPairs(op, grid));
+      break;
+    }
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllReduce:
+    case Opcode::kAllToAll: {
+      LOOM_ASSIGN_OR_RETURN(key.groups, ir::ParticipantGroups(op, grid));
+      break;
+    }
+    default:
+      break;
+  }
+  return key;
+}
+
 class TapeBuilder {
  public:
   TapeBuilder(const cost::TargetCostModel& model, const ir::DeviceGrid& grid,
@@ -78,7 +108,7 @@ class TapeBuilder {
         step.op_kind = tape_.slots[static_cast<size_t>(slot)].op_kind;
         step.instruction = &instruction;
         tape_.steps.push_back(step);
-        return CountMessages(tape_.slots[static_cast<size_t>(slot)].plan.MessageCount());
+        return CountMessages(tape_.slots[static_cast<size_t>(slot)].plan->MessageCount());
       }
       case cost::TransferRole::kDone: {
         const Instruction* start = ir::StartOf(instruction);
@@ -154,8 +184,7 @@ class TapeBuilder {
                                                      std::max<int64_t>(1, repeats_.back()) +
                                                  1
                                            : 0;
-    auto plan = counting_ ? CountedPlan(*op, left)
-                          : BuildPlan(*op, grid_, target_, network_, symmetry_, left);
+    auto plan = SharedPlan(*op, left);
     if (!plan.ok()) {
       return Error{fmt::format("%{}: {}", instruction.name(), plan.error().message),
                    instruction.loc()};
@@ -163,17 +192,35 @@ class TapeBuilder {
     Slot slot;
     slot.instruction = &instruction;
     slot.plan = std::move(plan).value();
+    slot.bytes = cost::OperandBytes(*op);
     const auto kind = cost::TransferKindOf(instruction);
     slot.op_kind = OpKind(kind ? std::string(cost::TransferKindName(*kind))
                                : std::string(ir::OpcodeName(op->opcode())));
     slot.stream = static_cast<int32_t>(kind.value_or(cost::TransferKind::kOther));
     slot.links = model_.TransferLinks(instruction, grid_);
     tape_.collective_plans.push_back(
-        fmt::format("%{}: {}", instruction.name(), slot.plan.description));
+        fmt::format("%{}: {}", instruction.name(), slot.plan->description));
     const auto id = static_cast<int32_t>(tape_.slots.size());
     tape_.slots.push_back(std::move(slot));
     slot_of_[&instruction] = id;
     return id;
+  }
+
+  // The plan of `op` for one byte, made once for every collective of its
+  // kind over the same devices (only counted, when counting_). A plan
+  // counted past `left` is not kept: a later one may have more budget.
+  Expected<std::shared_ptr<const Plan>> SharedPlan(const Instruction& op, int64_t left) {
+    LOOM_ASSIGN_OR_RETURN(PlanKey key, PlanKeyOf(op, grid_));
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    Plan plan;
+    if (counting_) {
+      LOOM_ASSIGN_OR_RETURN(plan, CountedPlan(op, left));
+    } else {
+      LOOM_ASSIGN_OR_RETURN(plan, BuildPlan(op, grid_, target_, network_, symmetry_, left, true));
+    }
+    auto shared = std::make_shared<const Plan>(std::move(plan));
+    if (!shared->truncated || shared->counted <= left) plans_.emplace(std::move(key), shared);
+    return shared;
   }
 
   // A plan made only of its count (capped past `left`).
@@ -298,7 +345,8 @@ class TapeBuilder {
   cost::ComputeTimes compute_;  // the module does not change while it compiles
   const Symmetry* symmetry_;
   const int64_t max_messages_;
-  const bool counting_;                 // plans are only counted
+  const bool counting_;  // plans are only counted
+  std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
   int64_t messages_ = 0;                // a replay's, so far
   std::vector<int64_t> repeats_ = {1};  // the trips of the loops being compiled, multiplied
   Tape tape_;
@@ -328,7 +376,7 @@ ReplayCost Tape::CostOfReplay() const {
         break;
       case StepKind::kSync:
       case StepKind::kStart: {
-        const int64_t messages = slots[static_cast<size_t>(step.slot)].plan.MessageCount();
+        const int64_t messages = slots[static_cast<size_t>(step.slot)].plan->MessageCount();
         cost.messages = SaturatingAdd(cost.messages, SaturatingMul(messages, repeats.back()));
         break;
       }

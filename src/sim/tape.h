@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -55,7 +57,11 @@ struct ComputeBlock {
 // One collective instruction (a synchronous one, or a start) and its plan.
 struct Slot {
   const ir::Instruction* instruction = nullptr;
-  Plan plan;
+  // Collectives of one kind over the same devices share a plan made for
+  // one byte of operand: a message moves its plan's bytes times `bytes`
+  // (a plan's bytes are linear in its operand's).
+  std::shared_ptr<const Plan> plan;
+  double bytes = 1;
   int32_t op_kind = -1;
   int32_t stream = 0;          // the device's transfer stream: one per cost::TransferKind
   std::vector<int64_t> links;  // CostModel::TransferLinks
@@ -98,10 +104,11 @@ inline constexpr size_t kMaxTapeSteps = 2 * static_cast<size_t>(ir::kMaxInlinedI
 
 // Fails when a collective has no plan on this network, calls nest too
 // deep, or the tape would exceed kMaxTapeSteps. With `max_messages` > 0 it
-// stops, truncated, as soon as a replay would move more messages than that
-// (with the loops' trips), before planning the rest: on thousands of
-// devices the plans alone can take gigabytes. With a `symmetry` the plans
-// are over its classes (plan.h), for a replay of one device per class.
+// first compiles the program with its plans only counted, and stops,
+// truncated and with no plan made, as soon as a replay would move more
+// messages than that (with the loops' trips): on thousands of devices the
+// plans alone can take gigabytes. With a `symmetry` the plans are over its
+// classes (plan.h), for a replay of one device per class.
 Expected<Tape> BuildTape(const ir::Computation& entry, const cost::TargetCostModel& model,
                          const ir::DeviceGrid& grid, const cost::Target& target,
                          const Network& network, const Symmetry* symmetry = nullptr,

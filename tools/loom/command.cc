@@ -74,8 +74,8 @@ void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view wh
   command
       .add_option("--max-messages", value,
                   fmt::format("Refuse up front a simulation that would move more point-to-point "
-                              "messages than this (all devices; loops that transfer run trip by "
-                              "trip){}",
+                              "messages than this (the replay's: one device per class of symmetric "
+                              "devices, loops that transfer trip by trip){}",
                               what))
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
