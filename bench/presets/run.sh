@@ -24,7 +24,8 @@ plans=(
   "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792"
   "paxml-1t tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # paxml mesh [1,256,8], 2048 chips
   "paxml-500b tpu-v4:auto 16 64 1 1 --sequence-parallel --zero=3" # paxml mesh [1,64,16], 1024 chips
-  "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips
+    "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips
+  "speech-10b tpu-v4:auto 4 32 1 1 --sequence-parallel --zero=3" # plan assumed: 128 chips, the paper's smallest slice
 )
 echo "| preset | plan | devices | build | instructions | verify + fmt | memory per device (peak) | simulated step (as written) | HFU | simulation |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -74,6 +74,14 @@ std::vector<ModelConfig> Presets() {
                       "objective's 15% of positions not modelled)")),
       Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
               "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
+      Encoder(Decoder("speech-10b", 48, 4096, 16384, 32, 32, 128, 1024, 1024, 1024, "gelu",
+                      "layernorm",
+                      "ASSUMED throughout: Wang et al. 2023 report a ~10B speech model with no "
+                      "public config (BRIEF section 8). Taken as a Conformer-like encoder without "
+                      "its convolution modules: 48 layers of d_model 4096 (12 L d^2 = 9.7B), "
+                      "d_ff 4 d, 32 heads of 128, 1024 frames after 4x subsampling, 1024 "
+                      "word-piece targets per frame (a per-frame cross-entropy standing for CTC "
+                      "or RNN-T), batch 1024 utterances")),
   };
 }
 

@@ -61,6 +61,9 @@ class Lines {
       }
       for (size_t i = 0; i < line.members.size(); ++i) {
         const auto device = static_cast<size_t>(line.members[i]);
+        // Messages are named by (phase, direction, step, source): a device
+        // on two lines of a phase would name two messages alike.
+        if (line_of_[line.phase][device] >= 0) well_formed_ = false;
         line_of_[line.phase][device] = static_cast<int32_t>(l);
         position_[line.phase][device] = static_cast<int32_t>(i);
       }
@@ -70,6 +73,7 @@ class Lines {
   // Whether `moved` (device -> device) maps every line onto a line of the
   // same phase and kind.
   bool MapsOntoItself(const std::vector<int64_t>& moved) const {
+    if (!well_formed_) return false;
     for (const Line& line : lines_) {
       if (line.members.empty()) continue;
       const int64_t first = moved[static_cast<size_t>(line.members[0])];
@@ -102,6 +106,7 @@ class Lines {
     bool routed = false;
   };
   int64_t devices_;
+  bool well_formed_ = true;
   std::vector<Line> lines_;
   // Per phase, per device: the line it is on in that phase (-1: none), and
   // its place in it.
@@ -337,20 +342,6 @@ Symmetry Symmetry::FromDigits(const Network& network, int64_t devices, std::vect
                               : fmt::format("{} class(es) of {} devices (moves: {})", classes,
                                             devices / classes, fmt::join(moves, ", "));
   return symmetry;
-}
-
-int64_t Symmetry::Along(int64_t anchor, int64_t device) const {
-  if (network_ == nullptr) return device;  // None: the identity
-  thread_local std::vector<int64_t> from;
-  thread_local std::vector<int64_t> to;
-  network_->CoordinatesOf(anchor, &from);
-  network_->CoordinatesOf(device, &to);
-  for (const Digit& digit : digits_) {
-    const int64_t value = from[digit.coordinate] / digit.stride % digit.size;
-    const int64_t back = value - value % digit.step;
-    to[digit.coordinate] = MoveDigit(to[digit.coordinate], digit.stride, digit.size, -back);
-  }
-  return network_->DeviceAt(to);
 }
 
 LinkId Symmetry::CanonicalLink(LinkId link) const {

@@ -75,9 +75,7 @@ class Symmetry {
     return representatives_[static_cast<size_t>(device_class)];
   }
   bool IsRepresentative(int64_t device) const { return Representative(ClassOf(device)) == device; }
-  // Where `device` goes under the translation that takes `anchor` to its
-  // class's representative.
-  int64_t Along(int64_t anchor, int64_t device) const;
+
   // The link of `link`'s orbit at a representative, and how many links of
   // that orbit one flow's orbit stands for per link it crosses there: 1
   // where translations move links, `order` where every flow shares one.

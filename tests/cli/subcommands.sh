@@ -323,7 +323,7 @@ fi
 # the model is refused with the reason.
 for spec in "tiny 2 2" "tiny-gqa 2 2" "tiny-bert 2 2" "bert-480b 8 256" "gpt3-175b 8 16" \
   "megatron-22b 8 8" "megatron-530b 8 32" "megatron-1t 8 64" "paxml-1t 8 256" "paxml-500b 16 64" \
-  "llama3-8b 8 4" "llama3-70b 8 16" "llama3-405b 8 256"; do
+  "llama3-8b 8 4" "llama3-70b 8 16" "llama3-405b 8 256" "speech-10b 8 16"; do
   read -r preset tensor data <<<"$spec"
   start=$(date +%s%N)
   if run "$loom" model --model "$preset" --tensor "$tensor" --data "$data" -o "$tmp/step.hlo" &&
