@@ -23,52 +23,29 @@
 #include "ir/verifier.h"
 #include "sim/network.h"
 #include "sim/plan.h"
+#include "test_targets.h"
 
 namespace loom::sim {
 namespace {
 
 using cost::Target;
 
-constexpr double kAlpha = 1e-6;  // per hop
-constexpr double kBw = 1e9;      // bytes per second per link and direction
+using test::Bus;
+using test::kAlpha;
+using test::kBw;
+using test::SimpleCompute;
+using test::Torus;
 
 // Within a few ulps of a sum of a few terms.
 #define EXPECT_TIME(actual, expected) \
   EXPECT_NEAR((actual), (expected),   \
               1e-12 * std::max(1.0, std::abs(static_cast<double>(expected))) + 1e-15)
 
-cost::ComputeSpec SimpleCompute() {
-  cost::ComputeSpec spec;
-  spec.peak_flops = {{"f32", 1e12}, {"bf16", 4e12}};
-  spec.memory_bytes_per_second = 1e12;
-  spec.memory_bytes = 1e9;
-  spec.launch_seconds = 1e-6;
-  return spec;
-}
-
-Target Torus(std::vector<int64_t> dims, std::vector<bool> wrap) {
-  cost::TorusTopology torus;
-  torus.dims = std::move(dims);
-  torus.wraparound = std::move(wrap);
-  torus.link = {kBw, kAlpha};
-  return Target("torus", "", SimpleCompute(), torus);
-}
-
 Target Ring4(bool wrap) { return Torus({4, 1, 1}, {wrap, false, false}); }
 
+// Four devices.
 Target Switched(int64_t devices_per_node = 2) {
-  cost::SwitchedTopology switched;
-  switched.devices_per_node = devices_per_node;
-  switched.nodes = 4 / devices_per_node;
-  switched.intra_node = {1e10, 1e-6};
-  switched.inter_node = {1e9, 1e-5};
-  return Target("switched", "", SimpleCompute(), switched);
-}
-
-Target Bus() {
-  cost::BusTopology bus;
-  bus.bus = {1e8, 1e-4};
-  return Target("bus", "", SimpleCompute(), bus);
+  return test::Switched(devices_per_node, 4 / devices_per_node);
 }
 
 std::unique_ptr<ir::Module> Parse(std::string_view text) {

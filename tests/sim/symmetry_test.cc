@@ -19,6 +19,7 @@
 #include "model/training_step.h"
 #include "sim/network.h"
 #include "sim/simulator.h"
+#include "test_targets.h"
 
 namespace loom::sim {
 namespace {
@@ -26,37 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using cost::Target;
 
-cost::ComputeSpec SimpleCompute() {
-  cost::ComputeSpec spec;
-  spec.peak_flops = {{"f32", 1e12}, {"bf16", 4e12}};
-  spec.memory_bytes_per_second = 1e12;
-  spec.memory_bytes = 1e12;
-  spec.launch_seconds = 1e-6;
-  return spec;
-}
-
-Target Torus(std::vector<int64_t> dims, std::vector<bool> wrap) {
-  cost::TorusTopology torus;
-  torus.dims = std::move(dims);
-  torus.wraparound = std::move(wrap);
-  torus.link = {1e9, 1e-6};
-  return Target("torus", "", SimpleCompute(), torus);
-}
-
-Target Switched(int64_t devices_per_node, int64_t nodes) {
-  cost::SwitchedTopology switched;
-  switched.devices_per_node = devices_per_node;
-  switched.nodes = nodes;
-  switched.intra_node = {8e9, 1e-6};
-  switched.inter_node = {1e9, 5e-6};
-  return Target("switched", "", SimpleCompute(), switched);
-}
-
-Target Bus() {
-  cost::BusTopology bus;
-  bus.bus = {1e9, 1e-6};
-  return Target("bus", "", SimpleCompute(), bus);
-}
+using test::Bus;
+using test::Switched;
+using test::Torus;
 
 // "torus 2x4 (wrap: 1,1)", "switched 4 x 2", "bus".
 std::string Describe(const Target& target) {
