@@ -8,11 +8,15 @@
 //
 // Prints one row per run: chips, torus, variant, simulated step time (and
 // the cost model's, which ignores contention), MFU, events, flows, wall
-// time and events per second, then how wall time and events grow with the
+// time and events per second, the devices replayed (one per class of
+// symmetric devices, sim/symmetry.h) and, side by side in the same run, the
+// wall time of replaying every device, its ratio and the relative
+// difference of the two steps; then how wall time and events grow with the
 // number of chips.
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -126,9 +130,11 @@ int main(int argc, char** argv) {
   // connected components they touched (in a synchronous SPMD step every
   // group's ring steps end at the same instant: all their links, each its
   // own small component).
-  fmt::print("{:>6} {:>8} {:<22} {:>11} {:>11} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9}\n", "chips",
-             "torus", "variant", "step", "cost model", "MFU", "events", "flows", "wall", "events/s",
-             "links/upd");
+  fmt::print(
+      "{:>6} {:>8} {:<22} {:>11} {:>11} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>9} {:>7} "
+      "{:>8}\n",
+      "chips", "torus", "variant", "step", "cost model", "MFU", "events", "flows", "wall",
+      "events/s", "links/upd", "replayed", "every dev", "faster", "diff");
   std::vector<Row> rows;
   for (const Slice& slice : slices) {
     auto target = cost::FindTarget(slice.target);
@@ -173,13 +179,22 @@ int main(int argc, char** argv) {
                   << "\n";
         return 1;
       }
+      sim::SimOptions every_device;
+      every_device.exploit_symmetry = false;
+      auto all = sim::Simulate(**module, *target, every_device);
+      if (!all.ok()) {
+        std::cerr << slice.target << " " << variant.name << ": " << all.error().ToString() << "\n";
+        return 1;
+      }
       fmt::print(
           "{:>6} {:>8} {:<22} {:>8.1f} us {:>8.1f} us {:>5.1f}% {:>9} {:>9} {:>7.3f} s {:>10.3g} "
-          "{:>9.1f}\n",
+          "{:>9.1f} {:>8} {:>7.3f} s {:>6.1f}x {:>8.1e}\n",
           slice.chips, shape, variant.name, report->step_seconds * 1e6,
           report->cost_model_step_seconds * 1e6, report->mfu * 100, report->events, report->flows,
           report->wall_seconds, static_cast<double>(report->events) / report->wall_seconds,
-          report->mean_component_links);
+          report->mean_component_links, report->simulated_devices, all->wall_seconds,
+          all->wall_seconds / report->wall_seconds,
+          std::abs(report->step_seconds - all->step_seconds) / all->step_seconds);
       std::fflush(stdout);
       rows.push_back({slice.chips, variant.name, report->wall_seconds, report->events});
     }
