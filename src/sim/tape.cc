@@ -207,8 +207,10 @@ class TapeBuilder {
   }
 
   // The plan of `op` for one byte, made once for every collective of its
-  // kind over the same devices (only counted, when counting_). A plan
-  // counted past `left` is not kept: a later one may have more budget.
+  // kind over the same devices; when counting_, only counted (past `left`
+  // the count stops, and is not kept: a later use may have more budget).
+  // A tape that makes plans comes after a counting one that kept within
+  // the budget (BuildTape), so it makes each plan whole.
   Expected<std::shared_ptr<const Plan>> SharedPlan(const Instruction& op, int64_t left) {
     LOOM_ASSIGN_OR_RETURN(PlanKey key, PlanKeyOf(op, grid_));
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
@@ -216,7 +218,7 @@ class TapeBuilder {
     if (counting_) {
       LOOM_ASSIGN_OR_RETURN(plan, CountedPlan(op, left));
     } else {
-      LOOM_ASSIGN_OR_RETURN(plan, BuildPlan(op, grid_, target_, network_, symmetry_, left, true));
+      LOOM_ASSIGN_OR_RETURN(plan, BuildPlan(op, grid_, target_, network_, symmetry_, 0, true));
     }
     auto shared = std::make_shared<const Plan>(std::move(plan));
     if (!shared->truncated || shared->counted <= left) plans_.emplace(std::move(key), shared);
