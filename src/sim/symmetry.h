@@ -7,8 +7,8 @@
 // module runs one tape on every device (tape.h prices compute once, and a
 // conditional takes the same branch everywhere). A translation g that maps
 // the network onto itself (links to links of the same capacity, routes to
-// routes) and each collective's groups onto its groups, in ring order up
-// to a rotation, maps the whole replay onto itself: device g(d) does at
+// routes) and each collective's plan onto itself (below) maps the whole
+// replay onto itself: device g(d) does at
 // every instant what d does, message g(m) moves when m does, and the
 // max-min fair rates, being unique, are the same for the two. So the
 // devices of a class finish their collectives at the same instants, and a
@@ -37,9 +37,10 @@
 // Find tries every split of the interchangeable coordinates and keeps the
 // one with fewest classes. What it cannot see (a symmetry that is no
 // product of digit moves, such as a reflection) it leaves out: fewer
-// translations only mean more classes, never a wrong replay. The plans
-// check every message they make against its image (plan.h), and a module
-// that fails the check is simulated device by device.
+// translations only mean more classes, never a wrong replay. A plan over
+// classes names what each message waits for by its image at a
+// representative (plan.h); a name no representative's message has sends
+// the module back to the device-by-device replay.
 #pragma once
 
 #include <cstdint>
@@ -76,13 +77,14 @@ class Symmetry {
   }
   bool IsRepresentative(int64_t device) const { return Representative(ClassOf(device)) == device; }
 
-  // The link of `link`'s orbit at a representative, and how many links of
-  // that orbit one flow's orbit stands for per link it crosses there: 1
-  // where translations move links, `order` where every flow shares one.
+  // The link of `link`'s orbit at a representative.
   LinkId CanonicalLink(LinkId link) const;
+  // How many flows of its class a flow stands for on each link it crosses
+  // (at a representative): 1 where translations move links, `order` where
+  // every flow shares one medium.
   double LinkWeight() const { return shared_medium_ ? static_cast<double>(order()) : 1.0; }
 
-  // "16 classes of 1024 devices (steps: node 1/16 x 1/128, device in node 1/8)".
+  // "8 class(es) of 16 devices (moves: node by 1 of 16)".
   const std::string& description() const { return description_; }
 
  private:
