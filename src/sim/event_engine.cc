@@ -120,17 +120,19 @@ struct DeviceState {
 };
 
 // What the trace shows, recorded as the replay goes: the first
-// trace_devices devices, at most max_trace_events slices and link samples
-// together. A link's occupancy (the fraction of its bandwidth its flows
-// use) is sampled whenever it changes, as a counter track of the device the
+// trace_devices devices replayed (with classes of symmetric devices, the
+// representatives of the first classes, each a row under its own id), at
+// most max_trace_events slices and link samples together. A link's occupancy (the fraction of its
+// bandwidth its flows use) is sampled whenever it changes, as a counter track of the device the
 // link leaves or enters.
 class TraceLog {
  public:
-  TraceLog(const SimOptions& options, const Network& network)
+  TraceLog(const SimOptions& options, const Network& network, const Symmetry& symmetry)
       : enabled_(options.trace),
         devices_(options.trace_devices),
         max_slices_(options.max_trace_events),
-        network_(network) {
+        network_(network),
+        symmetry_(symmetry) {
     if (enabled_) {
       link_names_.resize(static_cast<size_t>(network.link_count()));
       link_busy_.assign(static_cast<size_t>(network.link_count()), 0);
@@ -140,7 +142,7 @@ class TraceLog {
   bool enabled() const { return enabled_; }
   void LinkLoad(double now, LinkId link, double bytes_per_second) {
     const int64_t device = network_.LinkDevice(link);
-    if (!enabled_ || device < 0 || device >= devices_) return;
+    if (!enabled_ || device < 0 || symmetry_.ClassOf(device) >= devices_) return;
     const double busy = std::min(1.0, bytes_per_second / network_.capacity(link));
     double& last = link_busy_[static_cast<size_t>(link)];
     if (busy == last) return;
@@ -170,9 +172,11 @@ class TraceLog {
   }
 
   bool truncated() const { return truncated_; }
-  std::string Json(int64_t device_count) const {
+  std::string Json() const {
     trace::Timeline timeline;
-    for (int64_t d = 0; d < std::min(devices_, device_count); ++d) timeline.devices.push_back(d);
+    for (int64_t c = 0; c < std::min(devices_, symmetry_.classes()); ++c) {
+      timeline.devices.push_back(symmetry_.Representative(c));
+    }
     timeline.slices = slices_;
     timeline.counters = counters_;
     return trace::ChromeTraceJson(timeline);
@@ -189,7 +193,7 @@ class TraceLog {
            const Instruction& instruction, std::string_view op) {
     if (!enabled_ || device >= devices_ || end <= start) return;
     if (Full()) return;
-    slices_.push_back({.device = device,
+    slices_.push_back({.device = symmetry_.Representative(device),
                        .lane = lane,
                        .name = instruction.name(),
                        .category = category,
@@ -204,6 +208,7 @@ class TraceLog {
   bool truncated_ = false;
   std::vector<trace::Slice> slices_;
   const Network& network_;
+  const Symmetry& symmetry_;
   // Per link: its counter track's name (made at its first sample; the
   // vector is never resized, so the views into it stay valid) and the last
   // occupancy sampled.
@@ -225,7 +230,7 @@ class Engine {
         symmetry_(symmetry),
         devices_(static_cast<size_t>(symmetry.classes())),
         statistics_(tape.op_kinds.size()),
-        trace_(options, network) {
+        trace_(options, network, symmetry) {
     for (size_t d = 0; d < devices_.size(); ++d) {
       DeviceState& device = devices_[d];
       device.occurrence.assign(slots_.size(), 0);
@@ -290,7 +295,7 @@ class Engine {
                                              static_cast<double>(network_.reallocations())
                                        : 0;
     if (with_trace) {
-      report->trace_json = trace_.Json(symmetry_.devices());
+      report->trace_json = trace_.Json();
       report->trace_truncated = trace_.truncated();
     }
   }

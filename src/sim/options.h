@@ -26,7 +26,7 @@ struct SimOptions {
   // max_trace_events events (the report says when it was cut short).
   int64_t trace_devices = 64;
   int64_t max_trace_events = 2'000'000;
-    // A simulation that would move more point-to-point messages than this
+  // A simulation that would move more point-to-point messages than this
   // (the replay's: one device per class of symmetric devices, loops that
   // transfer replayed trip by trip) is refused up front instead of running
   // for hours; 0: no limit. A refused one plans nothing (the tape is first
@@ -38,9 +38,10 @@ struct SimOptions {
   int64_t max_steps = 1'000'000'000;
   // Replay one device of each class of symmetric devices (sim/symmetry.h)
   // rather than every device: the same step, device times and op kinds
-  // (to rounding), at a fraction of the cost. Off, or with a trace, compute
-  // scales or link scales, every device is replayed. Both counts above are
-  // then of the replay made (messages of one device per class).
+  // (to rounding), at a fraction of the cost; a trace then shows the
+  // representatives of the first trace_devices classes. Off, or with
+  // compute scales or link scales, every device is replayed. Both counts
+  // above are of the replay made (messages of one device per class).
   bool exploit_symmetry = true;
 };
 

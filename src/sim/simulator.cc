@@ -52,10 +52,9 @@ Status CheckReplayCost(const ir::Module& module, const ReplayCost& cost, int64_t
 }
 
 // One device per class of symmetric devices replays what every device of
-// the class does, unless the devices differ (a straggler, a slowed link) or
-// the trace must show each device.
+// the class does, unless the devices differ (a straggler, a slowed link).
 bool ExploitsSymmetry(const SimOptions& options) {
-  if (!options.exploit_symmetry || options.trace) return false;
+  if (!options.exploit_symmetry) return false;
   return std::all_of(options.compute_scale.begin(), options.compute_scale.end(),
                      [](double scale) { return scale == 1; });
 }

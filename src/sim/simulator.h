@@ -48,8 +48,9 @@
 // of symmetric devices, symmetry.h) are replayed once: one device of each
 // class, each of its flows weighted by the flows of its class on each link
 // it crosses. The step, every device's times and the op kinds are those of
-// the replay of every device (to rounding); a straggler, a slowed link or
-// a trace replays every device (SimOptions::exploit_symmetry).
+// the replay of every device (to rounding); a trace shows the
+// representatives; a straggler or a slowed link replays every device
+// (SimOptions::exploit_symmetry).
 //
 // The parts: tape.h flattens the program and prices its compute;
 // symmetry.h finds the classes of devices; plan.h turns each collective

@@ -11,7 +11,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "corpus_files.h"
 #include "ir/parser.h"
@@ -196,6 +199,52 @@ TEST(Symmetry, AStragglerOrASlowLinkReplaysEveryDevice) {
   ASSERT_TRUE(even.ok());
   EXPECT_EQ(even->simulated_devices, 1);
   EXPECT_GT(slow->step_seconds, even->step_seconds);
+}
+
+// A device's slices and link samples in a trace: (phase, name, time,
+// duration or value).
+std::multiset<std::tuple<std::string, std::string, double, double>> TraceOf(
+    const std::string& trace, int device) {
+  std::multiset<std::tuple<std::string, std::string, double, double>> events;
+  const nlohmann::json json = nlohmann::json::parse(trace);
+  for (const auto& event : json["traceEvents"]) {
+    if (!event.contains("pid") || event["pid"] != device) continue;
+    const std::string phase = event["ph"];
+    if (phase == "X") {
+      events.emplace(phase, event["name"], event["ts"], event["dur"]);
+    } else if (phase == "C") {
+      for (const auto& [series, value] : event["args"].items()) {
+        events.emplace(phase, event["name"].get<std::string>() + "/" + series, event["ts"],
+                       value.get<double>());
+      }
+    }
+  }
+  return events;
+}
+
+TEST(Symmetry, ATraceShowsTheRepresentativesAsEveryDeviceWouldShowThem) {
+  // Rows along x, which wraps; y does not: four classes, one per row,
+  // whose representatives are devices 0, 4, 8 and 12.
+  auto module = Parse(kRowsAllReduce);
+  const Target target = Torus({4, 4}, {true, false});
+  SimOptions traced;
+  traced.trace = true;
+  auto classes = Simulate(*module, target, traced);
+  traced.exploit_symmetry = false;
+  auto all = Simulate(*module, target, traced);
+  ASSERT_TRUE(classes.ok() && all.ok());
+  EXPECT_EQ(classes->simulated_devices, 4);
+  std::set<int> rows;
+  const nlohmann::json json = nlohmann::json::parse(classes->trace_json);
+  for (const auto& event : json["traceEvents"]) {
+    if (event.contains("pid")) rows.insert(event["pid"].get<int>());
+  }
+  EXPECT_EQ(rows, (std::set<int>{0, 4, 8, 12}));
+  for (int device : {0, 4, 12}) {
+    const auto mine = TraceOf(classes->trace_json, device);
+    EXPECT_GT(mine.size(), 2u);
+    EXPECT_EQ(mine, TraceOf(all->trace_json, device)) << "device " << device;
+  }
 }
 
 TEST(Symmetry, TheReplaysAgreeOnMixedCollectivesOnEveryTopology) {
