@@ -19,6 +19,47 @@ namespace {
 
 using ir::Opcode;
 
+// A move of every device along one digit, computed for a device when first
+// asked: a move that maps some collective's first line onto no line costs
+// that line, not the whole grid.
+class Move {
+ public:
+  Move(const Network& network, int64_t devices)
+      : network_(network), moved_(static_cast<size_t>(devices)), stamp_(moved_.size(), 0) {}
+
+  // Starts another move: along `coordinate`'s digit (stride, size) by `step`.
+  void Reset(size_t coordinate, int64_t stride, int64_t size, int64_t step) {
+    coordinate_ = coordinate;
+    stride_ = stride;
+    size_ = size;
+    step_ = step;
+    ++generation_;
+  }
+
+  // Where `device` goes, or -1 where no device of the module is.
+  int64_t operator()(int64_t device) {
+    const auto d = static_cast<size_t>(device);
+    if (stamp_[d] != generation_) {
+      network_.CoordinatesOf(device, &at_);
+      const int64_t value = at_[coordinate_];
+      const int64_t digit = value / stride_ % size_;
+      at_[coordinate_] = value + ((digit + step_) % size_ - digit) * stride_;
+      moved_[d] = network_.DeviceAt(at_);
+      stamp_[d] = generation_;
+    }
+    return moved_[d];
+  }
+
+ private:
+  const Network& network_;
+  std::vector<int64_t> moved_;
+  std::vector<uint32_t> stamp_;
+  uint32_t generation_ = 0;
+  std::vector<int64_t> at_;
+  size_t coordinate_ = 0;
+  int64_t stride_ = 1, size_ = 1, step_ = 0;
+};
+
 // One collective's plan as the rings and chains it is made of, indexed for
 // the checks of a move: its messages are a function of these lines (each
 // ring's steps go round it, each chain's along it), so a move that maps
@@ -72,11 +113,12 @@ class Lines {
 
   // Whether `moved` (device -> device) maps every line onto a line of the
   // same phase and kind.
-  bool MapsOntoItself(const std::vector<int64_t>& moved) const {
+  bool MapsOntoItself(Move& moved) const {
     if (!well_formed_) return false;
     for (const Line& line : lines_) {
       if (line.members.empty()) continue;
-      const int64_t first = moved[static_cast<size_t>(line.members[0])];
+      const int64_t first = moved(line.members[0]);
+      if (first < 0) return false;
       const int32_t image_id = line_of_[line.phase][static_cast<size_t>(first)];
       if (image_id < 0) return false;
       const Line& image = lines_[static_cast<size_t>(image_id)];
@@ -88,7 +130,7 @@ class Lines {
       if (line.kind == cost::CollectivePhase::Kind::kLine && offset != 0) return false;
       const size_t n = line.members.size();
       for (size_t i = 1; i < n; ++i) {
-        if (moved[static_cast<size_t>(line.members[i])] != image.members[(offset + i) % n]) {
+        if (moved(line.members[i]) != image.members[(offset + i) % n]) {
           return false;
         }
       }
@@ -124,13 +166,12 @@ class Pairs {
     std::sort(keys_.begin(), keys_.end());
   }
 
-  bool MapsOntoItself(const std::vector<int64_t>& moved) const {
+  bool MapsOntoItself(Move& moved) const {
     for (const uint64_t key : keys_) {
-      const auto source = static_cast<int64_t>(key / static_cast<uint64_t>(devices_));
-      const auto target = static_cast<int64_t>(key % static_cast<uint64_t>(devices_));
-      if (!std::binary_search(
-              keys_.begin(), keys_.end(),
-              Key(moved[static_cast<size_t>(source)], moved[static_cast<size_t>(target)]))) {
+      const auto source = moved(static_cast<int64_t>(key / static_cast<uint64_t>(devices_)));
+      const auto target = moved(static_cast<int64_t>(key % static_cast<uint64_t>(devices_)));
+      if (source < 0 || target < 0 ||
+          !std::binary_search(keys_.begin(), keys_.end(), Key(source, target))) {
         return false;
       }
     }
@@ -204,13 +245,6 @@ std::vector<int64_t> Divisors(int64_t n) {
   return divisors;
 }
 
-// Moves a coordinate value by `amount` along the digit (stride, size).
-int64_t MoveDigit(int64_t value, int64_t stride, int64_t size, int64_t amount) {
-  const int64_t digit = value / stride % size;
-  const int64_t moved = ((digit + amount) % size + size) % size;
-  return value + (moved - digit) * stride;
-}
-
 }  // namespace
 
 Symmetry Symmetry::None(int64_t devices) {
@@ -235,8 +269,7 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
 
   // The smallest step of a digit's moves that maps the devices, and every
   // collective, onto themselves (its size: no move does).
-  std::vector<int64_t> moved(static_cast<size_t>(devices));
-  std::vector<int64_t> at;
+  Move moved(network, devices);
   std::map<std::tuple<size_t, int64_t, int64_t>, int64_t> memo;
   const auto smallest_step = [&](const Digit& digit) {
     const auto key = std::make_tuple(digit.coordinate, digit.stride, digit.size);
@@ -244,15 +277,13 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
     int64_t found = digit.size;
     for (int64_t step : Divisors(digit.size)) {
       if (step == digit.size) break;
+      moved.Reset(digit.coordinate, digit.stride, digit.size, step);
+      // The collectives first (a move that fails usually fails on the first
+      // line), then every device must land on one.
       bool valid = true;
-      for (int64_t d = 0; d < devices && valid; ++d) {
-        network.CoordinatesOf(d, &at);
-        at[digit.coordinate] = MoveDigit(at[digit.coordinate], digit.stride, digit.size, step);
-        moved[static_cast<size_t>(d)] = network.DeviceAt(at);
-        valid = moved[static_cast<size_t>(d)] >= 0;
-      }
       for (const Lines& lines : participants->lines) valid = valid && lines.MapsOntoItself(moved);
       for (const Pairs& pairs : participants->pairs) valid = valid && pairs.MapsOntoItself(moved);
+      for (int64_t d = 0; d < devices && valid; ++d) valid = moved(d) >= 0;
       if (valid) {
         found = step;
         break;
@@ -275,7 +306,8 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
     // interchangeable one) split as high x low digits.
     std::vector<Digit> best = {whole};
     best[0].step = smallest_step(whole);
-    if (coordinate.kind == Network::Coordinate::Kind::kInterchangeable) {
+    // A whole coordinate that moves by one is one class already.
+    if (coordinate.kind == Network::Coordinate::Kind::kInterchangeable && best[0].step > 1) {
       for (int64_t low : Divisors(coordinate.size)) {
         if (low == 1 || low == coordinate.size) continue;
         Digit low_digit{.coordinate = c, .stride = 1, .size = low, .step = 1};
