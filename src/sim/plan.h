@@ -83,14 +83,15 @@ struct Plan {
 // With a `symmetry` (not trivial) the plan is over its classes: a Message's
 // source and target are class numbers, each message one a representative
 // sends, standing for its image at every device of its class (symmetry.h).
-// Fails then when a message of the collective is not the image of one at a
-// representative.
+// Fails then when a message waits for one whose image no representative
+// sends.
 //
 // With `per_byte`, the plan of an operand of one byte (messages' bytes are
-// linear in the operand's: the tape shares one plan among collectives of
-// a kind over the same devices). With `max_messages` > 0 it first counts the messages, and makes
-// none when there are more than that (Plan::truncated): a collective over thousands of devices can
-// plan gigabytes before a budget is checked.
+// linear in the operand's: the tape shares one plan among collectives of a
+// kind over the same devices). With `max_messages` > 0 it first counts the
+// messages, and makes none when there are more than that
+// (Plan::truncated): a collective over thousands of devices can plan
+// gigabytes before a budget is checked.
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
                          const cost::Target& target, const Network& network,
                          const Symmetry* symmetry = nullptr, int64_t max_messages = 0,
