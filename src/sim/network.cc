@@ -192,47 +192,23 @@ std::vector<Network::Coordinate> Network::Coordinates() const {
   return {};
 }
 
+// The target's coordinates (cost::Target::Coordinates and DeviceAt), but
+// one for the whole of a partly used switched node or cluster.
 void Network::CoordinatesOf(int64_t device, std::vector<int64_t>* coordinates) const {
-  coordinates->clear();
-  switch (kind_) {
-    case Kind::kBus:
-      coordinates->push_back(device);
-      return;
-    case Kind::kSwitched:
-      if (devices_ <= devices_per_node_ || devices_ % devices_per_node_ != 0) {
-        coordinates->push_back(device);
-      } else {
-        coordinates->push_back(device / devices_per_node_);
-        coordinates->push_back(device % devices_per_node_);
-      }
-      return;
-    case Kind::kTorus: {
-      int64_t rest = position_[static_cast<size_t>(device)];
-      for (int64_t size : dims_) {
-        coordinates->push_back(rest % size);
-        rest /= size;
-      }
-      return;
-    }
+  if (kind_ == Kind::kSwitched &&
+      (devices_ <= devices_per_node_ || devices_ % devices_per_node_ != 0)) {
+    *coordinates = {device};
+    return;
   }
+  *coordinates = target_->Coordinates(device);
 }
 
 int64_t Network::DeviceAt(const std::vector<int64_t>& coordinates) const {
-  int64_t device = -1;
-  switch (kind_) {
-    case Kind::kBus:
-      device = coordinates[0];
-      break;
-    case Kind::kSwitched:
-      device = coordinates.size() == 1 ? coordinates[0]
-                                       : coordinates[0] * devices_per_node_ + coordinates[1];
-      break;
-    case Kind::kTorus: {
-      int64_t position = 0;
-      for (size_t d = dims_.size(); d-- > 0;) position = position * dims_[d] + coordinates[d];
-      device = device_at_[static_cast<size_t>(position)];
-      break;
-    }
+  int64_t device = coordinates[0];
+  if (kind_ == Kind::kTorus) {
+    device = target_->DeviceAt(coordinates);
+  } else if (coordinates.size() == 2) {
+    device = coordinates[0] * devices_per_node_ + coordinates[1];
   }
   return device >= 0 && device < devices_ ? device : -1;
 }

@@ -466,19 +466,22 @@ Expected<Plan> BuildPermutePlanOver(const std::vector<std::pair<int64_t, int64_t
   return builder.Finish(fmt::format("collective-permute: {} pair(s)", MovingPairs(pairs)));
 }
 
-Expected<Plan> BuildPlanOver(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                             const cost::Target& target, const Network& network,
-                             const Symmetry* symmetry, int64_t max_messages, bool per_byte) {
-  const Opcode opcode = ir::SynchronousOpcode(op.opcode());
-  const double bytes = per_byte ? 1.0 : cost::OperandBytes(op);
+// The plan of a collective (its opcode and participants) whose operand is
+// `bytes`, or, with `max_messages` > 0, only its count (Builder).
+Expected<Plan> BuildPlanOver(const CollectiveParticipants& participants, double bytes,
+                             const ir::DeviceGrid& grid, const cost::Target& target,
+                             const Network& network, const Symmetry* symmetry,
+                             int64_t max_messages) {
   const int64_t devices = grid.size();
-  if (opcode == Opcode::kCollectivePermute) {
-    LOOM_ASSIGN_OR_RETURN(auto pairs, ir::GlobalSourceTargetPairs(op, grid));
-    return BuildPermutePlanOver(pairs, bytes, devices, network, symmetry, max_messages);
-  }
   CollectiveAlgorithm algorithm;
   bool per_member = false;
-  switch (opcode) {
+  switch (participants.opcode) {
+    case Opcode::kCollectivePermute:
+      return BuildPermutePlanOver(participants.pairs, bytes, devices, network, symmetry,
+                                  max_messages);
+    case Opcode::kAllToAll:
+      return BuildAllToAllPlan(participants.groups, bytes, devices, network, symmetry,
+                               max_messages);
     case Opcode::kAllGather:
       algorithm = CollectiveAlgorithm::kAllGather;
       per_member = true;
@@ -486,21 +489,17 @@ Expected<Plan> BuildPlanOver(const ir::Instruction& op, const ir::DeviceGrid& gr
     case Opcode::kReduceScatter:
       algorithm = CollectiveAlgorithm::kReduceScatter;
       break;
-    case Opcode::kAllToAll: {
-      LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
-      return BuildAllToAllPlan(groups, bytes, devices, network, symmetry, max_messages);
-    }
     case Opcode::kAllReduce:
       algorithm = CollectiveAlgorithm::kAllReduce;
       break;
     default:
       return Builder(devices, symmetry)
-          .Finish(fmt::format("{}: not modelled, takes no time", ir::OpcodeName(op.opcode())));
+          .Finish(
+              fmt::format("{}: not modelled, takes no time", ir::OpcodeName(participants.opcode)));
   }
-  LOOM_ASSIGN_OR_RETURN(auto groups, ir::ParticipantGroups(op, grid));
   // An all-gather's B is the gathered result: group size x the operand.
   return BuildPlanForGroups(
-      algorithm, groups,
+      algorithm, participants.groups,
       [&](size_t size) { return per_member ? bytes * static_cast<double>(size) : bytes; }, devices,
       target, network, symmetry, max_messages);
 }
@@ -512,35 +511,54 @@ Plan BuildPermutePlan(const std::vector<std::pair<int64_t, int64_t>>& pairs, dou
   return *BuildPermutePlanOver(pairs, bytes, devices, network, nullptr, 0);
 }
 
-Expected<int64_t> CountPlanMessages(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                                    const cost::Target& target, const Network& network,
-                                    const Symmetry* symmetry, int64_t cap) {
-  if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
-  LOOM_ASSIGN_OR_RETURN(const Plan counted, BuildPlanOver(op, grid, target, network, symmetry,
-                                                          std::max<int64_t>(cap, 1), false));
-  return counted.counted;
+Expected<CollectiveParticipants> ParticipantsOf(const ir::Instruction& op,
+                                                const ir::DeviceGrid& grid) {
+  CollectiveParticipants participants;
+  participants.opcode = ir::SynchronousOpcode(op.opcode());
+  switch (participants.opcode) {
+    case Opcode::kCollectivePermute: {
+      LOOM_ASSIGN_OR_RETURN(participants.pairs, ir::GlobalSourceTargetPairs(op, grid));
+      break;
+    }
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllReduce:
+    case Opcode::kAllToAll: {
+      LOOM_ASSIGN_OR_RETURN(participants.groups, ir::ParticipantGroups(op, grid));
+      break;
+    }
+    default:
+      break;
+  }
+  return participants;
 }
 
-Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                         const cost::Target& target, const Network& network,
-                         const Symmetry* symmetry, int64_t max_messages, bool per_byte) {
+int64_t CountPlanMessages(const CollectiveParticipants& participants, const ir::DeviceGrid& grid,
+                          const cost::Target& target, const Network& network,
+                          const Symmetry* symmetry, int64_t cap) {
   if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
-  if (max_messages > 0) {
-    LOOM_ASSIGN_OR_RETURN(const int64_t count,
-                          CountPlanMessages(op, grid, target, network, symmetry, max_messages));
-    if (count > max_messages) {
-      Plan counted;
-      counted.truncated = true;
-      counted.counted = count;
-      return counted;
-    }
-  }
-  auto plan = BuildPlanOver(op, grid, target, network, symmetry, 0, per_byte);
+  // Counting names no message, so it cannot fail.
+  return BuildPlanOver(participants, 0, grid, target, network, symmetry, std::max<int64_t>(cap, 1))
+      ->counted;
+}
+
+Expected<Plan> BuildPlan(const ir::Instruction& op, const CollectiveParticipants& participants,
+                         const ir::DeviceGrid& grid, const cost::Target& target,
+                         const Network& network, const Symmetry* symmetry, bool per_byte) {
+  if (symmetry != nullptr && symmetry->trivial()) symmetry = nullptr;
+  auto plan = BuildPlanOver(participants, per_byte ? 1.0 : cost::OperandBytes(op), grid, target,
+                            network, symmetry, 0);
   if (!plan.ok() && symmetry != nullptr) {
     return Error{fmt::format("%{} is not symmetric under {}: {}", op.name(),
                              symmetry->description(), plan.error().message)};
   }
   return plan;
+}
+
+Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                         const cost::Target& target, const Network& network) {
+  LOOM_ASSIGN_OR_RETURN(const CollectiveParticipants participants, ParticipantsOf(op, grid));
+  return BuildPlan(op, participants, grid, target, network, nullptr, false);
 }
 
 }  // namespace loom::sim

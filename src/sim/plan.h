@@ -60,8 +60,8 @@ struct Plan {
   std::vector<int32_t> device_messages;
   // "all-gather: 512 groups of 4, bidirectional chain over x".
   std::string description;
-  // Not made: it would hold more than BuildPlan's max_messages (at least
-  // `counted`).
+  // Not made, only counted (CountPlanMessages): `counted` messages, or at
+  // least that many where the count stopped at its cap.
   bool truncated = false;
   int64_t counted = 0;
 
@@ -74,6 +74,20 @@ struct Plan {
            device_begin[static_cast<size_t>(device)];
   }
 };
+
+// Who takes part in a collective, as its plan reads it: its synchronous
+// opcode, and its groups (all-gather, reduce-scatter, all-reduce,
+// all-to-all; each in ring order) or its pairs (collective-permute); neither
+// for an op not modelled. What the plan of one byte depends on, beside the
+// opcode: the tape shares plans by it, and symmetry.h checks it.
+struct CollectiveParticipants {
+  ir::Opcode opcode = ir::Opcode::kAllReduce;
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  auto operator<=>(const CollectiveParticipants&) const = default;
+};
+Expected<CollectiveParticipants> ParticipantsOf(const ir::Instruction& op,
+                                                const ir::DeviceGrid& grid);
 
 // The plan of `op` (a collective, or the -start of one: what
 // cost::TransferOp would return) on `grid`'s devices over `network`.
@@ -88,20 +102,20 @@ struct Plan {
 //
 // With `per_byte`, the plan of an operand of one byte (messages' bytes are
 // linear in the operand's: the tape shares one plan among collectives of a
-// kind over the same devices). With `max_messages` > 0 it first counts the
-// messages, and makes none when there are more than that
-// (Plan::truncated): a collective over thousands of devices can plan
-// gigabytes before a budget is checked.
+// kind over the same devices).
+Expected<Plan> BuildPlan(const ir::Instruction& op, const CollectiveParticipants& participants,
+                         const ir::DeviceGrid& grid, const cost::Target& target,
+                         const Network& network, const Symmetry* symmetry, bool per_byte);
 Expected<Plan> BuildPlan(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                         const cost::Target& target, const Network& network,
-                         const Symmetry* symmetry = nullptr, int64_t max_messages = 0,
-                         bool per_byte = false);
+                         const cost::Target& target, const Network& network);
 
 // How many messages BuildPlan would make, counted no further than past
-// `cap`: the count alone, at the cost of walking the algorithm's steps.
-Expected<int64_t> CountPlanMessages(const ir::Instruction& op, const ir::DeviceGrid& grid,
-                                    const cost::Target& target, const Network& network,
-                                    const Symmetry* symmetry, int64_t cap);
+// `cap`: the count alone, at the cost of walking the algorithm's steps (a
+// collective over thousands of devices can plan gigabytes before a budget
+// is checked).
+int64_t CountPlanMessages(const CollectiveParticipants& participants, const ir::DeviceGrid& grid,
+                          const cost::Target& target, const Network& network,
+                          const Symmetry* symmetry, int64_t cap);
 
 // The building blocks, for tests: an all-gather, reduce-scatter or
 // all-reduce of `bytes` (as the cost model counts them) over `groups` of

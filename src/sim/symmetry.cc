@@ -12,6 +12,7 @@
 #include "cost/step_time.h"
 #include "ir/async.h"
 #include "ir/computation.h"
+#include "sim/plan.h"
 
 namespace loom::sim {
 
@@ -189,13 +190,13 @@ class Pairs {
 
 // Every distinct participant structure of the module's collectives, or
 // nothing where one cannot be read.
-struct Participants {
+struct Structures {
   std::vector<Lines> lines;
   std::vector<Pairs> pairs;
 };
 
-std::optional<Participants> ParticipantsOf(const ir::Module& module, const ir::DeviceGrid& grid,
-                                           const cost::Target& target) {
+std::optional<Structures> StructuresOf(const ir::Module& module, const ir::DeviceGrid& grid,
+                                       const cost::Target& target) {
   std::set<std::pair<std::vector<std::vector<int64_t>>, bool>> group_sets;  // groups, phased
   std::set<std::vector<std::pair<int64_t, int64_t>>> pair_sets;
   for (const auto& computation : module.computations()) {
@@ -204,34 +205,21 @@ std::optional<Participants> ParticipantsOf(const ir::Module& module, const ir::D
       if (role != cost::TransferRole::kSynchronous && role != cost::TransferRole::kStart) continue;
       const ir::Instruction* op = cost::TransferOp(*owned);
       if (op == nullptr) continue;
-      switch (ir::SynchronousOpcode(op->opcode())) {
-        case Opcode::kCollectivePermute: {
-          auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
-          if (!pairs.ok()) return std::nullopt;
-          pair_sets.insert(std::move(pairs).value());
-          break;
-        }
-        case Opcode::kAllGather:
-        case Opcode::kReduceScatter:
-        case Opcode::kAllReduce:
-        case Opcode::kAllToAll: {
-          auto groups = ir::ParticipantGroups(*op, grid);
-          if (!groups.ok()) return std::nullopt;
-          const bool phased = ir::SynchronousOpcode(op->opcode()) != Opcode::kAllToAll;
-          group_sets.emplace(std::move(groups).value(), phased);
-          break;
-        }
-        default:
-          break;  // no plan: takes no time (plan.h)
+      auto participants = sim::ParticipantsOf(*op, grid);
+      if (!participants.ok()) return std::nullopt;
+      if (!participants->pairs.empty()) pair_sets.insert(std::move(participants->pairs));
+      if (!participants->groups.empty()) {
+        const bool phased = participants->opcode != Opcode::kAllToAll;
+        group_sets.emplace(std::move(participants->groups), phased);
       }
     }
   }
-  Participants participants;
+  Structures structures;
   for (const auto& [groups, phased] : group_sets) {
-    participants.lines.emplace_back(groups, phased, target, grid.size());
+    structures.lines.emplace_back(groups, phased, target, grid.size());
   }
-  for (const auto& pairs : pair_sets) participants.pairs.emplace_back(pairs, grid.size());
-  return participants;
+  for (const auto& pairs : pair_sets) structures.pairs.emplace_back(pairs, grid.size());
+  return structures;
 }
 
 std::vector<int64_t> Divisors(int64_t n) {
@@ -263,8 +251,8 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
                         const cost::Target& target, const Network& network) {
   const int64_t devices = grid.size();
   if (network.scaled() || devices < 2) return None(devices);
-  const std::optional<Participants> participants = ParticipantsOf(module, grid, target);
-  if (!participants) return None(devices);
+  const std::optional<Structures> structures = StructuresOf(module, grid, target);
+  if (!structures) return None(devices);
   const std::vector<Network::Coordinate> coordinates = network.Coordinates();
 
   // The smallest step of a digit's moves that maps the devices, and every
@@ -281,8 +269,8 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
       // The collectives first (a move that fails usually fails on the first
       // line), then every device must land on one.
       bool valid = true;
-      for (const Lines& lines : participants->lines) valid = valid && lines.MapsOntoItself(moved);
-      for (const Pairs& pairs : participants->pairs) valid = valid && pairs.MapsOntoItself(moved);
+      for (const Lines& lines : structures->lines) valid = valid && lines.MapsOntoItself(moved);
+      for (const Pairs& pairs : structures->pairs) valid = valid && pairs.MapsOntoItself(moved);
       for (int64_t d = 0; d < devices && valid; ++d) valid = moved(d) >= 0;
       if (valid) {
         found = step;
@@ -322,16 +310,15 @@ Symmetry Symmetry::Find(const ir::Module& module, const ir::DeviceGrid& grid,
     }
     digits.insert(digits.end(), best.begin(), best.end());
   }
-  return FromDigits(network, devices, std::move(digits));
+  return FromDigits(network, devices, digits);
 }
 
-Symmetry Symmetry::FromDigits(const Network& network, int64_t devices, std::vector<Digit> digits) {
+Symmetry Symmetry::FromDigits(const Network& network, int64_t devices,
+                              const std::vector<Digit>& digits) {
   Symmetry symmetry;
   symmetry.network_ = &network;
-  symmetry.shared_medium_ = network.shared_medium();
-  symmetry.digits_ = std::move(digits);
   int64_t classes = 1;
-  for (const Digit& digit : symmetry.digits_) classes *= digit.step;
+  for (const Digit& digit : digits) classes *= digit.step;
   // A class is numbered by its residues, then the numbers are made dense:
   // on a torus the module may leave whole classes of chips unused.
   symmetry.class_of_.resize(static_cast<size_t>(devices));
@@ -341,7 +328,7 @@ Symmetry Symmetry::FromDigits(const Network& network, int64_t devices, std::vect
     network.CoordinatesOf(d, &at);
     int64_t index = 0;
     bool representative = true;
-    for (const Digit& digit : symmetry.digits_) {
+    for (const Digit& digit : digits) {
       const int64_t value = at[digit.coordinate] / digit.stride % digit.size;
       index = index * digit.step + value % digit.step;
       representative = representative && value < digit.step;
@@ -360,7 +347,7 @@ Symmetry Symmetry::FromDigits(const Network& network, int64_t devices, std::vect
   classes = symmetry.classes();
   const auto coordinates = network.Coordinates();
   std::vector<std::string> moves;
-  for (const Digit& digit : symmetry.digits_) {
+  for (const Digit& digit : digits) {
     if (digit.step == digit.size) continue;
     const std::string& name = coordinates[digit.coordinate].name;
     const int64_t coordinate_size = coordinates[digit.coordinate].size;

@@ -82,7 +82,9 @@ class Symmetry {
   // How many flows of its class a flow stands for on each link it crosses
   // (at a representative): 1 where translations move links, `order` where
   // every flow shares one medium.
-  double LinkWeight() const { return shared_medium_ ? static_cast<double>(order()) : 1.0; }
+  double LinkWeight() const {
+    return network_ != nullptr && network_->shared_medium() ? static_cast<double>(order()) : 1.0;
+  }
 
   // "8 class(es) of 16 devices (moves: node by 1 of 16)".
   const std::string& description() const { return description_; }
@@ -96,11 +98,10 @@ class Symmetry {
     int64_t size = 1;
     int64_t step = 1;
   };
-  static Symmetry FromDigits(const Network& network, int64_t devices, std::vector<Digit> digits);
+  static Symmetry FromDigits(const Network& network, int64_t devices,
+                             const std::vector<Digit>& digits);
 
-  const Network* network_ = nullptr;
-  bool shared_medium_ = false;
-  std::vector<Digit> digits_;
+  const Network* network_ = nullptr;  // null: None
   std::vector<int64_t> class_of_;
   std::vector<int64_t> representatives_;
   std::string description_;

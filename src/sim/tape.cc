@@ -20,36 +20,6 @@ namespace {
 using ir::Instruction;
 using ir::Opcode;
 
-// What a collective's plan for one byte depends on: its kind and its
-// participants.
-struct PlanKey {
-  Opcode opcode = Opcode::kAllReduce;
-  std::vector<std::vector<int64_t>> groups;
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  auto operator<=>(const PlanKey&) const = default;
-};
-
-Expected<PlanKey> PlanKeyOf(const Instruction& op, const ir::DeviceGrid& grid) {
-  PlanKey key;
-  key.opcode = ir::SynchronousOpcode(op.opcode());
-  switch (key.opcode) {
-    case Opcode::kCollectivePermute: {
-      LOOM_ASSIGN_OR_RETURN(key.pairs, ir::GlobalSourceTargetPairs(op, grid));
-      break;
-    }
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllReduce:
-    case Opcode::kAllToAll: {
-      LOOM_ASSIGN_OR_RETURN(key.groups, ir::ParticipantGroups(op, grid));
-      break;
-    }
-    default:
-      break;
-  }
-  return key;
-}
-
 class TapeBuilder {
  public:
   TapeBuilder(const cost::TargetCostModel& model, const ir::DeviceGrid& grid,
@@ -212,27 +182,18 @@ class TapeBuilder {
   // A tape that makes plans comes after a counting one that kept within
   // the budget (BuildTape), so it makes each plan whole.
   Expected<std::shared_ptr<const Plan>> SharedPlan(const Instruction& op, int64_t left) {
-    LOOM_ASSIGN_OR_RETURN(PlanKey key, PlanKeyOf(op, grid_));
+    LOOM_ASSIGN_OR_RETURN(CollectiveParticipants key, ParticipantsOf(op, grid_));
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     Plan plan;
     if (counting_) {
-      LOOM_ASSIGN_OR_RETURN(plan, CountedPlan(op, left));
+      plan.truncated = true;
+      plan.counted = CountPlanMessages(key, grid_, target_, network_, symmetry_, left);
     } else {
-      LOOM_ASSIGN_OR_RETURN(plan, BuildPlan(op, grid_, target_, network_, symmetry_, 0, true));
+      LOOM_ASSIGN_OR_RETURN(plan, BuildPlan(op, key, grid_, target_, network_, symmetry_, true));
     }
     auto shared = std::make_shared<const Plan>(std::move(plan));
     if (!shared->truncated || shared->counted <= left) plans_.emplace(std::move(key), shared);
     return shared;
-  }
-
-  // A plan made only of its count (capped past `left`).
-  Expected<Plan> CountedPlan(const Instruction& op, int64_t left) {
-    LOOM_ASSIGN_OR_RETURN(const int64_t count,
-                          CountPlanMessages(op, grid_, target_, network_, symmetry_, left));
-    Plan plan;
-    plan.truncated = true;
-    plan.counted = count;
-    return plan;
   }
 
   Status CompileWhile(const Instruction& instruction, int depth) {
@@ -348,7 +309,7 @@ class TapeBuilder {
   const Symmetry* symmetry_;
   const int64_t max_messages_;
   const bool counting_;  // plans are only counted
-  std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
+  std::map<CollectiveParticipants, std::shared_ptr<const Plan>> plans_;
   int64_t messages_ = 0;                // a replay's, so far
   std::vector<int64_t> repeats_ = {1};  // the trips of the loops being compiled, multiplied
   Tape tape_;
