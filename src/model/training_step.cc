@@ -19,9 +19,11 @@ namespace loom::model {
 namespace {
 
 // Sizes of one device's part of the step: b sequences (T tokens) per
-// micro-batch, n micro-batches (Tb tokens in all), L layers per stage.
+// micro-batch, n micro-batches (Tb tokens in all), L layers per stage; S
+// positions of each sequence (its chunk under context parallelism), whose
+// queries attend over Sk positions (the whole sequence).
 struct LocalSizes {
-  int64_t b, S, T, M, H, K, G, hd, F, V, L, n, Tb;
+  int64_t b, S, Sk, T, M, H, K, G, hd, F, V, L, n, Tb;
   int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
 };
 
@@ -33,15 +35,16 @@ struct ReductionGroups {
 };
 
 // How many devices sum weight `index`'s gradient (Weights order): the
-// weights every stage holds over the pipeline and data axes, the stacked
-// ones over the data axis, and under sequence parallelism what the model
-// axis does not split over the model axis too (each device saw its own
-// rows).
+// weights every stage holds over the pipeline, data and context axes, the
+// stacked ones over the data and context axes, and under sequence
+// parallelism what the model axis does not split over the model axis too
+// (each device saw its own rows).
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index) {
   const int64_t model =
       (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
-  if (index < 3) return p.pipeline * p.data * model;
-  return p.data * (w.split_dim < 0 ? model : 1);
+  const int64_t replicas = p.data * p.context;
+  if (index < 3) return p.pipeline * replicas * model;
+  return replicas * (w.split_dim < 0 ? model : 1);
 }
 
 // Multi-query attention: one k and v head, from a weight of its own that
@@ -60,6 +63,7 @@ struct NormActs {
 // What backward needs of one layer's forward.
 struct LayerActs {
   Value h, q, k, v, p, o, x1, h2, u, z, act, out;
+  Value lse;     // ring attention: each query's log-sum-exp [b,H,S], for p = exp(score - lse)
   Value kc, vc;  // k and v before the kv heads are shared out: [b,S,K,hd], what a cache holds
   NormActs norm1, norm2;
 };
@@ -84,18 +88,28 @@ std::optional<int64_t> ZeroShardDim(const WeightInfo& w, const ParallelPlan& pla
   return std::nullopt;
 }
 
-// The groups of the mesh `sizes` (pipeline, data, model; device = (stage *
-// data + d) * model + j) whose devices differ only along the `varying`
-// axes: one group per position on the other axes, in the order of their
-// first device, each group's devices in increasing order.
-std::vector<std::vector<int64_t>> MeshGroups(const std::array<int64_t, 3>& sizes,
-                                             const std::array<bool, 3>& varying) {
+// The mesh's axes, outermost first: device = ((stage * data + d) *
+// context + c) * model + j.
+constexpr size_t kMeshAxes = 4;
+using MeshAxes = std::array<int64_t, kMeshAxes>;
+
+// The groups of the mesh `sizes` (pipeline, data, context, model) whose
+// devices differ only along the `varying` axes: one group per position on
+// the other axes, in the order of their first device, each group's devices
+// in increasing order.
+std::vector<std::vector<int64_t>> MeshGroups(const MeshAxes& sizes,
+                                             const std::array<bool, kMeshAxes>& varying) {
   std::vector<std::vector<int64_t>> groups;
-  std::map<std::array<int64_t, 3>, size_t> index;  // fixed coordinates -> group
-  for (int64_t device = 0; device < sizes[0] * sizes[1] * sizes[2]; ++device) {
-    std::array<int64_t, 3> at = {device / (sizes[1] * sizes[2]), device / sizes[2] % sizes[1],
-                                 device % sizes[2]};
-    for (size_t axis = 0; axis < 3; ++axis) {
+  std::map<MeshAxes, size_t> index;  // fixed coordinates -> group
+  const int64_t devices = sizes[0] * sizes[1] * sizes[2] * sizes[3];
+  for (int64_t device = 0; device < devices; ++device) {
+    MeshAxes at{};
+    int64_t rest = device;
+    for (size_t axis = kMeshAxes; axis-- > 0;) {
+      at[axis] = rest % sizes[axis];
+      rest /= sizes[axis];
+    }
+    for (size_t axis = 0; axis < kMeshAxes; ++axis) {
       if (varying[axis]) at[axis] = 0;
     }
     auto [it, fresh] = index.try_emplace(at, groups.size());
@@ -106,13 +120,17 @@ std::vector<std::vector<int64_t>> MeshGroups(const std::array<int64_t, 3>& sizes
 }
 
 bool SplitsRows(const ParallelPlan& plan) { return plan.sequence_parallel && plan.tensor > 1; }
+bool RingAttention(const ParallelPlan& plan) {
+  return plan.context > 1 && plan.context_form == "ring";
+}
 
 LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   const int64_t t = plan.tensor;
   LocalSizes s{};
   s.n = plan.micro_batches;
   s.b = model.batch / plan.data / s.n;
-  s.S = model.seq;
+  s.S = model.seq / plan.context;
+  s.Sk = model.seq;
   s.T = s.b * s.S;
   s.Tb = s.T * s.n;
   s.R = SplitsRows(plan) ? s.T / t : s.T;
@@ -135,23 +153,31 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
 // activation, from which it makes the products' inputs again (times the
 // gains; gathered again under sequence parallelism) and recomputes the
 // attention core softmax(q k^T) v; "none" the attention's probabilities
-// and output too, and recomputes nothing else.
-std::vector<std::vector<int64_t>> SavedDims(const LocalSizes& s, const ModelConfig& model,
-                                            const ParallelPlan& plan) {
-  if (plan.recompute == "full") return {{s.R, s.M}};
-  std::vector<std::vector<int64_t>> dims = {{s.R, s.M},
-                                            {s.R},
-                                            {s.b, s.S, s.H, s.hd},
-                                            {s.b, s.S, s.K, s.hd},
-                                            {s.b, s.S, s.K, s.hd},
-                                            {s.R, s.M},
-                                            {s.R},
-                                            {s.T, s.F}};
-  if (model.mlp == "swiglu") dims.push_back({s.T, s.F});
-  dims.push_back({s.T, s.F});
+// (under ring attention their log-sum-exp, kept in the parameter type as
+// flash attention keeps it) and output too, and recomputes nothing else.
+struct SavedShape {
+  std::vector<int64_t> dims;
+  bool in_param_type = false;  // else in the activation type
+};
+std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& model,
+                                    const ParallelPlan& plan) {
+  if (plan.recompute == "full") return {{{s.R, s.M}}};
+  std::vector<SavedShape> dims = {{{s.R, s.M}},
+                                  {{s.R}},
+                                  {{s.b, s.S, s.H, s.hd}},
+                                  {{s.b, s.S, s.K, s.hd}},
+                                  {{s.b, s.S, s.K, s.hd}},
+                                  {{s.R, s.M}},
+                                  {{s.R}},
+                                  {{s.T, s.F}}};
+  if (model.mlp == "swiglu") dims.push_back({{s.T, s.F}});
+  dims.push_back({{s.T, s.F}});
   if (plan.recompute == "none") {
-    dims.push_back({s.b, s.H, s.S, s.S});
-    dims.push_back({s.T, s.H * s.hd});
+    // Ring attention keeps the log-sum-exp of each query's scores, from
+    // which its backward makes each chunk's probabilities again.
+    dims.push_back(RingAttention(plan) ? SavedShape{{s.b, s.H, s.S}, true}
+                                       : SavedShape{{s.b, s.H, s.S, s.Sk}});
+    dims.push_back({{s.T, s.H * s.hd}});
   }
   return dims;
 }
@@ -162,31 +188,42 @@ class StepWriter {
   StepWriter(const ModelConfig& model, const ParallelPlan& plan, std::string_view kind)
       : m_(model),
         plan_(plan),
-        module_(ModuleName(model, plan, kind), plan.tensor * plan.data * plan.pipeline),
+        module_(ModuleName(model, plan, kind), Devices(plan)),
         s_(SizesOf(model, plan)) {
     const int64_t t = plan.tensor;
     P_ = model.param_type;
     C_ = model.compute_type;
     A_ = ActivationType(model);
-    const int64_t dp = plan.data, pp = plan.pipeline;
-    const auto device = [&](int64_t stage, int64_t d, int64_t j) {
-      return (stage * dp + d) * t + j;
-    };
-    // The mesh's axes: pipeline, data, model.
-    tensor_groups_ = MeshGroups({pp, dp, t}, {false, false, true});
-    data_groups_ = MeshGroups({pp, dp, t}, {false, true, false});
-    head_groups_ = MeshGroups({pp, dp, t}, {true, true, false});
-    pipeline_groups_ = MeshGroups({pp, dp, t}, {true, false, false});
-    data_and_model_groups_ = MeshGroups({pp, dp, t}, {false, true, true});
-    head_and_model_groups_ = MeshGroups({pp, dp, t}, {true, true, true});
-    for (int64_t stage = 0; stage + 1 < pp; ++stage) {
-      for (int64_t d = 0; d < dp; ++d) {
-        for (int64_t j = 0; j < t; ++j) {
-          to_next_stage_.emplace_back(device(stage, d, j), device(stage + 1, d, j));
-          to_previous_stage_.emplace_back(device(stage + 1, d, j), device(stage, d, j));
-        }
+    const int64_t dp = plan.data, cp = plan.context, pp = plan.pipeline;
+    // The mesh's axes: pipeline, data, context, model. What sums over the
+    // data axis (the gradients, the loss) sums over the context axis too.
+    const MeshAxes mesh = {pp, dp, cp, t};
+    tensor_groups_ = MeshGroups(mesh, {false, false, false, true});
+    data_groups_ = MeshGroups(mesh, {false, true, true, false});
+    context_groups_ = MeshGroups(mesh, {false, false, true, false});
+    head_groups_ = MeshGroups(mesh, {true, true, true, false});
+    pipeline_groups_ = MeshGroups(mesh, {true, false, false, false});
+    data_and_model_groups_ = MeshGroups(mesh, {false, true, true, true});
+    head_and_model_groups_ = MeshGroups(mesh, {true, true, true, true});
+    // A device's place along an axis moves by `step` (mod the axis's
+    // size when `wrap`), the others staying: the pairs of every device that
+    // has a place to move to.
+    const auto moved = [&](size_t axis, int64_t step, bool wrap) {
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      int64_t inner = 1;
+      for (size_t a = axis + 1; a < kMeshAxes; ++a) inner *= mesh[a];
+      for (int64_t device = 0; device < Devices(plan); ++device) {
+        const int64_t at = device / inner % mesh[axis];
+        int64_t to = at + step;
+        if (wrap) to = (to % mesh[axis] + mesh[axis]) % mesh[axis];
+        if (to < 0 || to >= mesh[axis]) continue;
+        pairs.emplace_back(device, device + (to - at) * inner);
       }
-    }
+      return pairs;
+    };
+    to_next_stage_ = moved(0, 1, false);
+    to_previous_stage_ = moved(0, -1, false);
+    around_context_ = moved(2, 1, true);
   }
 
   std::string Write();
@@ -571,25 +608,34 @@ class StepWriter {
   }
   Value ReduceKv(ComputationEmitter& c, const Value& dkv) {
     if (s_.G == 1) return dkv;
-    return c.ReduceSum(c.Reshape(dkv, {s_.b, s_.S, s_.K, s_.G, s_.hd}), {3});
+    return c.ReduceSum(c.Reshape(dkv, {dkv.dim(0), dkv.dim(1), s_.K, s_.G, s_.hd}), {3});
   }
-  // Last-axis helpers on [b,H,S,S].
+  // Last-axis helpers on [b,H,S,C].
   Value Lanes(ComputationEmitter& c, const Value& row, const Value& like) {
     return c.BroadcastLike(row, like, {0, 1, 2});
   }
 
-  // p = softmax(q k^T / sqrt(hd) + causal mask), q, k: [b,S,H,hd] -> [b,H,S,S]
-  Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k) {
+  // q k^T / sqrt(hd), q [b,S,H,hd], k [b,C,H,hd] -> [b,H,S,C], with the
+  // keys a query may not see at -inf when causal: those later than it,
+  // `offset` (s32, or none for 0) being the first query's position less
+  // the first key's.
+  Value Scores(ComputationEmitter& c, const Value& q, const Value& k,
+               const std::optional<Value>& offset) {
     Value scores = c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    if (!m_.causal) return scores;
     const std::vector<int64_t> dims = scores.dims;
-    if (m_.causal) {
-      const Value row = c.Iota("s32", dims, 2);
-      const Value column = c.Iota("s32", dims, 3);
-      const Value visible = c.Compare(column, row, "LE");
-      scores = c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
-    }
-    return SoftmaxLastDim(c, scores);
+    Value row = c.Iota("s32", dims, 2);
+    if (offset) row = c.Add(row, c.Broadcast(*offset, dims, {}));
+    const Value column = c.Iota("s32", dims, 3);
+    const Value visible = c.Compare(column, row, "LE");
+    return c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
+  }
+  // p = softmax(Scores) over every position of the sequence (k [b,Sk,H,hd]).
+  Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k) {
+    std::optional<Value> offset;
+    if (plan_.context > 1) offset = ChunkStart(c);
+    return SoftmaxLastDim(c, Scores(c, q, k, offset));
   }
   // Softmax over the last dimension of [b,H,Q,C] scores.
   Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
@@ -597,10 +643,150 @@ class StepWriter {
     const Value e = c.Unary("exponential", shifted);
     return c.Div(e, Lanes(c, c.ReduceSum(e, {3}), e));
   }
-  // o[b,S,H,hd] = p[b,H,S,S] . v[b,S,H,hd]
+  // p[b,H,S,C] . v[b,C,H,hd] -> [b,H,S,hd]
+  Value WeightedValues(ComputationEmitter& c, const Value& p, const Value& v) {
+    return c.Dot(c.Convert(p, C_), c.Convert(v, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_);
+  }
+  // o[b,S,H,hd] = p[b,H,S,C] . v[b,C,H,hd]
   Value AttentionOutput(ComputationEmitter& c, const Value& p, const Value& v) {
-    const Value o = c.Dot(c.Convert(p, C_), c.Convert(v, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_);
-    return c.Transpose(o, {0, 2, 1, 3});
+    return c.Transpose(WeightedValues(c, p, v), {0, 2, 1, 3});
+  }
+
+  // --- attention over the context axis ------------------------------------------------
+  // This device's place on the context axis, and its chunk's first position.
+  Value ContextRank(ComputationEmitter& c) { return Position(c, plan_.tensor, plan_.context); }
+  Value ChunkStart(ComputationEmitter& c) { return c.Mul(ContextRank(c), c.ScalarInt(s_.S)); }
+  // What attention reads of k or v [b,S,K,hd] (this chunk's): every chunk's
+  // [b,Sk,K,hd] under all-gather context parallelism (gathered in the type
+  // the products read), else this chunk's; shared out to the query heads.
+  Value AttendedKv(ComputationEmitter& c, const Value& kv) {
+    if (plan_.context == 1) return ExpandKv(c, kv);
+    return ExpandKv(c, c.AllGather(c.Convert(kv, C_), 1, context_groups_));
+  }
+  // The sum over the context axis of a gradient of every chunk's k or v
+  // [b,Sk,K,hd], this device's chunk of it (all-gather form), in P.
+  Value ScatterKvGrad(ComputationEmitter& c, const Value& dkv) {
+    if (plan_.context == 1) return dkv;
+    return c.ReduceScatter(dkv, 1, context_groups_);
+  }
+  // The offset of Scores for the chunk ring attention holds at `step`: the
+  // chunk of the device `step` places back along the ring.
+  Value RingOffset(ComputationEmitter& c, int64_t step) {
+    const int64_t cp = plan_.context;
+    const Value rank = ContextRank(c);
+    const Value source =
+        c.Binary("remainder", c.Add(rank, c.ScalarInt(cp - step)), c.ScalarInt(cp));
+    return c.Mul(c.Sub(rank, source), c.ScalarInt(s_.S));
+  }
+  Value AroundContext(ComputationEmitter& c, const Value& x) {
+    return c.CollectivePermute(x, around_context_);
+  }
+
+  // Ring attention forward: one step per chunk, the chunk's k and v (in the
+  // type the products read) handed on after each but the last. The running
+  // softmax of each query: m the largest score so far, l the sum of
+  // exp(score - m), acc the sum of exp(score - m) v; a new chunk's largest
+  // score m' rescales both by exp(m - m'). The first step is the device's
+  // own chunk, in which every query sees itself, so m is finite from the
+  // start and a later chunk a query sees nothing of adds exp(-inf) = 0.
+  // Returns o [b,S,H,hd] and the log-sum-exp m + log l [b,H,S].
+  std::pair<Value, Value> RingAttentionForward(ComputationEmitter& c, const Value& q,
+                                               const Value& kc, const Value& vc) {
+    Value k = c.Convert(kc, C_), v = c.Convert(vc, C_);
+    Value m, l, acc;
+    for (int64_t step = 0; step < plan_.context; ++step) {
+      const Value scores = Scores(c, q, ExpandKv(c, k), RingOffset(c, step));
+      const Value largest = c.ReduceMax(scores, {3});
+      const Value m_new = step == 0 ? largest : c.Binary("maximum", m, largest);
+      const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, m_new, scores)));
+      const Value sum = c.ReduceSum(p, {3});
+      const Value values = WeightedValues(c, p, ExpandKv(c, v));  // [b,H,S,hd]
+      if (step == 0) {
+        l = sum;
+        acc = values;
+      } else {
+        const Value rescale = c.Unary("exponential", c.Sub(m, m_new));
+        l = c.Add(c.Mul(l, rescale), sum);
+        acc = c.Add(c.Mul(acc, Lanes(c, rescale, acc)), values);
+      }
+      m = m_new;
+      if (step + 1 < plan_.context) {
+        k = AroundContext(c, k);
+        v = AroundContext(c, v);
+      }
+    }
+    const Value o = c.Transpose(c.Div(acc, Lanes(c, l, acc)), {0, 2, 1, 3});
+    return {o, c.Add(m, c.Unary("log", l))};
+  }
+
+  // Ring attention backward (flash attention's, per chunk): the chunks' k
+  // and v pass around again, each step making the chunk's probabilities
+  // exp(score - lse) again; dq sums here, and the chunk's dk and dv (in P,
+  // per kv head) travel with it, handed on after every step, the last
+  // bringing them home. delta = rowsum(dO o) stands for rowsum(dp p).
+  // dO and the results as LayerBackward's.
+  std::tuple<Value, Value, Value> RingAttentionBackward(ComputationEmitter& c, const LayerActs& a,
+                                                        const Value& dO) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s_.hd));
+    const Value o = Heads(c, Math(c, a.o), s_.H);
+    const Value delta = c.Transpose(c.ReduceSum(c.Mul(dO, o), {3}), {0, 2, 1});  // [b,H,S]
+    Value k = c.Convert(a.kc, C_), v = c.Convert(a.vc, C_);
+    Value dq, dk = c.Full(P_, 0, a.kc.dims), dv = c.Full(P_, 0, a.vc.dims);
+    for (int64_t step = 0; step < plan_.context; ++step) {
+      const Value keys = ExpandKv(c, k);
+      const Value scores = Scores(c, a.q, keys, RingOffset(c, step));
+      const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, Math(c, a.lse), scores)));
+      const Value dp =
+          c.Dot(c.Convert(dO, C_), c.Convert(ExpandKv(c, v), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+      const Value ds = c.Scale(c.Mul(p, c.Sub(dp, Lanes(c, delta, dp))), scale);
+      const Value dq_part =
+          c.Transpose(c.Dot(c.Convert(ds, C_), keys, {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
+      dq = step == 0 ? dq_part : c.Add(dq, dq_part);
+      const Value dk_part =
+          c.Transpose(c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_),
+                      {0, 2, 1, 3});
+      const Value dv_part = c.Transpose(
+          c.Dot(c.Convert(p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+      dk = AroundContext(c, c.Add(dk, ReduceKv(c, dk_part)));
+      dv = AroundContext(c, c.Add(dv, ReduceKv(c, dv_part)));
+      if (step + 1 < plan_.context) {
+        k = AroundContext(c, k);
+        v = AroundContext(c, v);
+      }
+    }
+    return {dq, dk, dv};
+  }
+
+  // The attention core of a layer from a.q, a.kc, a.vc: a.o [T, H*hd] and
+  // what its backward reads (a.k, a.v, a.p; under ring attention a.lse).
+  void AttentionCore(ComputationEmitter& c, LayerActs& a) {
+    if (RingAttention(plan_)) {
+      Value o;
+      std::tie(o, a.lse) = RingAttentionForward(c, a.q, a.kc, a.vc);
+      a.o = c.Reshape(o, {s_.T, s_.H * s_.hd});
+      return;
+    }
+    a.k = AttendedKv(c, a.kc);
+    a.v = AttendedKv(c, a.vc);
+    a.p = AttentionProbabilities(c, a.q, a.k);
+    a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
+  }
+  // The gradients of q [b,S,H,hd], k and v [b,S,K,hd] from dO [b,S,H,hd],
+  // the gradient of the attention's output.
+  std::tuple<Value, Value, Value> AttentionCoreBackward(ComputationEmitter& c, const LayerActs& a,
+                                                        const Value& dO) {
+    if (RingAttention(plan_)) return RingAttentionBackward(c, a, dO);
+    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    const Value dv = c.Transpose(
+        c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, a.p), {3}), dp);
+    const Value ds =
+        c.Scale(c.Mul(a.p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const Value dq = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
+    const Value dk = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    return {dq, ScatterKvGrad(c, ReduceKv(c, dk)), ScatterKvGrad(c, ReduceKv(c, dv))};
   }
 
   // --- one layer ---------------------------------------------------------------------
@@ -611,10 +797,7 @@ class StepWriter {
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
     std::tie(a.q, a.kc, a.vc) = ProjectQkv(c, a.h, w, s_.S);
-    a.k = ExpandKv(c, a.kc);
-    a.v = ExpandKv(c, a.vc);
-    a.p = AttentionProbabilities(c, a.q, a.k);
-    a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
+    AttentionCore(c, a);
     a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo, A_)));
     MlpForward(c, w, a);
     return a;
@@ -721,18 +904,8 @@ class StepWriter {
     const Value dy = GatherRows(c, dx1);
     const Value dwo = WeightGrad(c, a.o, dy);
     const Value dO = Heads(c, MatMulT(c, dy, w.wo), s_.H);
-    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
-    const Value dv = c.Transpose(
-        c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, a.p), {3}), dp);
-    const Value ds =
-        c.Scale(c.Mul(a.p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
-    const Value dq = c.Transpose(
-        c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
-    const Value dk = c.Transpose(
-        c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const auto [dprojection, dh_part] =
-        ProjectQkvBackward(c, a.h, w, dq, ReduceKv(c, dk), ReduceKv(c, dv));
+    const auto [dq, dk, dv] = AttentionCoreBackward(c, a, dO);
+    const auto [dprojection, dh_part] = ProjectQkvBackward(c, a.h, w, dq, dk, dv);
     const Value dh = SumOverModel(c, dh_part);
     const auto [dx_norm, dg1] = NormBackward(c, dh, a.norm1, w.g1);
 
@@ -747,17 +920,20 @@ class StepWriter {
   }
 
   // --- what backward reads of the forward ----------------------------------------------
-  // The layer's SavedDims values, in that order.
+  // The layer's SavedShapes values, in that order.
   std::vector<Value> Saved(ComputationEmitter& c, const Value& input, const LayerActs& a) {
     if (plan_.recompute == "full") return {input};
     std::vector<Value> saved = {a.norm1.n, a.norm1.r, a.q, a.kc, a.vc, a.norm2.n, a.norm2.r, a.u};
     if (m_.mlp == "swiglu") saved.push_back(a.z);
     saved.push_back(a.act);
     if (plan_.recompute == "none") {
-      saved.push_back(a.p);
+      saved.push_back(RingAttention(plan_) ? a.lse : a.p);
       saved.push_back(a.o);
     }
-    for (Value& value : saved) value = Held(c, value);
+    const std::vector<SavedShape> shapes = SavedShapes(s_, m_, plan_);
+    for (size_t k = 0; k < saved.size(); ++k) {
+      saved[k] = shapes[k].in_param_type ? Math(c, saved[k]) : Held(c, saved[k]);
+    }
     return saved;
   }
   // What LayerBackward reads, from the layer's saved values: the layer
@@ -783,24 +959,27 @@ class StepWriter {
     a.u = Math(c, saved[i++]);
     if (m_.mlp == "swiglu") a.z = Math(c, saved[i++]);
     a.act = saved[i++];
-    a.k = ExpandKv(c, a.kc);
-    a.v = ExpandKv(c, a.vc);
-    if (plan_.recompute == "none") {
-      a.p = Math(c, saved[i++]);
-      a.o = saved[i++];
-    } else {
-      a.p = AttentionProbabilities(c, a.q, a.k);
-      a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
+    if (plan_.recompute != "none") {
+      AttentionCore(c, a);
+      return a;
     }
+    if (RingAttention(plan_)) {
+      a.lse = saved[i++];
+    } else {
+      a.k = AttendedKv(c, a.kc);
+      a.v = AttendedKv(c, a.vc);
+      a.p = Math(c, saved[i++]);
+    }
+    a.o = saved[i++];
     return a;
   }
-  // Zero stacks of the saved values: [extents..., SavedDims...].
+  // Zero stacks of the saved values: [extents..., SavedShapes...].
   std::vector<Value> SavedStacks(ComputationEmitter& e, const std::vector<int64_t>& extents) {
     std::vector<Value> stacks;
-    for (const std::vector<int64_t>& dims : SavedDims(s_, m_, plan_)) {
+    for (const SavedShape& saved : SavedShapes(s_, m_, plan_)) {
       std::vector<int64_t> full = extents;
-      full.insert(full.end(), dims.begin(), dims.end());
-      stacks.push_back(e.Full(A_, 0, full));
+      full.insert(full.end(), saved.dims.begin(), saved.dims.end());
+      stacks.push_back(e.Full(saved.in_param_type ? P_ : A_, 0, full));
     }
     return stacks;
   }
@@ -890,7 +1069,7 @@ class StepWriter {
   }
 
   // Runs the layers forward; returns (final x, what backward reads of each
-  // layer: SavedDims stacked [L, ...]).
+  // layer: SavedShapes stacked [L, ...]).
   std::pair<Value, std::vector<Value>> ForwardLoop(ComputationEmitter& e, const Value& x,
                                                    const std::vector<Value>& stacked) {
     const std::vector<Value> stacks = SavedStacks(e, {s_.L});
@@ -961,7 +1140,7 @@ class StepWriter {
 
   // This device's pipeline stage, from its partition id.
   Value StageIndex(ComputationEmitter& c) {
-    return Position(c, plan_.data * plan_.tensor, plan_.pipeline);
+    return Position(c, plan_.data * plan_.context * plan_.tensor, plan_.pipeline);
   }
   Value Is(ComputationEmitter& c, const Value& scalar, int64_t value) {
     return c.Compare(scalar, c.ScalarInt(value), "EQ");
@@ -1251,13 +1430,17 @@ class StepWriter {
   ModuleEmitter module_;
   LocalSizes s_{};
   std::string P_, C_, A_;  // parameter (arithmetic), compute (dot operand), activation types
-  // head_groups_: the pipeline and data axes together (the loss and the
-  // weights every stage holds).
+  // data_groups_: the data and context axes (the layers' gradients);
+  // head_groups_: the pipeline, data and context axes together (the loss
+  // and the weights every stage holds); context_groups_: the context axis.
   Groups tensor_groups_, data_groups_, head_groups_, pipeline_groups_;
   // Under sequence parallelism: the head groups with the model axis, and
   // each stage's data and model axes.
   Groups head_and_model_groups_, data_and_model_groups_;
-  std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_;
+  Groups context_groups_;
+  // Stage to stage; and each device to the next along the context axis,
+  // the last to the first (ring attention's ring).
+  std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_, around_context_;
 };
 
 std::string StepWriter::Write() {
@@ -1458,6 +1641,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                                          {p.tensor, "tensor"},
                                                          {p.data, "data"},
                                                          {p.pipeline, "pipeline"},
+                                                         {p.context, "context"},
                                                          {p.micro_batches, "micro_batches"}}) {
     LOOM_RETURN_IF_ERROR(Positive(value, what));
   }
@@ -1469,6 +1653,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   LOOM_RETURN_IF_ERROR(Divides(m.layers, p.pipeline, "layers", "pipeline"));
+  LOOM_RETURN_IF_ERROR(Divides(m.seq, p.context, "seq", "context"));
   LOOM_RETURN_IF_ERROR(
       Divides(m.batch / p.data, p.micro_batches, "the local batch", "micro_batches"));
   const auto one_of = [](const std::string& value, std::initializer_list<std::string_view> allowed,
@@ -1488,6 +1673,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     return Error{"adafactor with ZeRO (its factored state sharded) is not built: zero_stage 0"};
   }
   LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
+  LOOM_RETURN_IF_ERROR(one_of(p.context_form, {"ring", "all-gather"}, "context_form"));
   if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
     return Error{fmt::format(
         "zero_stage {} is not built (0; 1: the distributed optimizer; 3: the layers' weights "
@@ -1512,7 +1698,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     }
   }
   if (p.sequence_parallel) {
-    LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data / p.micro_batches * m.seq, p.tensor,
+    LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data / p.micro_batches * (m.seq / p.context), p.tensor,
                                  "a micro-batch's tokens", "tensor"));
   }
   return OkStatus();
@@ -1556,12 +1742,17 @@ std::string ActivationType(const ModelConfig& model) {
 std::string PlanName(const ParallelPlan& p) {
   std::string name = fmt::format("tp{}_dp{}", p.tensor, p.data);
   if (p.pipeline > 1) name += fmt::format("_pp{}", p.pipeline);
+  if (p.context > 1) {
+    name += fmt::format("_cp{}{}", p.context, p.context_form == "ring" ? "" : "_allgather");
+  }
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
   if (p.recompute != "full") name += "_recompute_" + p.recompute;
   return name;
 }
+
+int64_t Devices(const ParallelPlan& p) { return p.tensor * p.context * p.data * p.pipeline; }
 
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan) {
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));
@@ -1631,8 +1822,9 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   // accumulation.
   const LocalSizes sizes = SizesOf(m, p);
   const int64_t kept_micro_batches = p.pipeline > 1 ? sizes.n : 1;
-  for (const std::vector<int64_t>& dims : SavedDims(sizes, m, p)) {
-    f.activations += layers * kept_micro_batches * product(dims) * held;
+  for (const SavedShape& saved : SavedShapes(sizes, m, p)) {
+    f.activations +=
+        layers * kept_micro_batches * product(saved.dims) * (saved.in_param_type ? element : held);
   }
   return f;
 }
@@ -1649,6 +1841,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (plan.zero_stage != 0) {
     return Error{"ZeRO shards what training updates: serving takes zero_stage 0"};
+  }
+  if (plan.context != 1) {
+    return Error{"context parallelism is built for training steps, not for serving: context 1"};
   }
   if (step.kind == "decode" && !model.causal) {
     return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};

@@ -1,7 +1,7 @@
 // `loom model`: the per-device SPMD HLO of one training step of a decoder
 // transformer (forward, backward written out op by op, optimizer update),
-// under a tensor-, data- and pipeline-parallel plan, as Megatron-LM and JAX
-// write it.
+// under a tensor-, data-, context- and pipeline-parallel plan, as
+// Megatron-LM and JAX write it.
 //
 // The step, per device of a [data, model] grid (device = d * tp + t):
 //   x = onehot(tokens) . embed                     (embedding, vocab rows)
@@ -24,8 +24,12 @@
 //   all-reduced over the model axis; every weight gradient all-reduced over
 //   the data axis; then Adam (or SGD) on the f32 master weights.
 //
-// Pipeline parallelism (GPipe, as JAX's SPMD pipelines write it): a third
-// axis of P stages, device = (p * data + d) * tensor + t, each stage
+// Context parallelism (ParallelPlan::context): each device's tokens are one
+// contiguous chunk of every sequence, and attention reads the others'
+// keys and values by ring attention or by all-gather.
+//
+// Pipeline parallelism (GPipe, as JAX's SPMD pipelines write it): an
+// axis of P stages, device = ((p * data + d) * context + c) * tensor + t, each stage
 // holding L/P consecutive layers. The local batch is cut into micro-batches;
 // a loop of micro_batches + P - 1 iterations runs every stage on every
 // device each iteration (stage p on micro-batch i - p; the bubbles compute
@@ -100,6 +104,24 @@ struct ParallelPlan {
   int64_t data = 1;           // data axis: batch split, gradient all-reduce
   int64_t pipeline = 1;       // pipeline axis: stages of L / pipeline layers
   int64_t micro_batches = 1;  // micro-batches of the local batch (GPipe)
+  // Context parallelism (Megatron-LM's; Llama 3's for long sequences): an
+  // axis that cuts each sequence into `context` contiguous chunks, each
+  // device holding one chunk's tokens through the whole step. Only
+  // attention reads across chunks, in `context_form`:
+  //   "ring": ring attention (Liu et al. 2023; Megatron-LM's and
+  //     TransformerEngine's CP): the chunks' k and v pass around the axis by
+  //     collective-permute, one step per chunk, each device folding its
+  //     queries' attention to the chunk in hand into a running softmax
+  //     (flash attention's max, sum and weighted values). Backward passes
+  //     them around again with their gradients, which arrive home after a
+  //     last step; it keeps the log-sum-exp, not the probabilities.
+  //   "all-gather": (Llama 3, Dubey et al. 2024, section 3.3.2) k and v
+  //     all-gathered over the axis before attention, their gradients
+  //     reduce-scattered back.
+  // The weights' gradients are summed over the data and context axes
+  // together (each device saw its own tokens), and ZeRO shards over both.
+  int64_t context = 1;
+  std::string context_form = "ring";  // ring | all-gather
   // Megatron's sequence parallelism (Korthikanti et al. 2022) on the model
   // axis: the residual stream, the norms and the head are split by tokens;
   // an all-gather before each column-parallel product and a reduce-scatter
@@ -147,6 +169,10 @@ std::string ActivationType(const ModelConfig& model);
 
 // "tp8_dp2_pp4_mb8_sp_zero1": the plan's axes, the parts that are not 1.
 std::string PlanName(const ParallelPlan& plan);
+
+// The devices of the plan's mesh: tensor x context x data x pipeline, a
+// device numbered ((stage * data + d) * context + c) * tensor + t.
+int64_t Devices(const ParallelPlan& plan);
 
 // Checks that the plan divides the model (heads, kv heads, d_ff, layers and
 // batch by their axes, the local batch by the micro-batches) and that

@@ -29,8 +29,8 @@ class TapeBuilder {
         grid_(grid),
         target_(target),
         network_(network),
-        symmetry_(symmetry),
         compute_(model),
+        symmetry_(symmetry),
         max_messages_(max_messages),
         counting_(counting) {}
 

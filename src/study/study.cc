@@ -88,7 +88,7 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
   row.plan = c.plan.name;
   row.target = c.target;
   row.target_spec = c.target;
-  row.devices = c.plan.tensor * c.plan.data * c.plan.pipeline;
+  row.devices = model::Devices(c.plan);
   const auto fail = [&](const std::string& why) {
     row.error = why;
     return row;

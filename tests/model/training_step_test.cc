@@ -109,7 +109,7 @@ Tensor Shard(const Tensor& full, int64_t dim, int64_t parts, int64_t index) {
 Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelPlan& plan,
                    int64_t device) {
   const int64_t tensor_index = device % plan.tensor;
-  const int64_t stage = device / (plan.tensor * plan.data);
+  const int64_t stage = device / (plan.tensor * plan.context * plan.data);
   const Tensor staged = weight.stacked ? Shard(full, 0, plan.pipeline, stage) : full;
   return Shard(staged, weight.split_dim, plan.tensor, tensor_index);
 }
@@ -156,6 +156,8 @@ struct Case {
   std::string compute_type = "f32";  // bf16: bf16 products and activations (mixed precision)
   std::string recompute = "full";
   std::string optimizer = "adam";
+  int64_t context = 1;
+  std::string context_form = "ring";
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -180,6 +182,8 @@ ParallelPlan PlanOf(const Case& c) {
   plan.zero_stage = c.zero_stage;
   plan.recompute = c.recompute;
   plan.optimizer = c.optimizer;
+  plan.context = c.context;
+  plan.context_form = c.context_form;
   return plan;
 }
 
@@ -200,18 +204,20 @@ Tensor WeightOrStatePart(const Tensor& full, const ModelConfig& m, const Paralle
 }
 
 // Each device's inputs under `plan`, from the 1-device step's `full`:
-// tokens, targets, the step, the weights, then the optimizer state.
+// tokens, targets (its sequences on the data axis, its chunk of them on the
+// context axis), the step, the weights, then the optimizer state.
 std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, const ModelConfig& m,
                                               const ParallelPlan& plan) {
-  const int64_t devices = plan.tensor * plan.data * plan.pipeline;
+  const int64_t devices = Devices(plan);
   std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
   for (int64_t d = 0; d < devices; ++d) {
-    const int64_t data_index = d / plan.tensor % plan.data;
+    const int64_t data_index = d / (plan.tensor * plan.context) % plan.data;
+    const int64_t chunk = d / plan.tensor % plan.context;
     for (size_t i = 0; i < full.size(); ++i) {
-      inputs[static_cast<size_t>(d)].push_back(i < 2 ? Shard(full[i], 0, plan.data, data_index)
-                                               : i < 3
-                                                   ? full[i]
-                                                   : WeightOrStatePart(full[i], m, plan, i - 3, d));
+      inputs[static_cast<size_t>(d)].push_back(
+          i < 2   ? Shard(Shard(full[i], 0, plan.data, data_index), 1, plan.context, chunk)
+          : i < 3 ? full[i]
+                  : WeightOrStatePart(full[i], m, plan, i - 3, d));
     }
   }
   return inputs;
@@ -259,7 +265,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   }
 
   const std::vector<WeightInfo> weights = Weights(m);
-  const int64_t devices = c.tensor * c.data * c.pipeline;
+  const int64_t devices = Devices(many);
   const std::vector<exec::DeviceResult> results =
       RunStep(*partitioned_module, devices, DeviceInputs(full, m, many));
   const auto expected = exec::OutputLeaves(reference[0].output);
@@ -287,17 +293,19 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(o))];
       EXPECT_LE(difference, bound) << "device " << d << " output " << o;
       if (bf16) worst_of_bound = std::max(worst_of_bound, difference / bound);
-      // Stages alone (one micro-batch, no model or data axis) reorder no sum.
-      if (c.tensor == 1 && c.data == 1 && c.micro_batches == 1) {
+      // Stages alone (one micro-batch, no model, data or context axis)
+      // reorder no sum.
+      if (c.tensor == 1 && c.data == 1 && c.context == 1 && c.micro_batches == 1) {
         EXPECT_EQ(difference, 0) << "device " << d << " output " << o;
       }
     }
   }
   std::printf(
-      "[ model ] %s %s tp=%lld%s dp=%lld pp=%lld micro-batches=%lld: loss %.6f, worst relative "
-      "difference %.3g%s\n",
+      "[ model ] %s %s tp=%lld%s dp=%lld cp=%lld%s pp=%lld micro-batches=%lld: loss %.6f, worst "
+      "relative difference %.3g%s\n",
       c.preset.c_str(), c.compute_type.c_str(), static_cast<long long>(c.tensor),
       c.sequence_parallel ? " (sp)" : "", static_cast<long long>(c.data),
+      static_cast<long long>(c.context), c.context > 1 ? (" " + c.context_form).c_str() : "",
       static_cast<long long>(c.pipeline), static_cast<long long>(c.micro_batches),
       expected[0]->GetDouble(0), worst,
       bf16 ? fmt::format(" ({:.2f} of its bound by bf16's own rounding)", worst_of_bound).c_str()
@@ -344,7 +352,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny", 2, 2, 1, 1, false, 0, "f32", "full", "adafactor"},
         Case{"tiny-gqa", 2, 1, 2, 2, true, 0, "f32", "full", "adafactor"},
         Case{"tiny-bert", 4, 1, 1, 1, false, 0, "f32", "full", "adafactor"},
-        Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adafactor"}),
+        Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adafactor"},
+        // Context parallelism: ring attention, and Llama 3's all-gather form.
+        Case{"tiny", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 2},
+        Case{"tiny", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 4},
+        Case{"tiny", 2, 1, 1, 1, false, 0, "f32", "full", "adam", 2},
+        Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "f32", "full", "adam", 2},
+        Case{"tiny-gqa", 2, 2, 1, 1, false, 1, "f32", "selective", "adam", 2},
+        Case{"tiny", 2, 1, 2, 2, true, 0, "f32", "none", "adam", 2},
+        Case{"tiny-bert", 2, 1, 1, 2, false, 3, "f32", "full", "adam", 2},
+        Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16", "full", "adam", 2},
+        Case{"tiny", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 4, "all-gather"},
+        Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "f32", "selective", "adam", 2, "all-gather"},
+        Case{"tiny", 2, 2, 2, 2, false, 3, "f32", "none", "adam", 2, "all-gather"},
+        Case{"tiny-bert", 2, 1, 1, 1, false, 0, "bf16", "full", "adam", 2, "all-gather"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -357,6 +378,10 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.compute_type != "f32") name += "_" + info.param.compute_type;
       if (info.param.recompute != "full") name += "_recompute_" + info.param.recompute;
       if (info.param.optimizer != "adam") name += "_" + info.param.optimizer;
+      if (info.param.context > 1) {
+        name += "_cp" + std::to_string(info.param.context);
+        if (info.param.context_form != "ring") name += "_allgather";
+      }
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

@@ -1,6 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--sequence-parallel] [--zero 0|1|3] [--step train|prefill|decode] [--context
-// C] [--layers N]
+// [--micro-batches M] [--context-parallel C [--context-form ring|all-gather]] [--sequence-parallel]
+// [--zero 0|1|3] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
 #include <fmt/format.h>
@@ -71,6 +71,8 @@ void AddModelCommand(CLI::App& app) {
     int64_t data = 0;
     int64_t pipeline = 0;
     int64_t micro_batches = 0;
+    int64_t context_parallel = 0;
+    std::string context_form;
     bool sequence_parallel = false;
     int64_t zero_stage = -1;
     std::string step = "train";
@@ -96,7 +98,8 @@ void AddModelCommand(CLI::App& app) {
                       "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
                       "overrides})");
   command->add_option("--plan", options->plan,
-                      "A JSON file: tensor, data, pipeline, micro_batches, sequence_parallel, "
+                      "A JSON file: tensor, data, pipeline, context, context_form, "
+                      "micro_batches, sequence_parallel, "
                       "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -111,6 +114,16 @@ void AddModelCommand(CLI::App& app) {
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches of each data-parallel replica's batch (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--context-parallel", options->context_parallel,
+                   "Context-parallel ways: each sequence cut into this many chunks, one per "
+                   "device, attention reading the others' keys and values (training steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--context-form", options->context_form,
+                   "ring (ring attention: k and v passed around the context axis, a running "
+                   "softmax; the default) or all-gather (Llama 3's: k and v all-gathered)")
+      ->check(CLI::IsMember({"ring", "all-gather"}));
   command->add_flag("--sequence-parallel", options->sequence_parallel,
                     "Megatron's sequence parallelism on the model axis: the residual stream split "
                     "by tokens, an all-gather before each column-parallel product and a "
@@ -187,6 +200,8 @@ void AddModelCommand(CLI::App& app) {
     if (options->data > 0) plan.data = options->data;
     if (options->pipeline > 0) plan.pipeline = options->pipeline;
     if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
+    if (options->context_parallel > 0) plan.context = options->context_parallel;
+    if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
     if (options->layers > 0) m.layers = options->layers;
