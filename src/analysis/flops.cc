@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/computation.h"
+
 namespace loom::analysis {
 namespace {
 
@@ -31,6 +33,30 @@ int64_t DotFlops(const ir::Instruction& dot) {
   const int64_t contracted =
       ProductOfDims(dot.operand(0)->shape(), dot.attrs().dot->lhs_contracting);
   return 2 * dot.shape().ElementCount() * contracted;
+}
+
+namespace {
+
+void AddKernelDots(const ir::Instruction& instruction, int depth, KernelDots& dots) {
+  if (instruction.opcode() == ir::Opcode::kDot && instruction.attrs().dot) {
+    dots.flops += DotFlops(instruction);
+    if (!dots.type) dots.type = instruction.operand(0)->shape().type();
+    return;
+  }
+  // The verifier refuses nests deeper than ir::kMaxCallDepth; this bound
+  // keeps an unverified cycle from recursing forever.
+  if (instruction.opcode() != ir::Opcode::kFusion || depth > 256) return;
+  for (const ir::Computation* callee : instruction.called_computations()) {
+    for (const auto& inner : callee->instructions()) AddKernelDots(*inner, depth + 1, dots);
+  }
+}
+
+}  // namespace
+
+KernelDots KernelDotsOf(const ir::Instruction& instruction) {
+  KernelDots dots;
+  AddKernelDots(instruction, 0, dots);
+  return dots;
 }
 
 int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ir/collective_groups.h"
 #include "ir/instruction.h"
@@ -13,6 +14,15 @@ namespace loom::analysis {
 // A dot's FLOPs: 2 x output elements x contracted size (0 for anything
 // that is not a dot with dimension numbers).
 int64_t DotFlops(const ir::Instruction& dot);
+
+// The dots one kernel runs: a dot itself, or those of a fusion's
+// computation (and of the fusions it runs in turn); their FLOPs, and the
+// element type of the first one's operands (what its peak is read for).
+struct KernelDots {
+  int64_t flops = 0;
+  std::optional<ir::PrimitiveType> type;  // none: no dot
+};
+KernelDots KernelDotsOf(const ir::Instruction& instruction);
 
 // How many terms one element of `instruction`'s result sums: a dot's
 // contracted size, a reduce's reduced size, a reducing collective's group

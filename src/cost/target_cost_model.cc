@@ -69,6 +69,15 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
     return DotSeconds(flops, OperandBytes(instruction) + result_bytes,
                       instruction.operand(0)->shape().type());
   }
+  if (opcode == Opcode::kFusion) {
+    // One kernel: it reads its operands and writes its result once, what
+    // it computes in between stays on chip; its dots run at the peak.
+    const analysis::KernelDots dots = analysis::KernelDotsOf(instruction);
+    if (dots.type) {
+      return DotSeconds(static_cast<double>(dots.flops), OperandBytes(instruction) + result_bytes,
+                        *dots.type);
+    }
+  }
   double bytes = OperandBytes(instruction) + result_bytes;
   if (opcode == Opcode::kDynamicUpdateSlice) {
     bytes = 2 * static_cast<double>(instruction.operand(1)->shape().ByteSize());  // in place
@@ -104,7 +113,7 @@ double OperandReadBytes(const ir::Instruction& instruction, int64_t index) {
 double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
                                             const analysis::FusionPlan& fusion) const {
   const Opcode opcode = instruction.opcode();
-  if (opcode == Opcode::kDot || ComputeSeconds(instruction) == 0) {
+  if (opcode == Opcode::kDot || opcode == Opcode::kFusion || ComputeSeconds(instruction) == 0) {
     return ComputeSeconds(instruction);  // free, scalar, or a kernel with unfused operands
   }
   // The kernel reads what its fused producers do not compute for it (each

@@ -340,6 +340,17 @@ Value ComputationEmitter::While(const Value& init, const ComputationEmitter& con
       fmt::format("while(%{}), condition=%{}, body=%{}", init.name, condition.name(), body.name()));
 }
 
+Value ComputationEmitter::Fusion(const std::vector<Value>& operands,
+                                 const ComputationEmitter& callee) {
+  Value shape = callee.root();
+  shape.name.clear();
+  std::vector<std::string> names;
+  for (const Value& operand : operands) names.push_back("%" + operand.name);
+  return Emit(
+      "fusion", shape,
+      fmt::format("fusion({}), kind=kCustom, calls=%{}", fmt::join(names, ", "), callee.name()));
+}
+
 std::string ComputationEmitter::Text(bool entry) const {
   std::vector<std::string> params;
   for (const Value& p : parameters_) params.push_back(fmt::format("{}: {}", p.name, p.ShapeText()));

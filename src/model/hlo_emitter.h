@@ -100,8 +100,13 @@ class ComputationEmitter {
   std::vector<Value> Elements(const Value& tuple);
   Value While(const Value& init, const ComputationEmitter& condition,
               const ComputationEmitter& body);
+  // One kernel computing `callee` (whose parameters take `operands`) on
+  // `operands`: a fusion of kind kCustom, as XLA writes a fused kernel it
+  // did not derive itself (its cuDNN and Triton attention kernels).
+  Value Fusion(const std::vector<Value>& operands, const ComputationEmitter& callee);
 
   void SetRoot(const Value& root) { root_ = root; }
+  const Value& root() const { return root_; }
   std::string Text(bool entry) const;
 
  private:

@@ -38,6 +38,18 @@ ModelConfig Encoder(ModelConfig m) {
   return m;
 }
 
+// Attention in fused kernels (flash attention), where the published run
+// had them; the source says so, or says it is assumed.
+ModelConfig FlashAttention(ModelConfig m, std::string_view why) {
+  m.attention = "fused";
+  m.source += fmt::format("; fused (flash) attention {}", why);
+  return m;
+}
+
+// Dubey et al. 2024 do not name the attention kernel; PyTorch's, on which
+// Llama 3 trained, runs flash attention at these lengths.
+constexpr std::string_view kLlamaAttention = "assumed (PyTorch's fused attention kernels)";
+
 std::vector<ModelConfig> Presets() {
   return {
       Decoder("tiny", 2, 64, 256, 4, 4, 16, 128, 16, 4, "gelu", "layernorm",
@@ -61,10 +73,13 @@ std::vector<ModelConfig> Presets() {
               "paxml LmCloudSpmd1024B; vocab 32000 assumed (paxml's default SentencePiece)"),
       Decoder("paxml-500b", 102, 20480, 81920, 160, 160, 128, 32000, 1024, 4096, "gelu",
               "layernorm", "paxml LmCloudSpmd512B; vocab 32000 assumed"),
-      Decoder("llama3-8b", 32, 4096, 14336, 32, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
-              "Llama 3 model card; batch assumed (4M tokens = 512 x 8192)"),
-      Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
-              "Llama 3 model card; batch assumed (4M tokens)"),
+      FlashAttention(
+          Decoder("llama3-8b", 32, 4096, 14336, 32, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
+                  "Llama 3 model card; batch assumed (4M tokens = 512 x 8192)"),
+          kLlamaAttention),
+      FlashAttention(Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu",
+                             "rmsnorm", "Llama 3 model card; batch assumed (4M tokens)"),
+                     kLlamaAttention),
       Encoder(Decoder("bert-480b", 64, 16384, 131072, 256, 1, 128, 30522, 512, 4096, "swiglu",
                       "layernorm",
                       "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
@@ -72,8 +87,10 @@ std::vector<ModelConfig> Presets() {
                       "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522) and LayerNorm "
                       "assumed; the loss is cross-entropy at every position (the masked-LM "
                       "objective's 15% of positions not modelled)")),
-      Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
-              "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
+      FlashAttention(
+          Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
+                  "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
+          kLlamaAttention),
       Encoder(Decoder("speech-10b", 48, 4096, 16384, 32, 32, 128, 1024, 1024, 1024, "gelu",
                       "layernorm",
                       "ASSUMED throughout: Wang et al. 2023 report a ~10B speech model with no "
@@ -143,8 +160,8 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
       const nlohmann::json json,
       ParseObject(text, where,
                   {"preset", "name", "layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim",
-                   "vocab", "seq", "batch", "mlp", "norm", "causal", "compute_type", "param_type",
-                   "activation_type", "source"}));
+                   "vocab", "seq", "batch", "mlp", "norm", "causal", "attention", "compute_type",
+                   "param_type", "activation_type", "source"}));
   ModelConfig m;
   std::string preset;
   LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
@@ -164,6 +181,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "mlp", &m.mlp, where));
   LOOM_RETURN_IF_ERROR(Read(json, "norm", &m.norm, where));
   LOOM_RETURN_IF_ERROR(Read(json, "causal", &m.causal, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "attention", &m.attention, where));
   LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
@@ -211,6 +229,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"mlp", m.mlp},
                                 {"norm", m.norm},
                                 {"causal", m.causal},
+                                {"attention", m.attention},
                                 {"compute_type", m.compute_type},
                                 {"param_type", m.param_type},
                                 {"activation_type", ActivationType(m)},

@@ -123,6 +123,13 @@ bool SplitsRows(const ParallelPlan& plan) { return plan.sequence_parallel && pla
 bool RingAttention(const ParallelPlan& plan) {
   return plan.context > 1 && plan.context_form == "ring";
 }
+bool FusedAttention(const ModelConfig& model) { return model.attention == "fused"; }
+// Attention in flash attention's form, which keeps each query's
+// log-sum-exp rather than its probabilities: ring attention runs it block
+// by block, and a fused kernel runs it so.
+bool KeepsLogSumExp(const ModelConfig& model, const ParallelPlan& plan) {
+  return RingAttention(plan) || FusedAttention(model);
+}
 
 LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   const int64_t t = plan.tensor;
@@ -153,8 +160,8 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
 // activation, from which it makes the products' inputs again (times the
 // gains; gathered again under sequence parallelism) and recomputes the
 // attention core softmax(q k^T) v; "none" the attention's probabilities
-// (under ring attention their log-sum-exp, kept in the parameter type as
-// flash attention keeps it) and output too, and recomputes nothing else.
+// (in flash attention's form their log-sum-exp, kept in the parameter type
+// as flash attention keeps it) and output too, and recomputes nothing else.
 struct SavedShape {
   std::vector<int64_t> dims;
   bool in_param_type = false;  // else in the activation type
@@ -173,10 +180,10 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
   if (model.mlp == "swiglu") dims.push_back({{s.T, s.F}});
   dims.push_back({{s.T, s.F}});
   if (plan.recompute == "none") {
-    // Ring attention keeps the log-sum-exp of each query's scores, from
-    // which its backward makes each chunk's probabilities again.
-    dims.push_back(RingAttention(plan) ? SavedShape{{s.b, s.H, s.S}, true}
-                                       : SavedShape{{s.b, s.H, s.S, s.Sk}});
+    // Flash attention's form keeps the log-sum-exp of each query's scores,
+    // from which its backward makes each block's probabilities again.
+    dims.push_back(KeepsLogSumExp(model, plan) ? SavedShape{{s.b, s.H, s.S}, true}
+                                               : SavedShape{{s.b, s.H, s.S, s.Sk}});
     dims.push_back({{s.T, s.H * s.hd}});
   }
   return dims;
@@ -652,117 +659,195 @@ class StepWriter {
     return c.Transpose(WeightedValues(c, p, v), {0, 2, 1, 3});
   }
 
-  // --- attention over the context axis ------------------------------------------------
+  // --- attention over the context axis, and flash attention -----------------------------
   // This device's place on the context axis, and its chunk's first position.
   Value ContextRank(ComputationEmitter& c) { return Position(c, plan_.tensor, plan_.context); }
   Value ChunkStart(ComputationEmitter& c) { return c.Mul(ContextRank(c), c.ScalarInt(s_.S)); }
-  // What attention reads of k or v [b,S,K,hd] (this chunk's): every chunk's
-  // [b,Sk,K,hd] under all-gather context parallelism (gathered in the type
-  // the products read), else this chunk's; shared out to the query heads.
-  Value AttendedKv(ComputationEmitter& c, const Value& kv) {
-    if (plan_.context == 1) return ExpandKv(c, kv);
-    return ExpandKv(c, c.AllGather(c.Convert(kv, C_), 1, context_groups_));
+  // The keys and values attention reads of k or v [b,S,K,hd] (this chunk's)
+  // in the type the products read, before they are shared out to the query
+  // heads: every chunk's [b,Sk,K,hd] under all-gather context parallelism,
+  // else this chunk's (under ring attention, the first block of the ring).
+  Value KeysRead(ComputationEmitter& c, const Value& kv) {
+    const Value operand = c.Convert(kv, C_);
+    if (plan_.context == 1 || RingAttention(plan_)) return operand;
+    return c.AllGather(operand, 1, context_groups_);
   }
+  Value AttendedKv(ComputationEmitter& c, const Value& kv) { return ExpandKv(c, KeysRead(c, kv)); }
   // The sum over the context axis of a gradient of every chunk's k or v
   // [b,Sk,K,hd], this device's chunk of it (all-gather form), in P.
   Value ScatterKvGrad(ComputationEmitter& c, const Value& dkv) {
     if (plan_.context == 1) return dkv;
     return c.ReduceScatter(dkv, 1, context_groups_);
   }
-  // The offset of Scores for the chunk ring attention holds at `step`: the
-  // chunk of the device `step` places back along the ring.
-  Value RingOffset(ComputationEmitter& c, int64_t step) {
+  // The offset of Scores (the first query's position less the first key's)
+  // for the block of keys attention holds at `step`: none without a causal
+  // mask or a context axis; under ring attention the chunk of the device
+  // `step` places back along the ring; else every chunk's keys from 0.
+  std::optional<Value> BlockOffset(ComputationEmitter& c, int64_t step) {
+    if (!m_.causal || plan_.context == 1) return std::nullopt;
+    if (!RingAttention(plan_)) return ChunkStart(c);
     const int64_t cp = plan_.context;
     const Value rank = ContextRank(c);
     const Value source =
         c.Binary("remainder", c.Add(rank, c.ScalarInt(cp - step)), c.ScalarInt(cp));
     return c.Mul(c.Sub(rank, source), c.ScalarInt(s_.S));
   }
+  // How many blocks of keys a query's attention takes in turn: one per
+  // chunk under ring attention, else all at once.
+  int64_t KeyBlocks() const { return RingAttention(plan_) ? plan_.context : 1; }
   Value AroundContext(ComputationEmitter& c, const Value& x) {
     return c.CollectivePermute(x, around_context_);
   }
 
-  // Ring attention forward: one step per chunk, the chunk's k and v (in the
-  // type the products read) handed on after each but the last. The running
-  // softmax of each query: m the largest score so far, l the sum of
-  // exp(score - m), acc the sum of exp(score - m) v; a new chunk's largest
-  // score m' rescales both by exp(m - m'). The first step is the device's
-  // own chunk, in which every query sees itself, so m is finite from the
-  // start and a later chunk a query sees nothing of adds exp(-inf) = 0.
-  // Returns o [b,S,H,hd] and the log-sum-exp m + log l [b,H,S].
-  std::pair<Value, Value> RingAttentionForward(ComputationEmitter& c, const Value& q,
-                                               const Value& kc, const Value& vc) {
-    Value k = c.Convert(kc, C_), v = c.Convert(vc, C_);
+  // `body` on `inputs`, inline, or with fused attention as one kernel: a
+  // fusion whose computation `name` is the body, which keeps its
+  // temporaries (the [S, C] scores and probabilities) on chip, as flash
+  // attention does. The cost model prices such a kernel by its dots' FLOPs
+  // and the bytes of its inputs and outputs. Both run the same ops in the
+  // same order, so they compute the same values, bitwise.
+  using KernelBody =
+      std::function<std::vector<Value>(ComputationEmitter&, const std::vector<Value>& inputs)>;
+  std::vector<Value> Kernel(ComputationEmitter& c, std::string_view name,
+                            const std::vector<Value>& inputs, const KernelBody& body) {
+    if (!FusedAttention(m_)) return body(c, inputs);
+    ComputationEmitter& kernel = module_.AddComputation(name);
+    std::vector<Value> parameters;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      parameters.push_back(
+          kernel.Parameter(inputs[i].type, inputs[i].dims, fmt::format("in{}", i)));
+    }
+    kernel.SetRoot(kernel.Tuple(body(kernel, parameters)));
+    return c.Elements(c.Fusion(inputs, kernel));
+  }
+  // `inputs` and then the offset, when there is one.
+  static std::vector<Value> WithOffset(std::vector<Value> inputs,
+                                       const std::optional<Value>& offset) {
+    if (offset) inputs.push_back(*offset);
+    return inputs;
+  }
+  static std::optional<Value> OffsetAt(const std::vector<Value>& inputs, size_t index) {
+    if (index < inputs.size()) return inputs[index];
+    return std::nullopt;
+  }
+
+  // Flash attention's running softmax of each query (Dao et al. 2022): m
+  // the largest score so far, l the sum of exp(score - m), acc the sum of
+  // exp(score - m) v [b,H,S,hd]. A block of keys k, v [b,C,K,hd] (in the
+  // type the products read) is folded in: its largest score m' rescales l
+  // and acc by exp(m - m'). The first block holds every query's own
+  // position, so m is finite from the start, and a later block a query
+  // sees nothing of adds exp(-inf) = 0.
+  struct RunningSoftmax {
     Value m, l, acc;
-    for (int64_t step = 0; step < plan_.context; ++step) {
-      const Value scores = Scores(c, q, ExpandKv(c, k), RingOffset(c, step));
-      const Value largest = c.ReduceMax(scores, {3});
-      const Value m_new = step == 0 ? largest : c.Binary("maximum", m, largest);
-      const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, m_new, scores)));
-      const Value sum = c.ReduceSum(p, {3});
-      const Value values = WeightedValues(c, p, ExpandKv(c, v));  // [b,H,S,hd]
-      if (step == 0) {
-        l = sum;
-        acc = values;
-      } else {
-        const Value rescale = c.Unary("exponential", c.Sub(m, m_new));
-        l = c.Add(c.Mul(l, rescale), sum);
-        acc = c.Add(c.Mul(acc, Lanes(c, rescale, acc)), values);
-      }
-      m = m_new;
-      if (step + 1 < plan_.context) {
+  };
+  RunningSoftmax FlashBlock(ComputationEmitter& c, const Value& q, const Value& k, const Value& v,
+                            const std::optional<Value>& offset,
+                            const std::optional<RunningSoftmax>& so_far) {
+    const Value scores = Scores(c, q, ExpandKv(c, k), offset);
+    const Value largest = c.ReduceMax(scores, {3});
+    const Value m = so_far ? c.Binary("maximum", so_far->m, largest) : largest;
+    const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, m, scores)));
+    const Value sum = c.ReduceSum(p, {3});
+    const Value values = WeightedValues(c, p, ExpandKv(c, v));  // [b,H,S,hd]
+    if (!so_far) return {m, sum, values};
+    const Value rescale = c.Unary("exponential", c.Sub(so_far->m, m));
+    return {m, c.Add(c.Mul(so_far->l, rescale), sum),
+            c.Add(c.Mul(so_far->acc, Lanes(c, rescale, so_far->acc)), values)};
+  }
+
+  // Attention in flash attention's form, block by block of keys (each a
+  // kernel of its own with fused attention): under ring attention one block
+  // per chunk, its k and v handed on around the context axis after each
+  // but the last (ring attention, Liu et al. 2023); else one block of every
+  // key. Returns o [b,S,H,hd] and the log-sum-exp m + log l [b,H,S].
+  std::pair<Value, Value> FlashForward(ComputationEmitter& c, const Value& q, const Value& kc,
+                                       const Value& vc) {
+    Value k = KeysRead(c, kc), v = KeysRead(c, vc);
+    std::optional<RunningSoftmax> run;
+    for (int64_t step = 0; step < KeyBlocks(); ++step) {
+      std::vector<Value> inputs = {q, k, v};
+      if (run) inputs.insert(inputs.end(), {run->m, run->l, run->acc});
+      const std::vector<Value> out =
+          Kernel(c, "flash_attention", WithOffset(inputs, BlockOffset(c, step)),
+                 [&](ComputationEmitter& f, const std::vector<Value>& in) {
+                   std::optional<RunningSoftmax> before;
+                   if (run) before = RunningSoftmax{in[3], in[4], in[5]};
+                   const RunningSoftmax after =
+                       FlashBlock(f, in[0], in[1], in[2], OffsetAt(in, run ? 6 : 3), before);
+                   return std::vector<Value>{after.m, after.l, after.acc};
+                 });
+      run = RunningSoftmax{out[0], out[1], out[2]};
+      if (step + 1 < KeyBlocks()) {
         k = AroundContext(c, k);
         v = AroundContext(c, v);
       }
     }
-    const Value o = c.Transpose(c.Div(acc, Lanes(c, l, acc)), {0, 2, 1, 3});
-    return {o, c.Add(m, c.Unary("log", l))};
+    const Value o = c.Transpose(c.Div(run->acc, Lanes(c, run->l, run->acc)), {0, 2, 1, 3});
+    return {o, c.Add(run->m, c.Unary("log", run->l))};
   }
 
-  // Ring attention backward (flash attention's, per chunk): the chunks' k
-  // and v pass around again, each step making the chunk's probabilities
-  // exp(score - lse) again; dq sums here, and the chunk's dk and dv (in P,
-  // per kv head) travel with it, handed on after every step, the last
-  // bringing them home. delta = rowsum(dO o) stands for rowsum(dp p).
-  // dO and the results as LayerBackward's.
-  std::tuple<Value, Value, Value> RingAttentionBackward(ComputationEmitter& c, const LayerActs& a,
-                                                        const Value& dO) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(s_.hd));
+  // Flash attention's backward, per block of keys as FlashForward takes
+  // them: each block's probabilities made again as exp(score - lse); dq
+  // sums here, and the block's dk and dv (per kv head, in P) are this
+  // device's (of every key: reduce-scattered under all-gather context
+  // parallelism) or, under ring attention, travel with the chunk, handed on
+  // after every step, the last bringing them home. delta = rowsum(dO o)
+  // stands for rowsum(dp p). dO and the results as LayerBackward's.
+  std::tuple<Value, Value, Value> FlashBackward(ComputationEmitter& c, const LayerActs& a,
+                                                const Value& dO) {
     const Value o = Heads(c, Math(c, a.o), s_.H);
     const Value delta = c.Transpose(c.ReduceSum(c.Mul(dO, o), {3}), {0, 2, 1});  // [b,H,S]
-    Value k = c.Convert(a.kc, C_), v = c.Convert(a.vc, C_);
-    Value dq, dk = c.Full(P_, 0, a.kc.dims), dv = c.Full(P_, 0, a.vc.dims);
-    for (int64_t step = 0; step < plan_.context; ++step) {
-      const Value keys = ExpandKv(c, k);
-      const Value scores = Scores(c, a.q, keys, RingOffset(c, step));
-      const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, Math(c, a.lse), scores)));
-      const Value dp =
-          c.Dot(c.Convert(dO, C_), c.Convert(ExpandKv(c, v), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
-      const Value ds = c.Scale(c.Mul(p, c.Sub(dp, Lanes(c, delta, dp))), scale);
-      const Value dq_part =
-          c.Transpose(c.Dot(c.Convert(ds, C_), keys, {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
-      dq = step == 0 ? dq_part : c.Add(dq, dq_part);
-      const Value dk_part =
-          c.Transpose(c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_),
-                      {0, 2, 1, 3});
-      const Value dv_part = c.Transpose(
-          c.Dot(c.Convert(p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-      dk = AroundContext(c, c.Add(dk, ReduceKv(c, dk_part)));
-      dv = AroundContext(c, c.Add(dv, ReduceKv(c, dv_part)));
-      if (step + 1 < plan_.context) {
+    const Value lse = Math(c, a.lse);
+    Value k = KeysRead(c, a.kc), v = KeysRead(c, a.vc);
+    Value dq, dk, dv;
+    for (int64_t step = 0; step < KeyBlocks(); ++step) {
+      const std::vector<Value> part =
+          Kernel(c, "flash_attention_backward",
+                 WithOffset({a.q, k, v, dO, lse, delta}, BlockOffset(c, step)),
+                 [&](ComputationEmitter& f, const std::vector<Value>& in) {
+                   return FlashBlockBackward(f, in, OffsetAt(in, 6));
+                 });
+      dq = step == 0 ? part[0] : c.Add(dq, part[0]);
+      if (!RingAttention(plan_)) {
+        dk = ScatterKvGrad(c, part[1]);
+        dv = ScatterKvGrad(c, part[2]);
+        break;
+      }
+      dk = AroundContext(c, step == 0 ? part[1] : c.Add(dk, part[1]));
+      dv = AroundContext(c, step == 0 ? part[2] : c.Add(dv, part[2]));
+      if (step + 1 < KeyBlocks()) {
         k = AroundContext(c, k);
         v = AroundContext(c, v);
       }
     }
     return {dq, dk, dv};
   }
+  // One block's part of dq [b,S,H,hd] and its dk and dv [b,C,K,hd], from
+  // (q, k, v, dO, lse, delta) as FlashBackward passes them.
+  std::vector<Value> FlashBlockBackward(ComputationEmitter& c, const std::vector<Value>& in,
+                                        const std::optional<Value>& offset) {
+    const Value &q = in[0], &dO = in[3], &lse = in[4], &delta = in[5];
+    const Value keys = ExpandKv(c, in[1]);
+    const Value scores = Scores(c, q, keys, offset);
+    const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, lse, scores)));
+    const Value dp = c.Dot(c.Convert(dO, C_), ExpandKv(c, in[2]), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    const Value ds = c.Scale(c.Mul(p, c.Sub(dp, Lanes(c, delta, dp))),
+                             1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const Value dq =
+        c.Transpose(c.Dot(c.Convert(ds, C_), keys, {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
+    const Value dk = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const Value dv = c.Transpose(
+        c.Dot(c.Convert(p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    return {dq, ReduceKv(c, dk), ReduceKv(c, dv)};
+  }
 
   // The attention core of a layer from a.q, a.kc, a.vc: a.o [T, H*hd] and
-  // what its backward reads (a.k, a.v, a.p; under ring attention a.lse).
+  // what its backward reads (a.k, a.v, a.p; in flash attention's form a.lse).
   void AttentionCore(ComputationEmitter& c, LayerActs& a) {
-    if (RingAttention(plan_)) {
+    if (KeepsLogSumExp(m_, plan_)) {
       Value o;
-      std::tie(o, a.lse) = RingAttentionForward(c, a.q, a.kc, a.vc);
+      std::tie(o, a.lse) = FlashForward(c, a.q, a.kc, a.vc);
       a.o = c.Reshape(o, {s_.T, s_.H * s_.hd});
       return;
     }
@@ -775,7 +860,7 @@ class StepWriter {
   // the gradient of the attention's output.
   std::tuple<Value, Value, Value> AttentionCoreBackward(ComputationEmitter& c, const LayerActs& a,
                                                         const Value& dO) {
-    if (RingAttention(plan_)) return RingAttentionBackward(c, a, dO);
+    if (KeepsLogSumExp(m_, plan_)) return FlashBackward(c, a, dO);
     const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     const Value dv = c.Transpose(
         c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
@@ -927,7 +1012,7 @@ class StepWriter {
     if (m_.mlp == "swiglu") saved.push_back(a.z);
     saved.push_back(a.act);
     if (plan_.recompute == "none") {
-      saved.push_back(RingAttention(plan_) ? a.lse : a.p);
+      saved.push_back(KeepsLogSumExp(m_, plan_) ? a.lse : a.p);
       saved.push_back(a.o);
     }
     const std::vector<SavedShape> shapes = SavedShapes(s_, m_, plan_);
@@ -963,7 +1048,7 @@ class StepWriter {
       AttentionCore(c, a);
       return a;
     }
-    if (RingAttention(plan_)) {
+    if (KeepsLogSumExp(m_, plan_)) {
       a.lse = saved[i++];
     } else {
       a.k = AttendedKv(c, a.kc);
@@ -1665,6 +1750,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   };
   LOOM_RETURN_IF_ERROR(one_of(m.mlp, {"gelu", "swiglu"}, "mlp"));
   LOOM_RETURN_IF_ERROR(one_of(m.norm, {"layernorm", "rmsnorm"}, "norm"));
+  LOOM_RETURN_IF_ERROR(one_of(m.attention, {"materialized", "fused"}, "attention"));
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));

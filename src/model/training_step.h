@@ -81,10 +81,18 @@ struct ModelConfig {
   int64_t head_dim = 16;
   int64_t vocab = 128;
   int64_t seq = 16;
-  int64_t batch = 4;                 // global batch, sequences
-  std::string mlp = "gelu";          // gelu | swiglu
-  std::string norm = "layernorm";    // layernorm | rmsnorm
-  bool causal = true;                // false: every position attends to every other (an encoder)
+  int64_t batch = 4;               // global batch, sequences
+  std::string mlp = "gelu";        // gelu | swiglu
+  std::string norm = "layernorm";  // layernorm | rmsnorm
+  bool causal = true;              // false: every position attends to every other (an encoder)
+  // How attention's kernels run: "materialized" writes the [S, S] scores
+  // and probabilities to memory between ops (XLA without a fused attention
+  // kernel; the systems of 2020-2022), "fused" is flash attention (Dao et
+  // al. 2022): a kernel per block of keys keeping its scores on chip, a
+  // running softmax across blocks, and a backward that makes the
+  // probabilities again from each query's log-sum-exp (a fusion of kind
+  // kCustom per block, the math inside it as HLO).
+  std::string attention = "materialized";
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
   std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
   // What the activations are held and sent in: the residual stream between

@@ -126,9 +126,10 @@ class TapeBuilder {
     step.seconds = seconds;
     step.op_kind = OpKind(std::string(ir::OpcodeName(instruction.opcode())));
     step.instruction = &instruction;
-    if (instruction.opcode() == Opcode::kDot && instruction.attrs().dot) {
-      step.flops = static_cast<double>(analysis::DotFlops(instruction));
-      step.ideal = step.flops / target_.compute().PeakFlops(instruction.operand(0)->shape().type());
+    // A dot, or a fused kernel's dots (flash attention's).
+    if (const analysis::KernelDots dots = analysis::KernelDotsOf(instruction); dots.type) {
+      step.flops = static_cast<double>(dots.flops);
+      step.ideal = step.flops / target_.compute().PeakFlops(*dots.type);
     }
     tape_.steps.push_back(step);
     return OkStatus();

@@ -123,6 +123,46 @@ ENTRY %main {
   EXPECT_DOUBLE_EQ(total, 8 * 8192 / 1e12 + 3e-6);
 }
 
+// A fused kernel (flash attention's form: a product, a softmax-like
+// chain, a product) reads its operands and writes its result once, and
+// runs its dots at the peak: the roofline of the two over the kernel's
+// FLOPs and its bytes in and out, not of its [64, 64] temporaries.
+TEST(TargetCostModel, AFusedKernelIsARooflineOfItsDotsAndItsInputsAndOutputs) {
+  const TargetCostModel model(Bus());
+  auto module = ir::ParseModule(R"(
+HloModule m
+%attention (q: f32[64,32], k: f32[64,32], v: f32[64,32]) -> f32[64,32] {
+  %q = f32[64,32] parameter(0)
+  %k = f32[64,32] parameter(1)
+  %v = f32[64,32] parameter(2)
+  %s = f32[64,64] dot(%q, %k), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  %e = f32[64,64] exponential(%s)
+  ROOT %o = f32[64,32] dot(%e, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY %main {
+  %q = f32[64,32] parameter(0)
+  %k = f32[64,32] parameter(1)
+  %v = f32[64,32] parameter(2)
+  %f = f32[64,32] fusion(%q, %k, %v), kind=kCustom, calls=%attention
+  %small = f32[1,32] slice(%q), slice={[0:1], [0:32]}
+  %n = f32[1,32] fusion(%small), kind=kLoop, calls=%negate
+  ROOT %t = (f32[64,32], f32[1,32]) tuple(%f, %n)
+}
+%negate (x: f32[1,32]) -> f32[1,32] {
+  %x = f32[1,32] parameter(0)
+  ROOT %y = f32[1,32] negate(%x)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  // Two dots of 2*64*64*32 FLOPs at 1e12 take longer than 4 arrays of
+  // 8 KiB at 1e12 bytes/s.
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("f")),
+                   2 * (2.0 * 64 * 64 * 32) / 1e12 + 1e-6);
+  // A fusion without a dot is priced by its bytes alone, as before.
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("n")), 2 * 128 / 1e12 + 1e-6);
+}
+
 TEST(TargetCostModel, ComputeIsARooflinePlusLaunch) {
   const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
   auto module = ir::ParseModule(R"(

@@ -158,6 +158,7 @@ struct Case {
   std::string optimizer = "adam";
   int64_t context = 1;
   std::string context_form = "ring";
+  std::string attention = "materialized";  // fused: flash attention's kernels
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -248,6 +249,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   const Case c = GetParam();
   ModelConfig m = ModelPreset(c.preset).value();
   m.compute_type = c.compute_type;
+  m.attention = c.attention;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
   one.optimizer = c.optimizer;
@@ -365,7 +367,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 4, "all-gather"},
         Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "f32", "selective", "adam", 2, "all-gather"},
         Case{"tiny", 2, 2, 2, 2, false, 3, "f32", "none", "adam", 2, "all-gather"},
-        Case{"tiny-bert", 2, 1, 1, 1, false, 0, "bf16", "full", "adam", 2, "all-gather"}),
+        Case{"tiny-bert", 2, 1, 1, 1, false, 0, "bf16", "full", "adam", 2, "all-gather"},
+        // Flash attention's kernels (the 1-device step fused too).
+        Case{"tiny", 2, 2, 1, 1, false, 0, "f32", "full", "adam", 1, "ring", "fused"},
+        Case{"tiny-gqa", 2, 1, 2, 2, true, 0, "f32", "none", "adam", 1, "ring", "fused"},
+        Case{"tiny-bert", 2, 1, 1, 1, false, 0, "f32", "selective", "adam", 2, "ring", "fused"},
+        Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16", "full", "adam", 2, "ring", "fused"},
+        Case{"tiny", 1, 2, 1, 1, false, 1, "f32", "none", "adam", 2, "all-gather", "fused"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -382,6 +390,7 @@ INSTANTIATE_TEST_SUITE_P(
         name += "_cp" + std::to_string(info.param.context);
         if (info.param.context_form != "ring") name += "_allgather";
       }
+      if (info.param.attention != "materialized") name += "_" + info.param.attention;
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -390,9 +399,18 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Gradients (optimizer "none" outputs them) against central differences of
 // the loss in f64, at a few coordinates of every weight.
+// Flash attention's backward (from the log-sum-exp, with delta = rowsum(dO
+// o)) is held to the same differences on the causal and the
+// bidirectional model.
 TEST(TrainingStepGradients, AgreeWithFiniteDifferences) {
-  for (const std::string preset : {"tiny", "tiny-gqa", "tiny-bert"}) {
+  for (const auto& [preset, attention] :
+       std::vector<std::pair<std::string, std::string>>{{"tiny", "materialized"},
+                                                        {"tiny-gqa", "materialized"},
+                                                        {"tiny-bert", "materialized"},
+                                                        {"tiny-gqa", "fused"},
+                                                        {"tiny-bert", "fused"}}) {
     ModelConfig m = ModelPreset(preset).value();
+    m.attention = attention;
     m.compute_type = "f64";
     m.param_type = "f64";
     m.layers = 2;
@@ -420,7 +438,7 @@ TEST(TrainingStepGradients, AgreeWithFiniteDifferences) {
         const double numeric = (losses[0] - losses[1]) / (2 * h);
         const double analytic = leaves[w + 1]->GetDouble(e);
         EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-4 * std::abs(numeric))
-            << preset << " weight " << w << " element " << e;
+            << preset << " " << attention << " weight " << w << " element " << e;
       }
     }
   }
@@ -749,6 +767,62 @@ TEST(Adafactor, UpdatesByTheFactoredRule) {
 // Micro-batches with one stage are gradient accumulation: one loop over
 // them whose body runs a micro-batch's layers forward and backward, not the
 // pipeline's two loops (which keep every micro-batch's activations).
+// With fused attention each block of keys is one kernel: a fusion per block
+// forward and backward, and no value of a query's scores against a block
+// ([b, H, S, C]) outside them. The kernels run the same ops as the inline
+// flash form (ring attention without fused kernels), so the two steps agree
+// bitwise; and the flash form agrees with the materialized softmax within
+// rounding (it exponentiates against a running maximum and normalises at
+// the end).
+TEST(FusedAttention, KernelsKeepTheScoresAndComputeTheInlineFormBitwise) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  ParallelPlan plan;
+  plan.tensor = 2;
+  plan.context = 2;
+  plan.sequence_parallel = true;
+  const auto inline_form = Build(m, plan);
+  m.attention = "fused";
+  const auto fused = Build(m, plan);
+  int64_t kernels = 0;
+  for (const auto& computation : fused->computations()) {
+    const bool kernel = computation->name().starts_with("flash_attention");
+    for (const auto& instruction : computation->instructions()) {
+      kernels += instruction->opcode() == ir::Opcode::kFusion;
+      const ir::Shape& shape = instruction->shape();
+      // [b, H, S, C] scores: b = 4 sequences, 2 heads of 4 per device, S = C = 4 positions.
+      if (!kernel && shape.IsArray() && shape.rank() == 4) {
+        EXPECT_FALSE(shape.dim(1) == 2 && shape.dim(2) == 4 && shape.dim(3) == 4)
+            << computation->name() << " %" << instruction->name();
+      }
+    }
+  }
+  // Two blocks forward in the forward loop; in the backward loop two again
+  // (the layer recomputed) and two backward.
+  EXPECT_EQ(kernels, 2 + 2 + 2);
+  const ModelConfig model = m;
+  const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 5);
+  const auto a = RunStep(*inline_form, 4, DeviceInputs(full, model, plan));
+  const auto b = RunStep(*fused, 4, DeviceInputs(full, model, plan));
+  for (size_t d = 0; d < a.size(); ++d) {
+    const auto x = exec::OutputLeaves(a[d].output), y = exec::OutputLeaves(b[d].output);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t o = 0; o < x.size(); ++o) {
+      EXPECT_EQ(RelativeDifference(*x[o], *y[o]), 0) << "device " << d << " output " << o;
+    }
+  }
+  // One device: the fused step against the materialized softmax.
+  ModelConfig materialized = m;
+  materialized.attention = "materialized";
+  const auto one = RunStep(*Build(materialized, ParallelPlan{}), 1, {full});
+  const auto flash = RunStep(*Build(m, ParallelPlan{}), 1, {full});
+  const auto x = exec::OutputLeaves(one[0].output), y = exec::OutputLeaves(flash[0].output);
+  double worst = 0;
+  for (size_t o = 0; o < x.size(); ++o) worst = std::max(worst, RelativeDifference(*y[o], *x[o]));
+  EXPECT_LE(worst, std::ldexp(1.0, -12));
+  EXPECT_GT(worst, 0);  // the two forms are different arithmetic
+}
+
 TEST(GradientAccumulation, RunsEachMicroBatchForwardAndBackwardInOneLoop) {
   const ModelConfig m = ModelPreset("tiny").value();
   ParallelPlan plan;
