@@ -301,18 +301,25 @@ ENTRY %main {
 }
 
 TEST(Symmetry, TheReplaysAgreeOnTrainingSteps) {
-  // Tensor, data and pipeline parallel steps (with sequence parallelism
-  // and ZeRO-3): the pipeline's hand-offs do not close a ring, and sums
-  // over every device do not move with the data axis.
+  // Tensor, data, context and pipeline parallel steps (with sequence
+  // parallelism and ZeRO-3): the pipeline's hand-offs do not close a ring,
+  // sums over every device do not move with the data axis, and ring
+  // attention's permutes close a ring on the context axis.
   model::ModelConfig config;
   config.layers = 4;
   config.batch = 16;
-  for (const auto& [tensor, data, pipeline, zero, sequence] :
-       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
-           {2, 4, 1, 0, false}, {2, 2, 2, 0, true}, {4, 2, 1, 3, true}, {2, 2, 4, 0, false}}) {
+  for (const auto& [tensor, data, pipeline, zero, sequence, context] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t>>{
+           {2, 4, 1, 0, false, 1},
+           {2, 2, 2, 0, true, 1},
+           {4, 2, 1, 3, true, 1},
+           {2, 2, 4, 0, false, 1},
+           {2, 2, 1, 0, true, 4},
+           {2, 1, 2, 1, false, 4}}) {
     model::ParallelPlan plan;
     plan.tensor = tensor;
     plan.data = data;
+    plan.context = context;
     plan.pipeline = pipeline;
     plan.micro_batches = pipeline > 1 ? 4 : 1;
     plan.zero_stage = zero;
