@@ -230,6 +230,8 @@ class StepWriter {
     };
     to_next_stage_ = moved(0, 1, false);
     to_previous_stage_ = moved(0, -1, false);
+    around_stages_ = moved(0, 1, true);
+    around_stages_back_ = moved(0, -1, true);
     around_context_ = moved(2, 1, true);
   }
 
@@ -327,15 +329,21 @@ class StepWriter {
 
   // What a stage does with its micro-batch x in a forward pipeline: its
   // output, and the entries it writes at `at` (its micro-batch) of `stacks`
-  // (which it may read).
+  // (which it may read); with interleaved stages, for its chunk of layers
+  // from local layer `chunk` on (the entries of those layers).
   using StageStep = std::function<std::pair<Value, std::vector<Value>>(
       ComputationEmitter&, const Value& x, const std::vector<Value>& stacks, const Value& at,
-      const std::vector<Value>& weights)>;
+      const std::optional<Value>& chunk, const std::vector<Value>& weights)>;
 
   // Micro-batches of x0 [n*rows, M] through the stages: a loop of n + P - 1
   // iterations in which stage p takes micro-batch i - p (stage 0 from x0,
   // the others from the stage before by collective-permute; bubbles compute
   // on masked data and write nothing), runs `stage` and hands its output on.
+  // With v interleaved stages (JAX's circular pipeline) each micro-batch
+  // passes around the stages v times, stage p taking its work j = i - p
+  // (pass j / n, micro-batch j % n) in n v + P - 1 iterations, and the last
+  // stage hands on to stage 0 too, which keeps what comes round for its
+  // next pass (it comes n - P + 1 iterations early: n >= P).
   // Returns the last stage's outputs [n*rows, M] (meaningful there) and the
   // stacks, each entry written by the stage that took its micro-batch.
   std::pair<Value, std::vector<Value>> MicroBatchPipeline(ComputationEmitter& e,
@@ -343,36 +351,100 @@ class StepWriter {
                                                           int64_t rows, std::vector<Value> stacks,
                                                           const std::vector<Value>& stacked,
                                                           const StageStep& stage_step) {
-    const int64_t n = s_.n, stages = plan_.pipeline;
+    const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
     const size_t count = stacks.size();
+    const long fixed = passes > 1 ? 5 : 4;  // the counter, received, outputs, micro[, round]
     std::vector<Value> init = {e.Full(A_, 0, {rows, s_.M}), e.Full(A_, 0, {n, rows, s_.M}),
                                e.Reshape(x0, {n, rows, s_.M})};
+    if (passes > 1) init.push_back(e.Full(A_, 0, {n, rows, s_.M}));
     init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &i = in[0], &received = in[1], &outputs = in[2], &micro = in[3];
-      const std::vector<Value> mine_stacks(in.begin() + 4,
-                                           in.begin() + 4 + static_cast<long>(count));
-      const std::vector<Value> weights(in.begin() + 4 + static_cast<long>(count), in.end());
+      const std::vector<Value> mine_stacks(in.begin() + fixed,
+                                           in.begin() + fixed + static_cast<long>(count));
+      const std::vector<Value> weights(in.begin() + fixed + static_cast<long>(count), in.end());
       const Value stage = StageIndex(c);
-      const Value x = Where(c, Is(c, stage, 0), Load(c, micro, ClampIndex(c, i, n)), received);
-      const Value mine = c.Sub(i, stage);  // this stage's micro-batch
-      const Value at = ClampIndex(c, mine, n), valid = InRange(c, mine, n);
-      const auto [out, entries] = stage_step(c, x, mine_stacks, at, weights);
-      // The last stage's output is micro-batch i - (P - 1)'s.
-      const Value last = c.Sub(i, c.ScalarInt(stages - 1));
+      const Value mine = c.Sub(i, stage);  // this stage's work
+      const Value valid = InRange(c, mine, n * passes);
+      const PipelineWork work = WorkOf(c, ClampIndex(c, mine, n * passes));
+      Value first = Load(c, micro, ClampIndex(c, i, n));
+      std::vector<Value> next_round;
+      if (passes > 1) {
+        // What the last stage handed round (its work i - P) comes back to
+        // stage 0 for its next pass, then stage 0 takes its own work's.
+        const Value came = c.Sub(i, c.ScalarInt(stages));
+        const Value round =
+            StoreIf(c, in[4], received, WorkOf(c, ClampIndex(c, came, n * passes)).micro,
+                    c.Binary("and", Is(c, stage, 0), InRange(c, came, n * (passes - 1))));
+        first =
+            Where(c, InRange(c, mine, n), Load(c, micro, work.micro), Load(c, round, work.micro));
+        next_round.push_back(round);
+      }
+      const Value x = Where(c, Is(c, stage, 0), first, received);
+      const auto [out, entries] = stage_step(c, x, mine_stacks, work.micro, work.chunk, weights);
+      // The last stage's output of the last pass is that of micro-batch
+      // i - (P - 1) - n (v - 1).
+      const Value last = c.Sub(i, c.ScalarInt(stages - 1 + n * (passes - 1)));
       std::vector<Value> next = {
-          HandOn(c, out, to_next_stage_),
+          HandOn(c, out, passes > 1 ? around_stages_ : to_next_stage_),
           StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n)), micro};
+      next.insert(next.end(), next_round.begin(), next_round.end());
       for (size_t k = 0; k < count; ++k) {
-        next.push_back(StoreIf(c, mine_stacks[k], entries[k], at, valid));
+        next.push_back(
+            work.chunk ? StoreChunkIf(c, mine_stacks[k], entries[k], work.micro, *work.chunk, valid)
+                       : StoreIf(c, mine_stacks[k], entries[k], work.micro, valid));
       }
       next.insert(next.end(), weights.begin(), weights.end());
       return next;
     };
-    const std::vector<Value> done = Loop(e, name, init, n + stages - 1, step);
-    return {e.Reshape(done[2], {n * rows, s_.M}),
-            std::vector<Value>(done.begin() + 4, done.begin() + 4 + static_cast<long>(count))};
+    const std::vector<Value> done = Loop(e, name, init, n * passes + stages - 1, step);
+    return {
+        e.Reshape(done[2], {n * rows, s_.M}),
+        std::vector<Value>(done.begin() + fixed, done.begin() + fixed + static_cast<long>(count))};
+  }
+
+  // --- interleaved stages ------------------------------------------------------------
+  // How many times each micro-batch passes around the stages (the virtual
+  // stages per device), and the layers of a device's chunk for one pass.
+  int64_t Passes() const { return plan_.virtual_stages; }
+  int64_t ChunkLayers() const { return s_.L / plan_.virtual_stages; }
+  // A stage's work j of a pipeline (0 .. n v - 1): micro-batch j % n on
+  // pass j / n, whose chunk of the device's layers starts at local layer
+  // (j / n) * L / v (none without interleaving: all layers, work j is
+  // micro-batch j).
+  struct PipelineWork {
+    Value micro;
+    std::optional<Value> chunk;
+  };
+  PipelineWork WorkOf(ComputationEmitter& c, const Value& j) {
+    if (Passes() == 1) return {j, std::nullopt};
+    const Value n = c.ScalarInt(s_.n);
+    return {c.Binary("remainder", j, n),
+            c.Mul(c.Binary("divide", j, n), c.ScalarInt(ChunkLayers()))};
+  }
+  // The entries of local layers chunk .. chunk + L / v - 1 of micro-batch
+  // `micro` of a stack [n, L, ...]: [L / v, ...]; and that block written
+  // where `valid` holds.
+  Value LoadChunk(ComputationEmitter& c, const Value& stack, const Value& micro,
+                  const Value& chunk) {
+    std::vector<Value> starts = {micro, chunk};
+    std::vector<int64_t> sizes = {1, ChunkLayers()};
+    for (int64_t d = 2; d < stack.rank(); ++d) {
+      starts.push_back(c.ScalarInt(0));
+      sizes.push_back(stack.dim(d));
+    }
+    std::vector<int64_t> dims(sizes.begin() + 1, sizes.end());
+    return c.Reshape(c.DynamicSlice(stack, starts, sizes), dims);
+  }
+  Value StoreChunkIf(ComputationEmitter& c, const Value& stack, const Value& value,
+                     const Value& micro, const Value& chunk, const Value& valid) {
+    std::vector<Value> starts = {micro, chunk};
+    for (int64_t d = 2; d < stack.rank(); ++d) starts.push_back(c.ScalarInt(0));
+    const Value kept = Where(c, valid, value, LoadChunk(c, stack, micro, chunk));
+    std::vector<int64_t> dims = kept.dims;
+    dims.insert(dims.begin(), 1);
+    return c.DynamicUpdateSlice(stack, c.Reshape(kept, dims), starts);
   }
 
   // Serving through the pipeline: `layers` on each micro-batch with its
@@ -386,7 +458,7 @@ class StepWriter {
     const auto [out, caches] = MicroBatchPipeline(
         e, "serving_pipeline", x0, rows, {k, v}, stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>& stacks,
-            const Value& at, const std::vector<Value>& weights) {
+            const Value& at, const std::optional<Value>&, const std::vector<Value>& weights) {
           const auto [y, keys, values] =
               layers(c, x, Load(c, stacks[0], at), Load(c, stacks[1], at), weights);
           return std::pair{y, std::vector<Value>{keys, values}};
@@ -1153,53 +1225,64 @@ class StepWriter {
     return e.Elements(e.While(carry, condition, body));
   }
 
-  // Runs the layers forward; returns (final x, what backward reads of each
-  // layer: SavedShapes stacked [L, ...]).
+  // Runs the layers forward (with interleaved stages, the chunk of L / v
+  // from local layer `chunk` on, carried into the loop); returns (final x,
+  // what backward reads of each layer run: SavedShapes stacked [L, ...]).
   std::pair<Value, std::vector<Value>> ForwardLoop(ComputationEmitter& e, const Value& x,
-                                                   const std::vector<Value>& stacked) {
-    const std::vector<Value> stacks = SavedStacks(e, {s_.L});
+                                                   const std::vector<Value>& stacked,
+                                                   const std::optional<Value>& chunk = {}) {
+    const int64_t trips = chunk ? ChunkLayers() : s_.L;
+    const std::vector<Value> stacks = SavedStacks(e, {trips});
     const auto kept = static_cast<long>(stacks.size());
     std::vector<Value> init = {x};
     init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
+    if (chunk) init.push_back(*chunk);
     const std::vector<Value> done = Loop(
-        e, "forward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> weights(in.begin() + 2 + kept, in.end());
-          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, in[0]));
+        e, "forward_layer", init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> weights(in.begin() + 2 + kept, chunk ? in.end() - 1 : in.end());
+          const Value layer = chunk ? c.Add(in.back(), in[0]) : in[0];
+          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, layer));
           const std::vector<Value> saved = Saved(c, in[1], a);
           std::vector<Value> out = {a.out};
           for (size_t k = 0; k < saved.size(); ++k) {
             out.push_back(Store(c, in[2 + k], saved[k], in[0]));
           }
           out.insert(out.end(), weights.begin(), weights.end());
+          if (chunk) out.push_back(in.back());
           return out;
         });
     return {done[1], std::vector<Value>(done.begin() + 2, done.begin() + 2 + kept)};
   }
 
   // Runs the layers backward from dx (the gradient of the last layer's
-  // output); returns (the gradient of the first layer's input, stacked
-  // weight gradients).
+  // output; with interleaved stages of the chunk from local layer `chunk`
+  // on, whose saved values `saved` holds); returns (the gradient of the
+  // first layer's input, stacked weight gradients of every local layer).
   std::pair<Value, std::vector<Value>> BackwardLoop(ComputationEmitter& e, const Value& dx,
                                                     const std::vector<Value>& saved,
-                                                    const std::vector<Value>& stacked) {
+                                                    const std::vector<Value>& stacked,
+                                                    const std::optional<Value>& chunk = {}) {
     const size_t n = stacked.size();
+    const int64_t trips = chunk ? ChunkLayers() : s_.L;
     const auto kept = static_cast<long>(saved.size());
     std::vector<Value> init = {dx};
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
+    if (chunk) init.push_back(*chunk);
     const long first_weight = 2 + kept;
     const std::vector<Value> done = Loop(
-        e, "backward_layer", init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+        e, "backward_layer", init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> stacks(in.begin() + 2, in.begin() + first_weight);
           const std::vector<Value> weights(in.begin() + first_weight,
                                            in.begin() + first_weight + static_cast<long>(n));
           const std::vector<Value> grads(in.begin() + first_weight + static_cast<long>(n),
-                                         in.end());
-          const Value layer = c.Sub(c.ScalarInt(s_.L - 1), in[0]);
+                                         in.begin() + first_weight + 2 * static_cast<long>(n));
+          const Value entry = c.Sub(c.ScalarInt(trips - 1), in[0]);
+          const Value layer = chunk ? c.Add(in.back(), entry) : entry;
           const LayerWeights w = SliceLayer(c, weights, layer);
-          const LayerActs a = Restored(c, LoadAll(c, stacks, layer), w);
+          const LayerActs a = Restored(c, LoadAll(c, stacks, entry), w);
           const LayerGrads g = LayerBackward(c, a, w, in[1]);
           std::vector<Value> out = {g.dx};
           out.insert(out.end(), stacks.begin(), stacks.end());
@@ -1214,10 +1297,11 @@ class StepWriter {
                                               : g.weights[k];
             out.push_back(Store(c, grads[k], grad, layer));
           }
+          if (chunk) out.push_back(in.back());
           return out;
         });
-    return {done[1],
-            std::vector<Value>(done.begin() + first_weight + static_cast<long>(n), done.end())};
+    const auto grads = done.begin() + first_weight + static_cast<long>(n);
+    return {done[1], std::vector<Value>(grads, grads + static_cast<long>(n))};
   }
 
   // --- the pipeline ---------------------------------------------------------------------
@@ -1264,48 +1348,80 @@ class StepWriter {
     return MicroBatchPipeline(
         e, "pipeline_forward", x0, s_.R, SavedStacks(e, {s_.n, s_.L}), stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>&, const Value&,
-            const std::vector<Value>& weights) { return ForwardLoop(c, x, weights); });
+            const std::optional<Value>& chunk,
+            const std::vector<Value>& weights) { return ForwardLoop(c, x, weights, chunk); });
   }
 
   // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
   // stage's outputs), micro-batches in reverse, the last stage first: returns
   // the gradient of the first stage's inputs [Tb, M] (meaningful on stage 0)
   // and this stage's stacked weight gradients summed over micro-batches.
+  // With interleaved stages the forward's work in reverse order, passes
+  // last: stage 0 hands each pass but the first back round to the last
+  // stage, which keeps it for the pass before.
   std::pair<Value, std::vector<Value>> PipelineBackward(ComputationEmitter& e, const Value& dxl,
                                                         const std::vector<Value>& saved,
                                                         const std::vector<Value>& stacked) {
-    const int64_t n = s_.n, stages = plan_.pipeline;
+    const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes(), works = n * passes;
     const size_t w = stacked.size();
     const auto kept = static_cast<long>(saved.size());
+    const long fixed = passes > 1 ? 5 : 4;  // the counter, received, dxl, dx0[, round]
     std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.M}), e.Reshape(dxl, {n, s_.R, s_.M}),
                                e.Full(A_, 0, {n, s_.R, s_.M})};
+    if (passes > 1) init.push_back(e.Full(A_, 0, {n, s_.R, s_.M}));
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
-    const long first_weight = 4 + kept;
+    const long first_weight = fixed + kept;
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &j = in[0], &received = in[1], &dxl_all = in[2], &dx0 = in[3];
-      const std::vector<Value> stacks(in.begin() + 4, in.begin() + first_weight);
+      const std::vector<Value> stacks(in.begin() + fixed, in.begin() + first_weight);
       const std::vector<Value> weights(in.begin() + first_weight,
                                        in.begin() + first_weight + static_cast<long>(w));
       const std::vector<Value> sums(in.begin() + first_weight + static_cast<long>(w), in.end());
       const Value stage = StageIndex(c);
-      // The k-th micro-batch this stage takes back, k = j - (P - 1 - stage),
-      // is micro-batch n - 1 - k.
+      // The k-th work this stage takes back, k = j - (P - 1 - stage), is
+      // its work n v - 1 - k of the forward.
       const Value k = c.Sub(c.Add(j, stage), c.ScalarInt(stages - 1));
-      const Value valid = InRange(c, k, n);
-      const Value at = ClampIndex(c, c.Sub(c.ScalarInt(n - 1), k), n);
-      const Value from_loss = Load(c, dxl_all, ClampIndex(c, c.Sub(c.ScalarInt(n - 1), j), n));
+      const Value valid = InRange(c, k, works);
+      const auto reversed = [&](const Value& index) {
+        return ClampIndex(c, c.Sub(c.ScalarInt(works - 1), index), works);
+      };
+      const Value back = reversed(k);
+      const PipelineWork work = WorkOf(c, back);
+      Value from_loss = Load(c, dxl_all, reversed(j));
+      std::vector<Value> next_round;
+      Value first_pass = valid;  // where stage 0's dx is the step's input gradient
+      if (passes > 1) {
+        // What stage 0 handed round (its work j - P back) comes back to the
+        // last stage for the pass before; the last stage's first n take the
+        // loss's gradient.
+        const Value came = c.Sub(j, c.ScalarInt(stages));
+        const Value round =
+            StoreIf(c, in[4], received, WorkOf(c, reversed(came)).micro,
+                    c.Binary("and", Is(c, stage, stages - 1), InRange(c, came, n * (passes - 1))));
+        from_loss =
+            Where(c, InRange(c, j, n), Load(c, dxl_all, work.micro), Load(c, round, work.micro));
+        first_pass = c.Binary("and", valid, c.Compare(back, c.ScalarInt(n), "LT"));
+        next_round.push_back(round);
+      }
       const Value dout = Masked(c, valid, Where(c, Is(c, stage, stages - 1), from_loss, received));
-      const auto [dx, grads] = BackwardLoop(c, dout, LoadAll(c, stacks, at), weights);
-      std::vector<Value> next = {HandOn(c, dx, to_previous_stage_), dxl_all,
-                                 StoreIf(c, dx0, dx, at, valid)};
+      std::vector<Value> kept_values;
+      for (const Value& stack : stacks) {
+        kept_values.push_back(work.chunk ? LoadChunk(c, stack, work.micro, *work.chunk)
+                                         : Load(c, stack, work.micro));
+      }
+      const auto [dx, grads] = BackwardLoop(c, dout, kept_values, weights, work.chunk);
+      std::vector<Value> next = {
+          HandOn(c, dx, passes > 1 ? around_stages_back_ : to_previous_stage_), dxl_all,
+          StoreIf(c, dx0, dx, work.micro, first_pass)};
+      next.insert(next.end(), next_round.begin(), next_round.end());
       next.insert(next.end(), stacks.begin(), stacks.end());
       next.insert(next.end(), weights.begin(), weights.end());
       for (size_t g = 0; g < w; ++g) next.push_back(c.Add(sums[g], grads[g]));
       return next;
     };
-    const std::vector<Value> done = Loop(e, "pipeline_backward", init, n + stages - 1, step);
+    const std::vector<Value> done = Loop(e, "pipeline_backward", init, works + stages - 1, step);
     return {e.Reshape(done[3], {n * s_.R, s_.M}),
             std::vector<Value>(done.begin() + first_weight + static_cast<long>(w), done.end())};
   }
@@ -1523,9 +1639,11 @@ class StepWriter {
   // each stage's data and model axes.
   Groups head_and_model_groups_, data_and_model_groups_;
   Groups context_groups_;
-  // Stage to stage; and each device to the next along the context axis,
-  // the last to the first (ring attention's ring).
-  std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_, around_context_;
+  // Stage to stage (with interleaved stages, round: the last to the first
+  // and back); and each device to the next along the context axis, the
+  // last to the first (ring attention's ring).
+  std::vector<std::pair<int64_t, int64_t>> to_next_stage_, to_previous_stage_, around_stages_,
+      around_stages_back_, around_context_;
 };
 
 std::string StepWriter::Write() {
@@ -1727,6 +1845,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                                          {p.data, "data"},
                                                          {p.pipeline, "pipeline"},
                                                          {p.context, "context"},
+                                                         {p.virtual_stages, "virtual_stages"},
                                                          {p.micro_batches, "micro_batches"}}) {
     LOOM_RETURN_IF_ERROR(Positive(value, what));
   }
@@ -1739,6 +1858,18 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   LOOM_RETURN_IF_ERROR(Divides(m.layers, p.pipeline, "layers", "pipeline"));
   LOOM_RETURN_IF_ERROR(Divides(m.seq, p.context, "seq", "context"));
+  if (p.virtual_stages > 1) {
+    if (p.pipeline == 1)
+      return Error{"virtual_stages > 1 interleaves pipeline stages: pipeline > 1"};
+    LOOM_RETURN_IF_ERROR(
+        Divides(m.layers / p.pipeline, p.virtual_stages, "a stage's layers", "virtual_stages"));
+    if (p.micro_batches < p.pipeline) {
+      return Error{fmt::format(
+          "interleaved stages hand each micro-batch round to the first stage, which needs "
+          "micro_batches ({}) >= pipeline ({})",
+          p.micro_batches, p.pipeline)};
+    }
+  }
   LOOM_RETURN_IF_ERROR(
       Divides(m.batch / p.data, p.micro_batches, "the local batch", "micro_batches"));
   const auto one_of = [](const std::string& value, std::initializer_list<std::string_view> allowed,
@@ -1831,6 +1962,7 @@ std::string PlanName(const ParallelPlan& p) {
   if (p.context > 1) {
     name += fmt::format("_cp{}{}", p.context, p.context_form == "ring" ? "" : "_allgather");
   }
+  if (p.virtual_stages > 1) name += fmt::format("_v{}", p.virtual_stages);
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
@@ -1930,6 +2062,10 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (plan.context != 1) {
     return Error{"context parallelism is built for training steps, not for serving: context 1"};
+  }
+  if (plan.virtual_stages != 1) {
+    return Error{
+        "interleaved stages are built for training steps, not for serving: virtual_stages 1"};
   }
   if (step.kind == "decode" && !model.causal) {
     return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};

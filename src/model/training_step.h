@@ -28,7 +28,8 @@
 // contiguous chunk of every sequence, and attention reads the others'
 // keys and values by ring attention or by all-gather.
 //
-// Pipeline parallelism (GPipe, as JAX's SPMD pipelines write it): an
+// Pipeline parallelism (GPipe, as JAX's SPMD pipelines write it, and with
+// interleaved stages its circular form, ParallelPlan::virtual_stages): an
 // axis of P stages, device = ((p * data + d) * context + c) * tensor + t, each stage
 // holding L/P consecutive layers. The local batch is cut into micro-batches;
 // a loop of micro_batches + P - 1 iterations runs every stage on every
@@ -112,6 +113,13 @@ struct ParallelPlan {
   int64_t data = 1;           // data axis: batch split, gradient all-reduce
   int64_t pipeline = 1;       // pipeline axis: stages of L / pipeline layers
   int64_t micro_batches = 1;  // micro-batches of the local batch (GPipe)
+  // Interleaved stages (virtual stages; JAX's circular pipeline, the SPMD
+  // form of Megatron's interleaved schedule): each stage holds v chunks of
+  // L / (P v) layers, stage p the chunks p, p + P, ..., and each
+  // micro-batch passes around the stages v times, the last handing on to
+  // the first. The bubble shrinks v-fold ((P - 1) / v of a micro-batch's
+  // time) for v times the hand-offs; it needs micro_batches >= pipeline.
+  int64_t virtual_stages = 1;
   // Context parallelism (Megatron-LM's; Llama 3's for long sequences): an
   // axis that cuts each sequence into `context` contiguous chunks, each
   // device holding one chunk's tokens through the whole step. Only

@@ -103,6 +103,24 @@ Tensor Shard(const Tensor& full, int64_t dim, int64_t parts, int64_t index) {
   return Positions(full, dim, index * size, (index + 1) * size, size);
 }
 
+// A stacked weight's layers on pipeline stage `stage`: L / P consecutive
+// layers, or with v interleaved stages its v chunks of L / (P v) layers,
+// chunks stage, stage + P, ... (dimension 0 outermost, so the chunks'
+// elements follow each other).
+Tensor StageLayers(const Tensor& full, const ParallelPlan& plan, int64_t stage) {
+  if (plan.virtual_stages == 1) return Shard(full, 0, plan.pipeline, stage);
+  const int64_t chunks = plan.pipeline * plan.virtual_stages;
+  std::vector<int64_t> dims = full.shape().dims();
+  dims[0] /= plan.pipeline;
+  Tensor out = Tensor::Zeros(ir::Shape(full.shape().type(), dims)).value();
+  int64_t at = 0;
+  for (int64_t pass = 0; pass < plan.virtual_stages; ++pass) {
+    const Tensor chunk = Shard(full, 0, chunks, pass * plan.pipeline + stage);
+    for (int64_t e = 0; e < chunk.ElementCount(); ++e) out.SetDouble(at++, chunk.GetDouble(e));
+  }
+  return out;
+}
+
 // Device `device`'s part of a weight (or its moments, or its update):
 // layer weights split along their stacked dimension over the pipeline axis,
 // then along their split dimension over the model axis.
@@ -110,7 +128,7 @@ Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelP
                    int64_t device) {
   const int64_t tensor_index = device % plan.tensor;
   const int64_t stage = device / (plan.tensor * plan.context * plan.data);
-  const Tensor staged = weight.stacked ? Shard(full, 0, plan.pipeline, stage) : full;
+  const Tensor staged = weight.stacked ? StageLayers(full, plan, stage) : full;
   return Shard(staged, weight.split_dim, plan.tensor, tensor_index);
 }
 
@@ -159,6 +177,7 @@ struct Case {
   int64_t context = 1;
   std::string context_form = "ring";
   std::string attention = "materialized";  // fused: flash attention's kernels
+  int64_t virtual_stages = 1;
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -185,6 +204,7 @@ ParallelPlan PlanOf(const Case& c) {
   plan.optimizer = c.optimizer;
   plan.context = c.context;
   plan.context_form = c.context_form;
+  plan.virtual_stages = c.virtual_stages;
   return plan;
 }
 
@@ -250,6 +270,8 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   ModelConfig m = ModelPreset(c.preset).value();
   m.compute_type = c.compute_type;
   m.attention = c.attention;
+  // A chunk of one layer per pass around the stages.
+  if (c.virtual_stages > 1) m.layers = c.pipeline * c.virtual_stages;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
   one.optimizer = c.optimizer;
@@ -303,13 +325,13 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
     }
   }
   std::printf(
-      "[ model ] %s %s tp=%lld%s dp=%lld cp=%lld%s pp=%lld micro-batches=%lld: loss %.6f, worst "
-      "relative difference %.3g%s\n",
+      "[ model ] %s %s tp=%lld%s dp=%lld cp=%lld%s pp=%lld virtual-stages=%lld micro-batches=%lld: "
+      "loss %.6f, worst relative difference %.3g%s\n",
       c.preset.c_str(), c.compute_type.c_str(), static_cast<long long>(c.tensor),
       c.sequence_parallel ? " (sp)" : "", static_cast<long long>(c.data),
       static_cast<long long>(c.context), c.context > 1 ? (" " + c.context_form).c_str() : "",
-      static_cast<long long>(c.pipeline), static_cast<long long>(c.micro_batches),
-      expected[0]->GetDouble(0), worst,
+      static_cast<long long>(c.pipeline), static_cast<long long>(c.virtual_stages),
+      static_cast<long long>(c.micro_batches), expected[0]->GetDouble(0), worst,
       bf16 ? fmt::format(" ({:.2f} of its bound by bf16's own rounding)", worst_of_bound).c_str()
            : "");
   // The bf16 step must be a bf16 step: rounding moved it.
@@ -373,7 +395,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-gqa", 2, 1, 2, 2, true, 0, "f32", "none", "adam", 1, "ring", "fused"},
         Case{"tiny-bert", 2, 1, 1, 1, false, 0, "f32", "selective", "adam", 2, "ring", "fused"},
         Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16", "full", "adam", 2, "ring", "fused"},
-        Case{"tiny", 1, 2, 1, 1, false, 1, "f32", "none", "adam", 2, "all-gather", "fused"}),
+        Case{"tiny", 1, 2, 1, 1, false, 1, "f32", "none", "adam", 2, "all-gather", "fused"},
+        // Interleaved stages: each micro-batch passes around the stages twice
+        // or four times (a chunk of one layer per pass).
+        Case{"tiny", 1, 1, 2, 2, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2},
+        Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 4},
+        Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2},
+        Case{"tiny-gqa", 2, 1, 2, 4, true, 0, "f32", "selective", "adam", 1, "ring", "materialized",
+             2},
+        Case{"tiny", 1, 2, 2, 2, false, 1, "f32", "none", "adam", 1, "ring", "materialized", 2},
+        Case{"tiny-bert", 2, 1, 2, 2, false, 3, "f32", "full", "adam", 2, "ring", "fused", 2},
+        Case{"tiny-gqa", 2, 1, 2, 2, false, 0, "bf16", "full", "adam", 1, "ring", "materialized",
+             2},
+        Case{"tiny-gqa", 1, 2, 2, 2, true, 0, "bf16", "full", "adam", 1, "ring", "materialized",
+             2}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -391,6 +426,7 @@ INSTANTIATE_TEST_SUITE_P(
         if (info.param.context_form != "ring") name += "_allgather";
       }
       if (info.param.attention != "materialized") name += "_" + info.param.attention;
+      if (info.param.virtual_stages > 1) name += "_v" + std::to_string(info.param.virtual_stages);
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }

@@ -1,5 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--context-parallel C [--context-form ring|all-gather]] [--sequence-parallel]
+// [--micro-batches M] [--virtual-stages V] [--context-parallel C [--context-form ring|all-gather]]
+// [--sequence-parallel]
 // [--zero 0|1|3] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
@@ -72,6 +73,7 @@ void AddModelCommand(CLI::App& app) {
     int64_t pipeline = 0;
     int64_t micro_batches = 0;
     int64_t context_parallel = 0;
+    int64_t virtual_stages = 0;
     std::string context_form;
     bool sequence_parallel = false;
     int64_t zero_stage = -1;
@@ -98,7 +100,7 @@ void AddModelCommand(CLI::App& app) {
                       "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
                       "overrides})");
   command->add_option("--plan", options->plan,
-                      "A JSON file: tensor, data, pipeline, context, context_form, "
+                      "A JSON file: tensor, data, pipeline, virtual_stages, context, context_form, "
                       "micro_batches, sequence_parallel, "
                       "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
@@ -113,6 +115,12 @@ void AddModelCommand(CLI::App& app) {
   command
       ->add_option("--micro-batches", options->micro_batches,
                    "Micro-batches of each data-parallel replica's batch (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--virtual-stages", options->virtual_stages,
+                   "Interleaved stages: each stage holds this many chunks of layers, and each "
+                   "micro-batch passes around the stages that many times (JAX's circular "
+                   "pipeline; needs --micro-batches >= --pipeline)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command
       ->add_option("--context-parallel", options->context_parallel,
@@ -201,6 +209,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->pipeline > 0) plan.pipeline = options->pipeline;
     if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
     if (options->context_parallel > 0) plan.context = options->context_parallel;
+    if (options->virtual_stages > 0) plan.virtual_stages = options->virtual_stages;
     if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
