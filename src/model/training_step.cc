@@ -549,6 +549,15 @@ class StepWriter {
   // gradient reduce-scattered as the backward loop makes it (FSDP).
   bool ShardsLayers() const { return plan_.zero_stage == 3; }
   bool IsShard(size_t i) const { return ShardsLayers() && i >= 3; }
+  // Under ZeRO-2 and -3 each layer's gradient is reduce-scattered as the
+  // backward loop makes it (per micro-batch, into shards that sum them),
+  // so no device holds a whole gradient of its layers.
+  bool ScattersLayerGradients() const { return plan_.zero_stage >= 2; }
+  bool GradientIsShard(size_t i) const { return ScattersLayerGradients() && i >= 3; }
+  // The dims of weight `i`'s gradient as the step carries it.
+  std::vector<int64_t> GradDims(size_t i) const {
+    return GradientIsShard(i) ? StateDims(i) : LocalDims(Weights(m_)[i], plan_);
+  }
   // Who sums weight `i`'s gradient (Weights order; GradientSummers says
   // how many), and where a device stands among them.
  public:
@@ -1269,7 +1278,7 @@ class StepWriter {
     std::vector<Value> init = {dx};
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    for (const Value& s : stacked) init.push_back(e.Full(P_, 0, s.dims));
+    for (size_t k = 0; k < n; ++k) init.push_back(e.Full(P_, 0, GradDims(3 + k)));
     if (chunk) init.push_back(*chunk);
     const long first_weight = 2 + kept;
     const std::vector<Value> done = Loop(
@@ -1288,13 +1297,14 @@ class StepWriter {
           out.insert(out.end(), stacks.begin(), stacks.end());
           out.insert(out.end(), weights.begin(), weights.end());
           for (size_t k = 0; k < n; ++k) {
-            // Under ZeRO-3 each device keeps its shard of the layer's
-            // gradient, summed over the devices that sum it (the data
-            // axis; for multi-query k and v the model axis too) as it is
-            // made.
-            const Value grad = ShardsLayers() ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1,
-                                                                *GradientGroups(3 + k).groups)
-                                              : g.weights[k];
+            // Under ZeRO-2 and -3 each device keeps its shard of the
+            // layer's gradient, summed over the devices that sum it (the
+            // data axis; for multi-query k and v the model axis too) as it
+            // is made.
+            const Value grad = ScattersLayerGradients()
+                                   ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1,
+                                                     *GradientGroups(3 + k).groups)
+                                   : g.weights[k];
             out.push_back(Store(c, grads[k], grad, layer));
           }
           if (chunk) out.push_back(in.back());
@@ -1371,7 +1381,7 @@ class StepWriter {
     if (passes > 1) init.push_back(e.Full(A_, 0, {n, s_.R, s_.M}));
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    for (const Value& weight : stacked) init.push_back(e.Full(P_, 0, weight.dims));
+    for (size_t k = 0; k < w; ++k) init.push_back(e.Full(P_, 0, GradDims(3 + k)));
     const long first_weight = fixed + kept;
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &j = in[0], &received = in[1], &dxl_all = in[2], &dx0 = in[3];
@@ -1479,9 +1489,9 @@ class StepWriter {
                                                         const std::vector<Value>& weights) {
     const size_t w = weights.size();
     std::vector<Value> init = {e.Full(P_, 0, {}), tokens, targets};
-    // Each gradient is shaped as its weight (under ZeRO-3 a layer weight's
-    // shard, which the backward loop scatters its gradient to).
-    for (const Value& weight : weights) init.push_back(e.Full(P_, 0, weight.dims));
+    // Each gradient is shaped as its weight, or under ZeRO-2 and -3 as a
+    // layer weight's shard (which the backward loop scatters it to).
+    for (size_t k = 0; k < w; ++k) init.push_back(e.Full(P_, 0, GradDims(k)));
     init.insert(init.end(), weights.begin(), weights.end());
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value& i = in[0];
@@ -1690,7 +1700,7 @@ std::string StepWriter::Write() {
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (IsShard(i)) continue;  // summed by the backward loop already
+    if (GradientIsShard(i)) continue;  // summed by the backward loop already
     const ReductionGroups sum = GradientGroups(i);
     grads[i] = Zero() ? e.ReduceScatter(grads[i], ShardDim(i), *sum.groups)
                       : e.AllReduce(grads[i], *sum.groups);
@@ -1891,10 +1901,10 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   }
   LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
   LOOM_RETURN_IF_ERROR(one_of(p.context_form, {"ring", "all-gather"}, "context_form"));
-  if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) {
+  if (p.zero_stage < 0 || p.zero_stage > 3) {
     return Error{fmt::format(
-        "zero_stage {} is not built (0; 1: the distributed optimizer; 3: the layers' weights "
-        "sharded too)",
+        "zero_stage {} is not one of 0; 1 (the distributed optimizer); 2 (the layers' gradients "
+        "sharded too); 3 (and their weights)",
         p.zero_stage)};
   }
   if (p.zero_stage >= 1) {
@@ -2029,10 +2039,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       const int64_t parts = GradientSummers(p, weights[i], i);
       const int64_t shard = product(LocalDims(weights[i], p)) / parts * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
-      if (p.zero_stage == 3 && weights[i].stacked) {
-        f.weights -= shard * (parts - 1);
-        f.gradients -= shard * (parts - 1);
-      }
+      if (p.zero_stage >= 2 && weights[i].stacked) f.gradients -= shard * (parts - 1);
+      if (p.zero_stage == 3 && weights[i].stacked) f.weights -= shard * (parts - 1);
     }
   }
   // What the recomputation keeps of each layer: for every micro-batch in

@@ -147,10 +147,12 @@ struct ParallelPlan {
   // ZeRO stage (Rajbhandari et al. 2020): 0; 1, the distributed optimizer
   // (Megatron's): each weight's gradient reduce-scattered over the devices
   // that sum it, Adam's moments and the update held and computed per shard,
-  // the updated weight all-gathered back; 3, the layers' weights held as
-  // those shards too (FSDP): each layer's all-gathered where the forward and
-  // the backward use it, its gradient reduce-scattered as the backward makes
-  // it (the embedding, final norm and head as under stage 1).
+  // the updated weight all-gathered back; 2, the layers' gradients held as
+  // those shards too: each layer's reduce-scattered as the backward makes it
+  // (per micro-batch, where stage 1 sums a micro-batch's whole gradients and
+  // scatters them once); 3, the layers' weights held as shards too (FSDP):
+  // each layer's all-gathered where the forward and the backward use it
+  // (the embedding, final norm and head as under stage 1).
   int64_t zero_stage = 0;
   // Activation recomputation (Korthikanti et al. 2022): "full" keeps each
   // layer's input and recomputes the layer in backward; "selective" keeps

@@ -396,6 +396,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-bert", 2, 1, 1, 1, false, 0, "f32", "selective", "adam", 2, "ring", "fused"},
         Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16", "full", "adam", 2, "ring", "fused"},
         Case{"tiny", 1, 2, 1, 1, false, 1, "f32", "none", "adam", 2, "all-gather", "fused"},
+        // ZeRO-2: the layers' gradients reduce-scattered per micro-batch.
+        Case{"tiny", 1, 2, 1, 2, false, 2}, Case{"tiny-gqa", 2, 2, 2, 2, false, 2},
+        Case{"tiny-bert", 2, 2, 1, 1, true, 2},
         // Interleaved stages: each micro-batch passes around the stages twice
         // or four times (a chunk of one layer per pass).
         Case{"tiny", 1, 1, 2, 2, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2},
@@ -677,11 +680,16 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   f = Footprint(m, plan);
   EXPECT_EQ(f.optimizer, f.weights);  // 2 x weights / 2
   EXPECT_EQ(f.gradients, f.weights);
-  // ZeRO-3 holds half of each layer weight and of its gradient too.
+  // ZeRO-2 holds half of each layer weight's gradient, ZeRO-3 of the weight too.
+  // (The gains g1, g2 of both layers are 2 * (64 + 64) of `replicated`.)
+  const int64_t halved = (replicated - 2 * (64 + 64) / 2 + split / 2) * 4;
+  plan.zero_stage = 2;
+  f = Footprint(m, plan);
+  EXPECT_EQ(f.weights, (replicated + split) * 4);
+  EXPECT_EQ(f.gradients, halved);
   plan.zero_stage = 3;
   f = Footprint(m, plan);
-  // (The gains g1, g2 of both layers are 2 * (64 + 64) of `replicated`.)
-  EXPECT_EQ(f.weights, (replicated - 2 * (64 + 64) / 2 + split / 2) * 4);
+  EXPECT_EQ(f.weights, halved);
   EXPECT_EQ(f.gradients, f.weights);
   // Sequence parallelism splits the saved layer inputs over the model axis.
   plan = ParallelPlan{};
@@ -857,6 +865,30 @@ TEST(FusedAttention, KernelsKeepTheScoresAndComputeTheInlineFormBitwise) {
   for (size_t o = 0; o < x.size(); ++o) worst = std::max(worst, RelativeDifference(*y[o], *x[o]));
   EXPECT_LE(worst, std::ldexp(1.0, -12));
   EXPECT_GT(worst, 0);  // the two forms are different arithmetic
+}
+
+// ZeRO-1 sums a micro-batch's whole gradients and scatters them once per
+// step; ZeRO-2 scatters each layer's gradient in the backward loop as it is
+// made, and the step scatters only the embedding's, final norm's and head's.
+TEST(Zero, StageTwoScattersEachLayersGradientInTheBackwardLoop) {
+  ModelConfig m = ModelPreset("tiny").value();
+  ParallelPlan plan;
+  plan.data = 2;
+  plan.micro_batches = 2;
+  for (const int64_t stage : {1, 2}) {
+    plan.zero_stage = stage;
+    const auto module = Build(m, plan);
+    const auto count = [&](std::string_view computation) {
+      int64_t scatters = 0;
+      for (const auto& i : module->FindComputation(computation)->instructions()) {
+        scatters += i->opcode() == ir::Opcode::kReduceScatter;
+      }
+      return scatters;
+    };
+    const int64_t layer_weights = static_cast<int64_t>(Weights(m).size()) - 3;
+    EXPECT_EQ(count("backward_layer"), stage == 2 ? layer_weights : 0) << stage;
+    EXPECT_EQ(count("main"), stage == 2 ? 3 : 3 + layer_weights) << stage;
+  }
 }
 
 TEST(GradientAccumulation, RunsEachMicroBatchForwardAndBackwardInOneLoop) {

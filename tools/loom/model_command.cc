@@ -1,7 +1,7 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
 // [--micro-batches M] [--virtual-stages V] [--context-parallel C [--context-form ring|all-gather]]
 // [--sequence-parallel]
-// [--zero 0|1|3] [--step train|prefill|decode] [--context C] [--layers N]
+// [--zero 0|1|2|3] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
 #include <fmt/format.h>
@@ -139,7 +139,8 @@ void AddModelCommand(CLI::App& app) {
   command
       ->add_option("--zero", options->zero_stage,
                    "ZeRO stage: 0; 1 (the distributed optimizer: gradients reduce-scattered, the "
-                   "optimizer state and update per shard, the weights all-gathered); 3 (the "
+                   "optimizer state and update per shard, the weights all-gathered); 2 (the "
+                   "layers' gradients reduce-scattered as the backward makes them); 3 (the "
                    "layers' weights sharded too, gathered per layer where used: FSDP)")
       ->check(CLI::Range(int64_t{0}, int64_t{3}));
   command
