@@ -364,6 +364,29 @@ if run "$loom" model --model tiny --tensor 2 --memory --target dgx-h100 &&
 else
   fail "loom model --memory" "$(cat "$tmp/out" "$tmp/err")"
 fi
+# Ring attention with interleaved stages runs on 8 devices; Llama 3's
+# all-gather context parallelism gives collective-matmul the gather of k
+# before the scores' product, which it makes a ring, bitwise the original.
+if run "$loom" model --model tiny --context-parallel 2 --pipeline 2 --virtual-stages 2 \
+  --micro-batches 2 --layers 4 --tensor 2 -o "$tmp/cp.hlo" &&
+  run "$loom" run "$tmp/cp.hlo" --devices 8 --json "$tmp/cp.json" &&
+  jq -e '.per_device | length == 8' "$tmp/cp.json" >/dev/null &&
+  run "$loom" model --model tiny --context-parallel 2 --context-form all-gather -o "$tmp/ag.hlo" &&
+  run "$loom" opt "$tmp/ag.hlo" --deterministic --passes='collective-matmul{min-bytes=0}' \
+    --explain -o "$tmp/ag_rings.hlo" &&
+  grep -q "rewritten %all-gather / %dot.1 in forward_layer" "$tmp/out" &&
+  run "$loom" compare "$tmp/ag.hlo" "$tmp/ag_rings.hlo" --devices 2 --deterministic &&
+  grep -q "bitwise equal on every device" "$tmp/out"; then
+  ok "loom model: ring attention with interleaved stages runs; all-gather CP's k gather becomes a ring"
+else
+  fail "loom model --context-parallel" "$(cat "$tmp/out" "$tmp/err")"
+fi
+run "$loom" model --model tiny --pipeline 2 --virtual-stages 2 --layers 4
+if [[ $? -eq 1 ]] && grep -q "needs micro_batches (1) >= pipeline (2)" "$tmp/err"; then
+  ok "loom model: interleaved stages without enough micro-batches are refused"
+else
+  fail "loom model --virtual-stages 2" "not refused with its reason"
+fi
 run "$loom" model --model tiny --tensor 3
 if [[ $? -eq 1 ]] && grep -q "heads (4) does not divide by the tensor axis (3)" "$tmp/err"; then
   ok "loom model: a plan that does not divide the model is refused"
