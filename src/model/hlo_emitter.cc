@@ -294,6 +294,17 @@ Value ComputationEmitter::AllGather(const Value& x, int64_t dimension, const Gro
                           x.name, module_.NextChannel(), GroupsText(groups), dimension));
 }
 
+Value ComputationEmitter::AllToAll(const Value& x, int64_t dimension, const Groups& groups) {
+  if (groups.empty() || groups.front().size() <= 1) return x;
+  LOOM_CHECK(
+      x.dims[static_cast<size_t>(dimension)] % static_cast<int64_t>(groups.front().size()) == 0,
+      "all-to-all: divisibility");
+  return Emit("all-to-all", ArrayValue(x.type, x.dims),
+              fmt::format("all-to-all(%{}), channel_id={}, replica_groups={}, dimensions={{{}}}, "
+                          "use_global_device_ids=true",
+                          x.name, module_.NextChannel(), GroupsText(groups), dimension));
+}
+
 Value ComputationEmitter::ReduceScatter(const Value& x, int64_t dimension, const Groups& groups) {
   if (groups.empty() || groups.front().size() <= 1) return x;
   std::vector<int64_t> dims = x.dims;

@@ -94,6 +94,10 @@ class ComputationEmitter {
   Value AllReduce(const Value& x, const Groups& groups);
   Value AllGather(const Value& x, int64_t dimension, const Groups& groups);
   Value ReduceScatter(const Value& x, int64_t dimension, const Groups& groups);
+  // `x` cut into a group's size of blocks along `dimension`, block i sent
+  // to the group's device i, the blocks received joined along it in the
+  // group's order.
+  Value AllToAll(const Value& x, int64_t dimension, const Groups& groups);
 
   Value Tuple(const std::vector<Value>& elements);
   Value Element(const Value& tuple, int64_t index);

@@ -25,6 +25,9 @@ namespace {
 struct LocalSizes {
   int64_t b, S, Sk, T, M, H, K, G, hd, F, V, L, n, Tb;
   int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
+  // With experts: a device's experts of a layer, an expert's capacity per
+  // routing group, and a group's positions.
+  int64_t E = 0, Cap = 0, Gs = 0;
 };
 
 // The devices that sum one weight's gradient, as groups, and where a
@@ -43,6 +46,7 @@ int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index
   const int64_t model =
       (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
+  if (w.expert_dim >= 0) return 1;  // its device's experts, which every token reaches
   if (index < 3) return p.pipeline * replicas * model;
   return replicas * (w.split_dim < 0 ? model : 1);
 }
@@ -51,9 +55,29 @@ int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index
 // every device of the model axis holds whole.
 bool MultiQuery(const ModelConfig& model) { return model.kv_heads == 1 && model.heads > 1; }
 
+// The layers one iteration of the layer loop runs (a block): one, or with
+// experts moe_every, the last of which has the experts.
+int64_t BlockLayers(const ModelConfig& model) { return model.experts > 0 ? model.moe_every : 1; }
+bool IsMoeLayer(const ModelConfig& model, int64_t j) {
+  return model.experts > 0 && j == BlockLayers(model) - 1;
+}
+// The positions of a routing group, and an expert's capacity in one.
+int64_t RoutingGroup(const ModelConfig& model) {
+  return model.expert_group > 0 ? model.expert_group : model.seq;
+}
+int64_t ExpertCapacity(const ModelConfig& model) {
+  const double slots = model.capacity_factor * static_cast<double>(model.top_k) *
+                       static_cast<double>(RoutingGroup(model)) /
+                       static_cast<double>(model.experts);
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(slots - 1e-9)));
+}
+
 struct LayerWeights {
   Value g1, wqkv, wo, g2, w1, w3, w2;  // w3 only with SwiGLU
   Value wq, wkv;                       // multi-query: instead of wqkv
+  // A layer with experts: the router and this device's experts, instead of w1, w3, w2.
+  bool moe = false;
+  Value router, we1, we3, we2;
 };
 
 struct NormActs {
@@ -63,7 +87,12 @@ struct NormActs {
 // What backward needs of one layer's forward.
 struct LayerActs {
   Value h, q, k, v, p, o, x1, h2, u, z, act, out;
-  Value lse;     // ring attention: each query's log-sum-exp [b,H,S], for p = exp(score - lse)
+  Value lse;  // ring attention: each query's log-sum-exp [b,H,S], for p = exp(score - lse)
+  // With experts: the router's probabilities [T, E] (in P); this device's
+  // experts' inputs [E_local, X, M], their pre-activations and activation
+  // [E_local, X, F]; and their outputs back at the tokens' device [Ng, E,
+  // C, M] (X = the group of devices x Ng x C slots).
+  Value probs, xe, ue, ze, acte, yb;
   Value kc, vc;  // k and v before the kv heads are shared out: [b,S,K,hd], what a cache holds
   NormActs norm1, norm2;
 };
@@ -73,6 +102,7 @@ struct LayerActs {
 std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   std::vector<int64_t> dims = w.dims;
   if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
+  if (w.expert_dim >= 0) dims[static_cast<size_t>(w.expert_dim)] /= plan.data * plan.context;
   if (w.stacked) dims[0] /= plan.pipeline;
   return dims;
 }
@@ -148,7 +178,12 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   s.hd = model.head_dim;
   s.F = model.d_ff / t;
   s.V = model.vocab;
-  s.L = model.layers / plan.pipeline;
+  s.L = model.layers / BlockLayers(model) / plan.pipeline;  // blocks of a stage
+  if (model.experts > 0) {
+    s.E = model.experts / (plan.data * plan.context);
+    s.Cap = ExpertCapacity(model);
+    s.Gs = RoutingGroup(model);
+  }
   return s;
 }
 
@@ -169,22 +204,37 @@ struct SavedShape {
 std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& model,
                                     const ParallelPlan& plan) {
   if (plan.recompute == "full") return {{{s.R, s.M}}};
-  std::vector<SavedShape> dims = {{{s.R, s.M}},
-                                  {{s.R}},
-                                  {{s.b, s.S, s.H, s.hd}},
-                                  {{s.b, s.S, s.K, s.hd}},
-                                  {{s.b, s.S, s.K, s.hd}},
-                                  {{s.R, s.M}},
-                                  {{s.R}},
-                                  {{s.T, s.F}}};
-  if (model.mlp == "swiglu") dims.push_back({{s.T, s.F}});
-  dims.push_back({{s.T, s.F}});
-  if (plan.recompute == "none") {
-    // Flash attention's form keeps the log-sum-exp of each query's scores,
-    // from which its backward makes each block's probabilities again.
-    dims.push_back(KeepsLogSumExp(model, plan) ? SavedShape{{s.b, s.H, s.S}, true}
-                                               : SavedShape{{s.b, s.H, s.S, s.Sk}});
-    dims.push_back({{s.T, s.H * s.hd}});
+  std::vector<SavedShape> dims;
+  for (int64_t j = 0; j < BlockLayers(model); ++j) {
+    dims.insert(dims.end(), {{{s.R, s.M}},
+                             {{s.R}},
+                             {{s.b, s.S, s.H, s.hd}},
+                             {{s.b, s.S, s.K, s.hd}},
+                             {{s.b, s.S, s.K, s.hd}},
+                             {{s.R, s.M}},
+                             {{s.R}}});
+    if (IsMoeLayer(model, j)) {
+      // The router's probabilities, the experts' inputs, pre-activations
+      // and activation (of every device's slots for this device's
+      // experts), and their outputs back at the tokens' device.
+      const int64_t groups = s.T / s.Gs, E = model.experts;
+      const int64_t slots = E / s.E * groups * s.Cap;
+      dims.insert(dims.end(), {{{s.T, E}, true}, {{s.E, slots, s.M}}, {{s.E, slots, s.F}}});
+      if (model.mlp == "swiglu") dims.push_back({{s.E, slots, s.F}});
+      dims.insert(dims.end(), {{{s.E, slots, s.F}}, {{groups, E, s.Cap, s.M}}});
+    } else {
+      dims.push_back({{s.T, s.F}});
+      if (model.mlp == "swiglu") dims.push_back({{s.T, s.F}});
+      dims.push_back({{s.T, s.F}});
+    }
+    if (plan.recompute == "none") {
+      // Flash attention's form keeps the log-sum-exp of each query's
+      // scores, from which its backward makes each block's probabilities
+      // again.
+      dims.push_back(KeepsLogSumExp(model, plan) ? SavedShape{{s.b, s.H, s.S}, true}
+                                                 : SavedShape{{s.b, s.H, s.S, s.Sk}});
+      dims.push_back({{s.T, s.H * s.hd}});
+    }
   }
   return dims;
 }
@@ -281,7 +331,7 @@ class StepWriter {
         Loop(e, name, init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> w(in.begin() + 4, in.end());
           const auto [out, keys, values] =
-              layer(c, in[1], SliceLayer(c, w, in[0]), in[0], in[2], in[3]);
+              layer(c, in[1], SliceLayer(c, w, in[0]).front(), in[0], in[2], in[3]);
           std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
                                      Store(c, in[3], values, in[0])};
           next.insert(next.end(), w.begin(), w.end());
@@ -973,14 +1023,30 @@ class StepWriter {
   void MlpForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.norm2 = NormForward(c, a.x1);
     a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1)));
-    a.u = MatMul(c, a.h2, w.w1);
-    if (m_.mlp == "swiglu") {
-      a.z = MatMul(c, a.h2, w.w3);
-      a.act = c.Mul(c.Mul(a.u, c.Unary("logistic", a.u)), a.z);
-    } else {
-      a.act = Gelu(c, a.u);
+    if (w.moe) {
+      a.out = Held(c, c.Add(a.x1, SumOverModel(c, MoeForward(c, w, a))));
+      return;
     }
+    a.u = MatMul(c, a.h2, w.w1);
+    if (m_.mlp == "swiglu") a.z = MatMul(c, a.h2, w.w3);
+    a.act = Activation(c, a.u, a.z);
     a.out = Held(c, c.Add(a.x1, SumOverModel(c, MatMul(c, a.act, w.w2, A_))));
+  }
+  // GELU(u), or SiLU(u) z (SwiGLU).
+  Value Activation(ComputationEmitter& c, const Value& u, const Value& z) {
+    if (m_.mlp != "swiglu") return Gelu(c, u);
+    return c.Mul(c.Mul(u, c.Unary("logistic", u)), z);
+  }
+  // The gradients of u and (SwiGLU) z from that of Activation(u, z).
+  std::pair<Value, Value> ActivationBackward(ComputationEmitter& c, const Value& dact,
+                                             const Value& u, const Value& z) {
+    if (m_.mlp != "swiglu") return {c.Mul(dact, GeluDerivative(c, u)), Value{}};
+    const Value s = c.Unary("logistic", u);
+    const Value silu = c.Mul(u, s);
+    const Value dz = c.Mul(dact, silu);
+    const Value one = c.Full(P_, 1.0, u.dims);
+    const Value dsilu = c.Mul(s, c.Add(one, c.Mul(u, c.Sub(one, s))));
+    return {c.Mul(c.Mul(dact, z), dsilu), dz};
   }
 
   // --- inference ----------------------------------------------------------------------
@@ -1045,23 +1111,23 @@ class StepWriter {
     // MLP: out = x1 + act . w2 (its rows of the sum under sequence
     // parallelism: the gradient of every row is gathered back).
     const Value dy2 = GatherRows(c, dout);
-    const Value dw2 = WeightGrad(c, a.act, dy2);
-    const Value dact = MatMulT(c, dy2, w.w2);
-    Value du, dz, dw3;
-    if (m_.mlp == "swiglu") {
-      const Value s = c.Unary("logistic", a.u);
-      const Value silu = c.Mul(a.u, s);
-      dz = c.Mul(dact, silu);
-      const Value one = c.Full(P_, 1.0, a.u.dims);
-      const Value dsilu = c.Mul(s, c.Add(one, c.Mul(a.u, c.Sub(one, s))));
-      du = c.Mul(c.Mul(dact, a.z), dsilu);
-      dw3 = WeightGrad(c, a.h2, dz);
+    std::vector<Value> mlp_grads;  // after dg2
+    Value dh2;
+    if (w.moe) {
+      std::tie(dh2, mlp_grads) = MoeBackward(c, a, w, dy2);
     } else {
-      du = c.Mul(dact, GeluDerivative(c, a.u));
+      const Value dw2 = WeightGrad(c, a.act, dy2);
+      const Value dact = MatMulT(c, dy2, w.w2);
+      const auto [du, dz] = ActivationBackward(c, dact, a.u, a.z);
+      Value dw3;
+      if (m_.mlp == "swiglu") dw3 = WeightGrad(c, a.h2, dz);
+      const Value dw1 = WeightGrad(c, a.h2, du);
+      dh2 = MatMulT(c, du, w.w1, A_);
+      if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3, A_));
+      mlp_grads = {dw1};
+      if (m_.mlp == "swiglu") mlp_grads.push_back(dw3);
+      mlp_grads.push_back(dw2);
     }
-    const Value dw1 = WeightGrad(c, a.h2, du);
-    Value dh2 = MatMulT(c, du, w.w1, A_);
-    if (m_.mlp == "swiglu") dh2 = c.Add(dh2, MatMulT(c, dz, w.w3, A_));
     dh2 = SumOverModel(c, dh2);
     const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
     const Value dx1 = c.Add(Math(c, dout), dx1_norm);
@@ -1079,22 +1145,233 @@ class StepWriter {
     grads.dx = Held(c, c.Add(dx1, dx_norm));
     grads.weights = {dg1};
     grads.weights.insert(grads.weights.end(), dprojection.begin(), dprojection.end());
-    grads.weights.insert(grads.weights.end(), {dwo, dg2, dw1});
-    if (m_.mlp == "swiglu") grads.weights.push_back(dw3);
-    grads.weights.push_back(dw2);
+    grads.weights.insert(grads.weights.end(), {dwo, dg2});
+    grads.weights.insert(grads.weights.end(), mlp_grads.begin(), mlp_grads.end());
     return grads;
+  }
+
+  // --- a block of layers ---------------------------------------------------------------
+  // The layers of a block on `held`, each on the one before's output.
+  std::vector<LayerActs> BlockForward(ComputationEmitter& c, const Value& held,
+                                      const std::vector<LayerWeights>& block) {
+    std::vector<LayerActs> acts;
+    for (const LayerWeights& w : block) {
+      acts.push_back(LayerForward(c, acts.empty() ? held : acts.back().out, w));
+    }
+    return acts;
+  }
+  // The block's backward from dout: dx and the weights' gradients in
+  // Weights order (its first layer's first).
+  LayerGrads BlockBackward(ComputationEmitter& c, const std::vector<LayerActs>& acts,
+                           const std::vector<LayerWeights>& block, const Value& dout) {
+    std::vector<std::vector<Value>> per_layer(block.size());
+    Value d = dout;
+    for (size_t j = block.size(); j-- > 0;) {
+      LayerGrads g = LayerBackward(c, acts[j], block[j], d);
+      per_layer[j] = std::move(g.weights);
+      d = g.dx;
+    }
+    LayerGrads grads{d, {}};
+    for (const std::vector<Value>& weights : per_layer) {
+      grads.weights.insert(grads.weights.end(), weights.begin(), weights.end());
+    }
+    return grads;
+  }
+
+  // --- mixture of experts ----------------------------------------------------------------
+  // Softmax over the last dimension of [rows, E].
+  Value SoftmaxRows(ComputationEmitter& c, const Value& x) {
+    const Value shifted = c.Sub(x, PerRow(c, c.ReduceMax(x, {1}), x));
+    const Value e = c.Unary("exponential", shifted);
+    return c.Div(e, PerRow(c, c.ReduceSum(e, {1}), e));
+  }
+  // Where each token of each routing group goes (GShard's top-k gating):
+  // per choice, the chosen expert (one-hot [Ng, G, E]: the most probable
+  // expert not chosen before, the lowest-numbered on a tie), its
+  // probability and its renormalised gate [Ng, G], and its slot one-hot
+  // [Ng, G, E, C] (the token's place among the group's tokens sent to the
+  // expert, earlier choices first; none past the capacity); their sums by
+  // slot, dispatch, and weighted by the gates, combine.
+  struct Routing {
+    std::vector<Value> masks, raw, gates, slots;
+    Value dispatch, combine;
+  };
+  Routing Route(ComputationEmitter& c, const Value& probs) {
+    const int64_t E = m_.experts, G = s_.Gs, groups = probs.dim(0) / G, C = s_.Cap;
+    const Value p = c.Reshape(probs, {groups, G, E});
+    const std::vector<int64_t> tokens = {groups, G}, slots = {groups, G, E, C};
+    const Value expert = c.Iota(P_, p.dims, 2);
+    // Lower triangle [G, G] of ones: the running count of a group's tokens.
+    const Value earlier =
+        c.Convert(c.Compare(c.Iota("s32", {G, G}, 1), c.Iota("s32", {G, G}, 0), "LE"), P_);
+    Routing r;
+    Value remaining = p, placed = c.Full(P_, 0, {groups, E});  // tokens each expert has
+    for (int64_t choice = 0; choice < m_.top_k; ++choice) {
+      const Value top = c.ReduceMax(remaining, {2});
+      const Value is_top = c.Compare(remaining, c.BroadcastLike(top, p, {0, 1}), "EQ");
+      // The lowest expert at the top: E - 1 - max(E - 1 - e where at the top).
+      const Value last = c.Full(P_, static_cast<double>(E - 1), p.dims);
+      const Value reversed =
+          c.ReduceMax(c.Select(is_top, c.Sub(last, expert), c.Full(P_, -1, p.dims)), {2});
+      const Value chosen =
+          c.Compare(expert,
+                    c.BroadcastLike(c.Sub(c.Full(P_, static_cast<double>(E - 1), tokens), reversed),
+                                    p, {0, 1}),
+                    "EQ");
+      const Value mask = c.Convert(chosen, P_);
+      r.masks.push_back(mask);
+      r.raw.push_back(c.ReduceSum(c.Mul(p, mask), {2}));
+      remaining = c.Select(chosen, c.Full(P_, -1, p.dims), remaining);
+      // The slot: tokens before it in the group sent to the expert by this
+      // choice, after those every earlier choice sent there.
+      const Value before = c.Transpose(c.Dot(earlier, mask, {{}, {}, {1}, {1}}, P_), {1, 0, 2});
+      const Value position =
+          c.Add(c.Sub(before, c.Full(P_, 1, p.dims)), c.BroadcastLike(placed, p, {0, 2}));
+      placed = c.Add(placed, c.ReduceSum(mask, {1}));
+      const Value slot =
+          c.Compare(c.Broadcast(position, slots, {0, 1, 2}), c.Iota(P_, slots, 3), "EQ");
+      r.slots.push_back(c.Mul(c.Convert(slot, P_), c.Broadcast(mask, slots, {0, 1, 2})));
+    }
+    // Several choices' gates sum to one (GShard); one choice keeps its probability.
+    Value total = r.raw[0];
+    for (size_t j = 1; j < r.raw.size(); ++j) total = c.Add(total, r.raw[j]);
+    for (size_t j = 0; j < r.raw.size(); ++j) {
+      r.gates.push_back(m_.top_k > 1 ? c.Div(r.raw[j], total) : r.raw[j]);
+      const Value weighted = c.Mul(r.slots[j], c.Broadcast(r.gates[j], slots, {0, 1}));
+      r.dispatch = j == 0 ? r.slots[j] : c.Add(r.dispatch, r.slots[j]);
+      r.combine = j == 0 ? weighted : c.Add(r.combine, weighted);
+    }
+    return r;
+  }
+  // The slots of each expert [Ng, E, C, M] to the device holding it:
+  // [E_local, devices x Ng x C, M], the devices of the expert-parallel
+  // group in order (an all-to-all over it); and back.
+  Value ToExperts(ComputationEmitter& c, const Value& slots) {
+    const int64_t groups = slots.dim(0), E = m_.experts, C = s_.Cap, El = s_.E, D = E / El;
+    const Value by_expert =
+        c.Reshape(c.Transpose(slots, {1, 0, 2, 3}), {E, groups * C, s_.M});  // [E, Ng C, M]
+    const Value received = c.AllToAll(by_expert, 0, data_groups_);  // [(device, e), Ng C, M]
+    return c.Reshape(c.Transpose(c.Reshape(received, {D, El, groups * C, s_.M}), {1, 0, 2, 3}),
+                     {El, D * groups * C, s_.M});
+  }
+  Value FromExperts(ComputationEmitter& c, const Value& outputs, int64_t groups) {
+    const int64_t E = m_.experts, C = s_.Cap, El = s_.E, D = E / El;
+    const Value by_device =
+        c.Reshape(c.Transpose(c.Reshape(outputs, {El, D, groups * C, s_.M}), {1, 0, 2, 3}),
+                  {E, groups * C, s_.M});
+    const Value returned = c.AllToAll(by_device, 0, data_groups_);  // [E, Ng C, M]
+    return c.Transpose(c.Reshape(returned, {E, groups, C, s_.M}), {1, 0, 2, 3});
+  }
+  // [experts, rows, K] . [experts, K, N] per expert, in the compute type.
+  Value PerExpert(ComputationEmitter& c, const Value& x, const Value& w, std::string_view type) {
+    return c.Dot(c.Convert(x, C_), c.Convert(w, C_), {{0}, {0}, {2}, {1}}, type);
+  }
+
+  // An MoE layer's MLP on a.h2 [T, M] (every token of the micro-batch):
+  // the router, the tokens dispatched to their experts' devices, the
+  // experts' MLPs (their d_ff this device's part), the outputs brought
+  // back and combined by the gates. Returns the output [T, M], this
+  // device's part of the sum over the model axis, in the activation type.
+  Value MoeForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
+    const int64_t T = a.h2.dim(0), groups = T / s_.Gs;
+    a.probs = SoftmaxRows(c, MatMul(c, a.h2, w.router));
+    const Routing r = Route(c, a.probs);
+    const Value h = c.Reshape(a.h2, {groups, s_.Gs, s_.M});
+    const Value slots =
+        c.Dot(c.Convert(r.dispatch, C_), c.Convert(h, C_), {{0}, {0}, {1}, {1}}, A_);
+    a.xe = ToExperts(c, slots);
+    a.ue = PerExpert(c, a.xe, w.we1, P_);
+    if (m_.mlp == "swiglu") a.ze = PerExpert(c, a.xe, w.we3, P_);
+    a.acte = Activation(c, a.ue, a.ze);
+    a.yb = FromExperts(c, PerExpert(c, a.acte, w.we2, A_), groups);
+    const Value y = c.Dot(c.Convert(r.combine, C_), c.Convert(a.yb, C_), {{0}, {0}, {2, 3}, {1, 2}},
+                          A_);  // [Ng, G, M]
+    return c.Reshape(y, {T, s_.M});
+  }
+  // Its backward from dy [T, M] (the output's gradient, every token): the
+  // gradient of h2 (this device's part of the sum over the model axis, in
+  // the activation type) and those of the router and the experts.
+  std::pair<Value, std::vector<Value>> MoeBackward(ComputationEmitter& c, const LayerActs& a,
+                                                   const LayerWeights& w, const Value& dy) {
+    const int64_t T = a.h2.dim(0), groups = T / s_.Gs, E = m_.experts;
+    const Routing r = Route(c, a.probs);
+    const Value dyg = c.Reshape(dy, {groups, s_.Gs, s_.M});
+    // y = combine . yb
+    const Value dcombine =
+        c.Dot(c.Convert(dyg, C_), c.Convert(a.yb, C_), {{0}, {0}, {2}, {3}}, P_);  // [Ng, G, E, C]
+    const Value dyb = c.Dot(c.Convert(r.combine, C_), c.Convert(dyg, C_), {{0}, {0}, {1}, {1}},
+                            A_);  // [Ng, E, C, M]
+    const Value dye = ToExperts(c, dyb);
+    // The experts' MLPs.
+    const Value dwe2 = c.Dot(c.Convert(a.acte, C_), c.Convert(dye, C_), {{0}, {0}, {1}, {1}}, P_);
+    const Value dact = c.Dot(c.Convert(dye, C_), c.Convert(w.we2, C_), {{0}, {0}, {2}, {2}}, P_);
+    const auto [due, dze] =
+        ActivationBackward(c, dact, Math(c, a.ue), m_.mlp == "swiglu" ? Math(c, a.ze) : Value{});
+    const auto weight_grad = [&](const Value& dpre) {
+      return c.Dot(c.Convert(a.xe, C_), c.Convert(dpre, C_), {{0}, {0}, {1}, {1}}, P_);
+    };
+    const auto input_grad = [&](const Value& dpre, const Value& weight) {
+      return c.Dot(c.Convert(dpre, C_), c.Convert(weight, C_), {{0}, {0}, {2}, {2}}, A_);
+    };
+    std::vector<Value> grads;  // router, we1, (we3), we2: the router's below
+    grads.push_back(weight_grad(due));
+    if (m_.mlp == "swiglu") grads.push_back(weight_grad(dze));
+    grads.push_back(dwe2);
+    Value dxe = input_grad(due, w.we1);
+    if (m_.mlp == "swiglu") dxe = c.Add(dxe, input_grad(dze, w.we3));
+    // The dispatch: slots = dispatch . h
+    const Value dslots = FromExperts(c, dxe, groups);  // [Ng, E, C, M]
+    const Value dh_dispatch =
+        c.Dot(c.Convert(r.dispatch, C_), c.Convert(dslots, C_), {{0}, {0}, {2, 3}, {1, 2}}, A_);
+    // The gates: combine = sum of gate . slot; the renormalisation; the
+    // probabilities each choice read; the router's softmax.
+    std::vector<Value> dgates;
+    for (const Value& slot : r.slots) dgates.push_back(c.ReduceSum(c.Mul(dcombine, slot), {2, 3}));
+    std::vector<Value> draw = dgates;
+    if (m_.top_k > 1) {
+      Value total = r.raw[0], weighted = c.Mul(dgates[0], r.gates[0]);
+      for (size_t j = 1; j < r.raw.size(); ++j) {
+        total = c.Add(total, r.raw[j]);
+        weighted = c.Add(weighted, c.Mul(dgates[j], r.gates[j]));
+      }
+      for (size_t j = 0; j < draw.size(); ++j) draw[j] = c.Div(c.Sub(dgates[j], weighted), total);
+    }
+    const std::vector<int64_t> by_expert = {groups, s_.Gs, E};
+    Value dprobs;
+    for (size_t j = 0; j < draw.size(); ++j) {
+      const Value part = c.Mul(r.masks[j], c.Broadcast(draw[j], by_expert, {0, 1}));
+      dprobs = j == 0 ? part : c.Add(dprobs, part);
+    }
+    dprobs = c.Reshape(dprobs, {T, E});
+    const Value dlogits =
+        c.Mul(a.probs, c.Sub(dprobs, PerRow(c, c.ReduceSum(c.Mul(dprobs, a.probs), {1}), dprobs)));
+    grads.insert(grads.begin(), WeightGrad(c, a.h2, dlogits));
+    const Value dh = c.Add(c.Reshape(dh_dispatch, {T, s_.M}), MatMulT(c, dlogits, w.router, A_));
+    return {dh, grads};
   }
 
   // --- what backward reads of the forward ----------------------------------------------
   // The layer's SavedShapes values, in that order.
-  std::vector<Value> Saved(ComputationEmitter& c, const Value& input, const LayerActs& a) {
+  std::vector<Value> Saved(ComputationEmitter& c, const Value& input,
+                           const std::vector<LayerActs>& acts) {
     if (plan_.recompute == "full") return {input};
-    std::vector<Value> saved = {a.norm1.n, a.norm1.r, a.q, a.kc, a.vc, a.norm2.n, a.norm2.r, a.u};
-    if (m_.mlp == "swiglu") saved.push_back(a.z);
-    saved.push_back(a.act);
-    if (plan_.recompute == "none") {
-      saved.push_back(KeepsLogSumExp(m_, plan_) ? a.lse : a.p);
-      saved.push_back(a.o);
+    std::vector<Value> saved;
+    for (size_t j = 0; j < acts.size(); ++j) {
+      const LayerActs& a = acts[j];
+      saved.insert(saved.end(), {a.norm1.n, a.norm1.r, a.q, a.kc, a.vc, a.norm2.n, a.norm2.r});
+      if (IsMoeLayer(m_, static_cast<int64_t>(j))) {
+        saved.insert(saved.end(), {a.probs, a.xe, a.ue});
+        if (m_.mlp == "swiglu") saved.push_back(a.ze);
+        saved.insert(saved.end(), {a.acte, a.yb});
+      } else {
+        saved.push_back(a.u);
+        if (m_.mlp == "swiglu") saved.push_back(a.z);
+        saved.push_back(a.act);
+      }
+      if (plan_.recompute == "none") {
+        saved.push_back(KeepsLogSumExp(m_, plan_) ? a.lse : a.p);
+        saved.push_back(a.o);
+      }
     }
     const std::vector<SavedShape> shapes = SavedShapes(s_, m_, plan_);
     for (size_t k = 0; k < saved.size(); ++k) {
@@ -1102,14 +1379,21 @@ class StepWriter {
     }
     return saved;
   }
-  // What LayerBackward reads, from the layer's saved values: the layer
-  // recomputed (full), its attention core recomputed (selective), or all
-  // as saved (none).
-  LayerActs Restored(ComputationEmitter& c, const std::vector<Value>& saved,
-                     const LayerWeights& w) {
-    if (plan_.recompute == "full") return LayerForward(c, saved[0], w);
-    LayerActs a;
+  // What LayerBackward reads of each layer of a block, from the block's
+  // saved values: the block recomputed (full), its attention cores
+  // recomputed (selective), or all as saved (none).
+  std::vector<LayerActs> Restored(ComputationEmitter& c, const std::vector<Value>& saved,
+                                  const std::vector<LayerWeights>& block) {
+    if (plan_.recompute == "full") return BlockForward(c, saved[0], block);
+    std::vector<LayerActs> acts;
     size_t i = 0;
+    for (const LayerWeights& w : block) acts.push_back(RestoredLayer(c, saved, i, w));
+    return acts;
+  }
+  // One layer's, from its saved values at saved[i] on (i moves past them).
+  LayerActs RestoredLayer(ComputationEmitter& c, const std::vector<Value>& saved, size_t& i,
+                          const LayerWeights& w) {
+    LayerActs a;
     a.norm1 = {Math(c, saved[i]), Math(c, saved[i + 1])};
     i += 2;
     a.q = saved[i++];
@@ -1122,9 +1406,18 @@ class StepWriter {
     // rather than keep every device's rows).
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, a.norm1.n)));
     a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.norm2.n)));
-    a.u = Math(c, saved[i++]);
-    if (m_.mlp == "swiglu") a.z = Math(c, saved[i++]);
-    a.act = saved[i++];
+    if (w.moe) {
+      a.probs = saved[i++];
+      a.xe = saved[i++];
+      a.ue = saved[i++];
+      if (m_.mlp == "swiglu") a.ze = saved[i++];
+      a.acte = saved[i++];
+      a.yb = saved[i++];
+    } else {
+      a.u = Math(c, saved[i++]);
+      if (m_.mlp == "swiglu") a.z = Math(c, saved[i++]);
+      a.act = saved[i++];
+    }
     if (plan_.recompute != "none") {
       AttentionCore(c, a);
       return a;
@@ -1182,9 +1475,9 @@ class StepWriter {
     return c.DynamicUpdateSlice(stack, c.Reshape(value, dims), EntryStarts(c, stack, index));
   }
 
-  // Layer `index` of each stacked weight.
-  LayerWeights SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
-                          const Value& index) {
+  // Block `index` of each stacked weight: its layers' weights.
+  std::vector<LayerWeights> SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
+                                       const Value& index) {
     std::vector<Value> w;
     for (size_t k = 0; k < stacked.size(); ++k) {
       const Value layer = Load(c, stacked[k], index);
@@ -1197,19 +1490,27 @@ class StepWriter {
       const Value sent = layer.rank() > 1 ? c.Convert(layer, C_) : layer;
       w.push_back(c.AllGather(sent, ShardDim(3 + k) - 1, *GradientGroups(3 + k).groups));
     }
-    LayerWeights lw;
+    std::vector<LayerWeights> block;
     size_t i = 0;
-    lw.g1 = w[i++];
-    if (MultiQuery(m_)) {
-      lw.wq = w[i++], lw.wkv = w[i++];
-    } else {
-      lw.wqkv = w[i++];
+    for (int64_t j = 0; j < BlockLayers(m_); ++j) {
+      LayerWeights lw;
+      lw.g1 = w[i++];
+      if (MultiQuery(m_)) {
+        lw.wq = w[i++], lw.wkv = w[i++];
+      } else {
+        lw.wqkv = w[i++];
+      }
+      lw.wo = w[i++];
+      lw.g2 = w[i++];
+      lw.moe = IsMoeLayer(m_, j);
+      Value& first = lw.moe ? lw.router : lw.w1;
+      first = w[i++];
+      if (lw.moe) lw.we1 = w[i++];
+      if (m_.mlp == "swiglu") (lw.moe ? lw.we3 : lw.w3) = w[i++];
+      (lw.moe ? lw.we2 : lw.w2) = w[i++];
+      block.push_back(lw);
     }
-    lw.wo = w[i++];
-    lw.g2 = w[i++], lw.w1 = w[i++];
-    if (m_.mlp == "swiglu") lw.w3 = w[i++];
-    lw.w2 = w[i++];
-    return lw;
+    return block;
   }
 
   // A while loop over the state `init` (element 0 a counter from 0) for
@@ -1251,9 +1552,9 @@ class StepWriter {
         e, "forward_layer", init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> weights(in.begin() + 2 + kept, chunk ? in.end() - 1 : in.end());
           const Value layer = chunk ? c.Add(in.back(), in[0]) : in[0];
-          const LayerActs a = LayerForward(c, in[1], SliceLayer(c, weights, layer));
-          const std::vector<Value> saved = Saved(c, in[1], a);
-          std::vector<Value> out = {a.out};
+          const std::vector<LayerActs> acts = BlockForward(c, in[1], SliceLayer(c, weights, layer));
+          const std::vector<Value> saved = Saved(c, in[1], acts);
+          std::vector<Value> out = {acts.back().out};
           for (size_t k = 0; k < saved.size(); ++k) {
             out.push_back(Store(c, in[2 + k], saved[k], in[0]));
           }
@@ -1290,9 +1591,9 @@ class StepWriter {
                                          in.begin() + first_weight + 2 * static_cast<long>(n));
           const Value entry = c.Sub(c.ScalarInt(trips - 1), in[0]);
           const Value layer = chunk ? c.Add(in.back(), entry) : entry;
-          const LayerWeights w = SliceLayer(c, weights, layer);
-          const LayerActs a = Restored(c, LoadAll(c, stacks, entry), w);
-          const LayerGrads g = LayerBackward(c, a, w, in[1]);
+          const std::vector<LayerWeights> block = SliceLayer(c, weights, layer);
+          const LayerGrads g =
+              BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1]);
           std::vector<Value> out = {g.dx};
           out.insert(out.end(), stacks.begin(), stacks.end());
           out.insert(out.end(), weights.begin(), weights.end());
@@ -1700,7 +2001,8 @@ std::string StepWriter::Write() {
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (GradientIsShard(i)) continue;  // summed by the backward loop already
+    if (GradientIsShard(i)) continue;              // summed by the backward loop already
+    if (Weights(m_)[i].expert_dim >= 0) continue;  // an expert's gradient is its device's
     const ReductionGroups sum = GradientGroups(i);
     grads[i] = Zero() ? e.ReduceScatter(grads[i], ShardDim(i), *sum.groups)
                       : e.AllReduce(grads[i], *sum.groups);
@@ -1818,25 +2120,49 @@ Status Divides(int64_t value, int64_t by, std::string_view what, std::string_vie
 }  // namespace
 
 std::vector<WeightInfo> Weights(const ModelConfig& m) {
-  const int64_t L = m.layers, M = m.d_model, F = m.d_ff;
+  const int64_t blocks = m.layers / BlockLayers(m), M = m.d_model, F = m.d_ff, E = m.experts;
   const int64_t q = m.heads * m.head_dim;
-  std::vector<WeightInfo> weights = {{"embed", {m.vocab, M}, -1},
-                                     {"gf", {M}, -1},
-                                     {"wout", {M, m.vocab}, -1},
-                                     {"g1", {L, M}, -1, true}};
-  if (MultiQuery(m)) {
-    // q split by heads; the one k and v head every device's heads read.
-    weights.push_back({"wq", {L, M, q}, 2, true});
-    weights.push_back({"wkv", {L, M, 2 * m.head_dim}, -1, true, true});
-  } else {
-    // q, k and v fused, per kv head its query heads then its k and its v.
-    weights.push_back({"wqkv", {L, M, (m.heads + 2 * m.kv_heads) * m.head_dim}, 2, true});
+  std::vector<WeightInfo> weights = {
+      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1}, {"wout", {M, m.vocab}, -1}};
+  // Each layer of a block, stacked over the blocks; names "l0.g1", ...
+  // when a block has several.
+  for (int64_t j = 0; j < BlockLayers(m); ++j) {
+    const std::string l = BlockLayers(m) > 1 ? fmt::format("l{}.", j) : "";
+    const auto stacked = [&](std::string name, std::vector<int64_t> dims, int64_t split) {
+      dims.insert(dims.begin(), blocks);
+      return WeightInfo{l + std::move(name), std::move(dims), split, true};
+    };
+    weights.push_back(stacked("g1", {M}, -1));
+    if (MultiQuery(m)) {
+      // q split by heads; the one k and v head every device's heads read.
+      weights.push_back(stacked("wq", {M, q}, 2));
+      weights.push_back(stacked("wkv", {M, 2 * m.head_dim}, -1));
+      weights.back().partial_over_model = true;
+    } else {
+      // q, k and v fused, per kv head its query heads then its k and its v.
+      weights.push_back(stacked("wqkv", {M, (m.heads + 2 * m.kv_heads) * m.head_dim}, 2));
+    }
+    weights.push_back(stacked("wo", {q, M}, 1));
+    weights.push_back(stacked("g2", {M}, -1));
+    if (!IsMoeLayer(m, j)) {
+      weights.push_back(stacked("w1", {M, F}, 2));
+      if (m.mlp == "swiglu") weights.push_back(stacked("w3", {M, F}, 2));
+      weights.push_back(stacked("w2", {F, M}, 1));
+      continue;
+    }
+    // The router, replicated; the experts, split over the expert-parallel
+    // devices and, by d_ff, over the model axis.
+    weights.push_back(stacked("router", {M, E}, -1));
+    weights.back().partial_over_model = true;
+    const auto expert = [&](std::string name, std::vector<int64_t> dims, int64_t split) {
+      WeightInfo w = stacked(std::move(name), std::move(dims), split);
+      w.expert_dim = 1;
+      return w;
+    };
+    weights.push_back(expert("we1", {E, M, F}, 3));
+    if (m.mlp == "swiglu") weights.push_back(expert("we3", {E, M, F}, 3));
+    weights.push_back(expert("we2", {E, F, M}, 2));
   }
-  weights.push_back({"wo", {L, q, M}, 1, true});
-  weights.push_back({"g2", {L, M}, -1, true});
-  weights.push_back({"w1", {L, M, F}, 2, true});
-  if (m.mlp == "swiglu") weights.push_back({"w3", {L, M, F}, 2, true});
-  weights.push_back({"w2", {L, F, M}, 1, true});
   return weights;
 }
 
@@ -1866,13 +2192,44 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   if (!MultiQuery(m)) LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
-  LOOM_RETURN_IF_ERROR(Divides(m.layers, p.pipeline, "layers", "pipeline"));
+  if (m.experts < 0) return Error{fmt::format("experts must be >= 0, is {}", m.experts)};
+  if (m.experts > 0) {
+    LOOM_RETURN_IF_ERROR(Positive(m.moe_every, "moe_every"));
+    if (m.top_k < 1 || m.top_k > m.experts) {
+      return Error{fmt::format("top_k ({}) must be 1 .. experts ({})", m.top_k, m.experts)};
+    }
+    if (!(m.capacity_factor > 0) || !std::isfinite(m.capacity_factor)) {
+      return Error{fmt::format("capacity_factor must be positive, is {}", m.capacity_factor)};
+    }
+    if (m.layers % m.moe_every != 0) {
+      return Error{
+          fmt::format("layers ({}) is not a multiple of moe_every ({}): the layer loop "
+                      "runs blocks of moe_every layers",
+                      m.layers, m.moe_every)};
+    }
+    LOOM_RETURN_IF_ERROR(
+        Divides(m.experts, p.data * p.context, "experts", "data x context (expert-parallel)"));
+    if (m.expert_group < 0 || (m.seq / p.context) % RoutingGroup(m) != 0) {
+      return Error{fmt::format(
+          "expert_group ({}) must divide a device's positions of a sequence ({}): a routing "
+          "group is its device's",
+          RoutingGroup(m), m.seq / p.context)};
+    }
+    if (p.zero_stage != 0) {
+      return Error{
+          "ZeRO with experts (their shards are their devices' already) is not built: "
+          "zero_stage 0"};
+    }
+  }
+  LOOM_RETURN_IF_ERROR(Divides(m.layers / BlockLayers(m), p.pipeline,
+                               m.experts > 0 ? "blocks of moe_every layers" : "layers",
+                               "pipeline"));
   LOOM_RETURN_IF_ERROR(Divides(m.seq, p.context, "seq", "context"));
   if (p.virtual_stages > 1) {
     if (p.pipeline == 1)
       return Error{"virtual_stages > 1 interleaves pipeline stages: pipeline > 1"};
-    LOOM_RETURN_IF_ERROR(
-        Divides(m.layers / p.pipeline, p.virtual_stages, "a stage's layers", "virtual_stages"));
+    LOOM_RETURN_IF_ERROR(Divides(m.layers / BlockLayers(m) / p.pipeline, p.virtual_stages,
+                                 "a stage's layers", "virtual_stages"));
     if (p.micro_batches < p.pipeline) {
       return Error{fmt::format(
           "interleaved stages hand each micro-batch round to the first stage, which needs "
@@ -1937,6 +2294,10 @@ double ModelFlopsPerStep(const ModelConfig& model) {
   for (size_t i = 1; i < weights.size(); ++i) {  // past the embedding
     double count = 1;
     for (int64_t d : weights[i].dims) count *= static_cast<double>(d);
+    // A token runs top_k of the experts.
+    if (weights[i].expert_dim >= 0) {
+      count *= static_cast<double>(model.top_k) / static_cast<double>(model.experts);
+    }
     parameters += count;
   }
   const double attention =
@@ -2049,8 +2410,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   const LocalSizes sizes = SizesOf(m, p);
   const int64_t kept_micro_batches = p.pipeline > 1 ? sizes.n : 1;
   for (const SavedShape& saved : SavedShapes(sizes, m, p)) {
-    f.activations +=
-        layers * kept_micro_batches * product(saved.dims) * (saved.in_param_type ? element : held);
+    f.activations += sizes.L * kept_micro_batches * product(saved.dims) *
+                     (saved.in_param_type ? element : held);  // per block of a stage
   }
   return f;
 }
@@ -2074,6 +2435,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (plan.virtual_stages != 1) {
     return Error{
         "interleaved stages are built for training steps, not for serving: virtual_stages 1"};
+  }
+  if (model.experts > 0) {
+    return Error{"mixture-of-experts layers are built for training steps, not for serving"};
   }
   if (step.kind == "decode" && !model.causal) {
     return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};

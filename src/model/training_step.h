@@ -94,6 +94,21 @@ struct ModelConfig {
   // probabilities again from each query's log-sum-exp (a fusion of kind
   // kCustom per block, the math inside it as HLO).
   std::string attention = "materialized";
+  // Mixture of experts (GShard, Lepikhin et al. 2021; GLaM, Du et al.
+  // 2022): with experts > 0 every moe_every-th layer's MLP is E experts
+  // (each an MLP of d_ff) behind a router: softmax(h . router) over the
+  // experts, each token sent to its top_k (the gates renormalised over
+  // them), at most `capacity` tokens per expert per routing group of
+  // expert_group positions of a sequence (C = ceil(capacity_factor * top_k
+  // * group / E); the later ones dropped, top-1 choices placed first), the
+  // experts' outputs summed by the gates. The layer loop then runs blocks
+  // of moe_every layers, the last of each with experts. No auxiliary
+  // load-balancing loss.
+  int64_t experts = 0;
+  int64_t top_k = 2;
+  double capacity_factor = 2.0;
+  int64_t moe_every = 2;
+  int64_t expert_group = 0;          // positions per routing group; 0: the whole sequence
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
   std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
   // What the activations are held and sent in: the residual stream between
@@ -120,6 +135,12 @@ struct ParallelPlan {
   // the first. The bubble shrinks v-fold ((P - 1) / v of a micro-batch's
   // time) for v times the hand-offs; it needs micro_batches >= pipeline.
   int64_t virtual_stages = 1;
+  // Expert parallelism rides the data and context axes: with experts, each
+  // device of a data-and-context group holds E / (data * context) of each
+  // MoE layer's experts (their d_ff split over the model axis as a dense
+  // MLP's), and the tokens routed to an expert reach its device by
+  // all-to-all over that group, and come back by all-to-all (GShard's
+  // layout). An expert's gradient is its device's alone.
   // Context parallelism (Megatron-LM's; Llama 3's for long sequences): an
   // axis that cuts each sequence into `context` contiguous chunks, each
   // device holding one chunk's tokens through the whole step. Only
@@ -262,8 +283,12 @@ struct WeightInfo {
   int64_t split_dim = -1;
   bool stacked = false;
   // Replicated over the model axis, but each device's gradient is its part
-  // of the sum (multi-query k and v, which every device's heads read).
+  // of the sum (multi-query k and v, which every device's heads read; an
+  // MoE router, whose gates read the experts' partial outputs).
   bool partial_over_model = false;
+  // The experts' dimension, split over the data and context axes (expert
+  // parallelism), or -1.
+  int64_t expert_dim = -1;
 };
 std::vector<WeightInfo> Weights(const ModelConfig& model);
 

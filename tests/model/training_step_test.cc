@@ -128,7 +128,11 @@ Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelP
                    int64_t device) {
   const int64_t tensor_index = device % plan.tensor;
   const int64_t stage = device / (plan.tensor * plan.context * plan.data);
-  const Tensor staged = weight.stacked ? StageLayers(full, plan, stage) : full;
+  Tensor staged = weight.stacked ? StageLayers(full, plan, stage) : full;
+  // Experts over the data and context axes, in their groups' order.
+  const int64_t expert_parallel = plan.data * plan.context;
+  staged =
+      Shard(staged, weight.expert_dim, expert_parallel, device / plan.tensor % expert_parallel);
   return Shard(staged, weight.split_dim, plan.tensor, tensor_index);
 }
 
@@ -396,6 +400,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-bert", 2, 1, 1, 1, false, 0, "f32", "selective", "adam", 2, "ring", "fused"},
         Case{"tiny-gqa", 2, 1, 1, 1, true, 0, "bf16", "full", "adam", 2, "ring", "fused"},
         Case{"tiny", 1, 2, 1, 1, false, 1, "f32", "none", "adam", 2, "all-gather", "fused"},
+        // Mixture of experts: EP over the data axis (and context), with TP,
+        // SP, PP, micro-batches, CP and recomputation.
+        Case{"tiny-moe", 1, 2}, Case{"tiny-moe", 1, 4}, Case{"tiny-moe", 2, 2},
+        Case{"tiny-moe", 2, 2, 1, 1, true}, Case{"tiny-moe", 1, 2, 2, 2},
+        Case{"tiny-moe", 2, 1, 1, 2, false, 0, "f32", "selective"},
+        Case{"tiny-moe", 1, 2, 1, 1, false, 0, "f32", "none"},
+        Case{"tiny-moe", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 2},
+        Case{"tiny-moe", 2, 2, 1, 1, false, 0, "bf16"},
         // ZeRO-2: the layers' gradients reduce-scattered per micro-batch.
         Case{"tiny", 1, 2, 1, 2, false, 2}, Case{"tiny-gqa", 2, 2, 2, 2, false, 2},
         Case{"tiny-bert", 2, 2, 1, 1, true, 2},
@@ -447,7 +459,8 @@ TEST(TrainingStepGradients, AgreeWithFiniteDifferences) {
                                                         {"tiny-gqa", "materialized"},
                                                         {"tiny-bert", "materialized"},
                                                         {"tiny-gqa", "fused"},
-                                                        {"tiny-bert", "fused"}}) {
+                                                        {"tiny-bert", "fused"},
+                                                        {"tiny-moe", "materialized"}}) {
     ModelConfig m = ModelPreset(preset).value();
     m.attention = attention;
     m.compute_type = "f64";
@@ -818,6 +831,80 @@ TEST(Adafactor, UpdatesByTheFactoredRule) {
 // bitwise; and the flash form agrees with the materialized softmax within
 // rounding (it exponentiates against a running maximum and normalises at
 // the end).
+// An MoE layer whose experts are all one MLP, every token sent to every
+// expert (top_k = E) with room for all (capacity >= the group), computes
+// that MLP: the gates sum to one. So the MoE model with every expert of its
+// odd layers set to the dense model's MLP of that layer has the dense
+// model's loss, within the rounding of the gates' sum, on one device and
+// with the experts over 2 devices (the all-to-alls): a token sent to the
+// wrong slot, expert or device would take another token's output.
+TEST(MixtureOfExperts, IdenticalExpertsTakingEveryTokenAreTheDenseMlp) {
+  ModelConfig dense = ModelPreset("tiny-moe").value();
+  dense.compute_type = "f64";
+  dense.param_type = "f64";
+  dense.experts = 0;
+  ModelConfig moe = ModelPreset("tiny-moe").value();
+  moe.compute_type = "f64";
+  moe.param_type = "f64";
+  moe.top_k = moe.experts;
+  moe.capacity_factor = 2;  // C = 2 * 4 * 8 / 4 = 16 slots for a group of 8
+  ParallelPlan plan;
+  plan.optimizer = "none";
+  const auto dense_module = Build(dense, plan);
+  const auto moe_module = Build(moe, plan);
+  const std::vector<Tensor> dense_inputs = FullInputs(*dense_module, dense, 3);
+  std::vector<Tensor> moe_inputs = FullInputs(*moe_module, moe, 4);
+  moe_inputs[0] = dense_inputs[0];
+  moe_inputs[1] = dense_inputs[1];
+  // Dense layer 2 i + j is block i's layer j; block i's experts all take
+  // dense layer 2 i + 1's MLP.
+  const std::vector<WeightInfo> dense_weights = Weights(dense), moe_weights = Weights(moe);
+  const auto find = [](const std::vector<WeightInfo>& weights, const std::string& name) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (weights[i].name == name) return 3 + i;
+    }
+    ADD_FAILURE() << name;
+    return size_t{0};
+  };
+  for (size_t w = 0; w < moe_weights.size(); ++w) {
+    const WeightInfo& info = moe_weights[w];
+    Tensor& target = moe_inputs[3 + w];
+    if (!info.stacked) {
+      target = dense_inputs[find(dense_weights, info.name)];
+      continue;
+    }
+    if (info.name.ends_with("router")) continue;  // any router: the gates sum to one
+    const int64_t j = info.name[1] - '0';
+    std::string name = info.name.substr(3);
+    if (name == "we1" || name == "we2") name = name == "we1" ? "w1" : "w2";
+    const Tensor& source = dense_inputs[find(dense_weights, name)];
+    const int64_t per_block = target.ElementCount() / target.shape().dim(0);
+    const int64_t per_layer = source.ElementCount() / source.shape().dim(0);
+    const int64_t copies = per_block / per_layer;  // the experts
+    for (int64_t block = 0; block < target.shape().dim(0); ++block) {
+      for (int64_t e = 0; e < per_block; ++e) {
+        target.SetDouble(block * per_block + e,
+                         source.GetDouble((2 * block + j) * per_layer + e % (per_layer)));
+      }
+    }
+    EXPECT_EQ(copies, info.expert_dim >= 0 ? moe.experts : 1) << info.name;
+  }
+  const double loss =
+      exec::OutputLeaves(RunStep(*dense_module, 1, {dense_inputs})[0].output)[0]->GetDouble(0);
+  const double one =
+      exec::OutputLeaves(RunStep(*moe_module, 1, {moe_inputs})[0].output)[0]->GetDouble(0);
+  EXPECT_NEAR(one, loss, 1e-12 * std::abs(loss));
+  ParallelPlan two = plan;
+  two.data = 2;
+  const auto parted = RunStep(*Build(moe, two), 2, DeviceInputs(moe_inputs, moe, two));
+  EXPECT_NEAR(exec::OutputLeaves(parted[0].output)[0]->GetDouble(0), loss, 1e-12 * std::abs(loss));
+  // The dense model's loss is not the MoE model's with its own experts.
+  const double own =
+      exec::OutputLeaves(RunStep(*moe_module, 1, {FullInputs(*moe_module, moe, 4)})[0].output)[0]
+          ->GetDouble(0);
+  EXPECT_GT(std::abs(own - loss), 1e-6);
+}
+
 TEST(FusedAttention, KernelsKeepTheScoresAndComputeTheInlineFormBitwise) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
