@@ -1911,6 +1911,8 @@ class StepWriter {
     for (int64_t d = 0; d < first; ++d) per_layer.push_back(d);
     Value squares = c.ReduceSum(c.Mul(u, u), layer_dims);
     if (info.split_dim >= 0 && plan_.tensor > 1) squares = c.AllReduce(squares, tensor_groups_);
+    // An MoE layer's experts are one weight, over the expert-parallel devices.
+    if (info.expert_dim >= 0) squares = c.AllReduce(squares, data_groups_);
     const Value rms = c.Unary("sqrt", c.Scale(squares, 1.0 / count));
     const Value clip = c.Binary("maximum", rms, c.Full(P_, 1.0, rms.dims));
     const Value step_size =
@@ -2315,6 +2317,8 @@ std::vector<WeightInfo> AdafactorState(const ModelConfig& model, size_t weight) 
     if (w.split_dim >= 0 && w.split_dim != dim) {
       state.split_dim = w.split_dim > dim ? w.split_dim - 1 : w.split_dim;
     }
+    // The experts' dimension comes before the two a matrix's means drop.
+    state.expert_dim = w.expert_dim;
     return state;
   };
   WeightInfo rows = without(rank - 1), columns = without(rank - 2);

@@ -408,6 +408,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-moe", 1, 2, 1, 1, false, 0, "f32", "none"},
         Case{"tiny-moe", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 2},
         Case{"tiny-moe", 2, 2, 1, 1, false, 0, "bf16"},
+        Case{"tiny-moe", 2, 2, 1, 1, false, 0, "f32", "full", "adafactor"},
         // ZeRO-2: the layers' gradients reduce-scattered per micro-batch.
         Case{"tiny", 1, 2, 1, 2, false, 2}, Case{"tiny-gqa", 2, 2, 2, 2, false, 2},
         Case{"tiny-bert", 2, 2, 1, 1, true, 2},
