@@ -217,9 +217,11 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
       // The router's probabilities, the experts' inputs, pre-activations
       // and activation (of every device's slots for this device's
       // experts), and their outputs back at the tokens' device.
-      const int64_t groups = s.T / s.Gs, E = model.experts;
-      const int64_t slots = E / s.E * groups * s.Cap;
-      dims.insert(dims.end(), {{{s.T, E}, true}, {{s.E, slots, s.M}}, {{s.E, slots, s.F}}});
+      // Under sequence parallelism of its own rows, the experts' slots of
+      // every device of the model axis.
+      const int64_t rows = SplitsRows(plan) ? s.R : s.T, groups = rows / s.Gs, E = model.experts;
+      const int64_t slots = E / s.E * groups * s.Cap * (SplitsRows(plan) ? plan.tensor : 1);
+      dims.insert(dims.end(), {{{rows, E}, true}, {{s.E, slots, s.M}}, {{s.E, slots, s.F}}});
       if (model.mlp == "swiglu") dims.push_back({{s.E, slots, s.F}});
       dims.insert(dims.end(), {{{s.E, slots, s.F}}, {{groups, E, s.Cap, s.M}}});
     } else {
@@ -1022,11 +1024,14 @@ class StepWriter {
   // The MLP half of a layer, from a.x1: fills norm2 .. out.
   void MlpForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.norm2 = NormForward(c, a.x1);
-    a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1)));
+    const Value h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1));
     if (w.moe) {
-      a.out = Held(c, c.Add(a.x1, SumOverModel(c, MoeForward(c, w, a))));
+      a.h2 = ExpertsOnOwnRows() ? h2 : GatherRows(c, h2);
+      const Value y = MoeForward(c, w, a);
+      a.out = Held(c, c.Add(a.x1, ExpertsOnOwnRows() ? Math(c, y) : SumOverModel(c, y)));
       return;
     }
+    a.h2 = GatherRows(c, h2);
     a.u = MatMul(c, a.h2, w.w1);
     if (m_.mlp == "swiglu") a.z = MatMul(c, a.h2, w.w3);
     a.act = Activation(c, a.u, a.z);
@@ -1110,7 +1115,8 @@ class StepWriter {
                            const Value& dout) {
     // MLP: out = x1 + act . w2 (its rows of the sum under sequence
     // parallelism: the gradient of every row is gathered back).
-    const Value dy2 = GatherRows(c, dout);
+    const bool own_rows = w.moe && ExpertsOnOwnRows();
+    const Value dy2 = own_rows ? dout : GatherRows(c, dout);
     std::vector<Value> mlp_grads;  // after dg2
     Value dh2;
     if (w.moe) {
@@ -1128,7 +1134,7 @@ class StepWriter {
       if (m_.mlp == "swiglu") mlp_grads.push_back(dw3);
       mlp_grads.push_back(dw2);
     }
-    dh2 = SumOverModel(c, dh2);
+    dh2 = own_rows ? Math(c, dh2) : SumOverModel(c, dh2);
     const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
     const Value dx1 = c.Add(Math(c, dout), dx1_norm);
 
@@ -1262,6 +1268,19 @@ class StepWriter {
     const Value returned = c.AllToAll(by_device, 0, data_groups_);  // [E, Ng C, M]
     return c.Transpose(c.Reshape(returned, {E, groups, C, s_.M}), {1, 0, 2, 3});
   }
+  // Under sequence parallelism each device routes its own rows, and the
+  // experts' slots of the model axis's devices are gathered over it for
+  // the experts' d_ff shards, their outputs reduce-scattered back
+  // (Megatron's MoE with sequence parallelism); else every device of the
+  // model axis routes all the rows, and the outputs are summed over it
+  // after the combine, as a dense MLP's.
+  bool ExpertsOnOwnRows() const { return SequenceParallel(); }
+  Value AcrossModel(ComputationEmitter& c, const Value& slots) {
+    return ExpertsOnOwnRows() ? c.AllGather(slots, 1, tensor_groups_) : slots;
+  }
+  Value SummedOverModel(ComputationEmitter& c, const Value& partial) {
+    return ExpertsOnOwnRows() ? c.ReduceScatter(partial, 1, tensor_groups_) : partial;
+  }
   // [experts, rows, K] . [experts, K, N] per expert, in the compute type.
   Value PerExpert(ComputationEmitter& c, const Value& x, const Value& w, std::string_view type) {
     return c.Dot(c.Convert(x, C_), c.Convert(w, C_), {{0}, {0}, {2}, {1}}, type);
@@ -1279,11 +1298,11 @@ class StepWriter {
     const Value h = c.Reshape(a.h2, {groups, s_.Gs, s_.M});
     const Value slots =
         c.Dot(c.Convert(r.dispatch, C_), c.Convert(h, C_), {{0}, {0}, {1}, {1}}, A_);
-    a.xe = ToExperts(c, slots);
+    a.xe = AcrossModel(c, ToExperts(c, slots));
     a.ue = PerExpert(c, a.xe, w.we1, P_);
     if (m_.mlp == "swiglu") a.ze = PerExpert(c, a.xe, w.we3, P_);
     a.acte = Activation(c, a.ue, a.ze);
-    a.yb = FromExperts(c, PerExpert(c, a.acte, w.we2, A_), groups);
+    a.yb = FromExperts(c, SummedOverModel(c, PerExpert(c, a.acte, w.we2, A_)), groups);
     const Value y = c.Dot(c.Convert(r.combine, C_), c.Convert(a.yb, C_), {{0}, {0}, {2, 3}, {1, 2}},
                           A_);  // [Ng, G, M]
     return c.Reshape(y, {T, s_.M});
@@ -1301,7 +1320,7 @@ class StepWriter {
         c.Dot(c.Convert(dyg, C_), c.Convert(a.yb, C_), {{0}, {0}, {2}, {3}}, P_);  // [Ng, G, E, C]
     const Value dyb = c.Dot(c.Convert(r.combine, C_), c.Convert(dyg, C_), {{0}, {0}, {1}, {1}},
                             A_);  // [Ng, E, C, M]
-    const Value dye = ToExperts(c, dyb);
+    const Value dye = AcrossModel(c, ToExperts(c, dyb));
     // The experts' MLPs.
     const Value dwe2 = c.Dot(c.Convert(a.acte, C_), c.Convert(dye, C_), {{0}, {0}, {1}, {1}}, P_);
     const Value dact = c.Dot(c.Convert(dye, C_), c.Convert(w.we2, C_), {{0}, {0}, {2}, {2}}, P_);
@@ -1320,7 +1339,7 @@ class StepWriter {
     Value dxe = input_grad(due, w.we1);
     if (m_.mlp == "swiglu") dxe = c.Add(dxe, input_grad(dze, w.we3));
     // The dispatch: slots = dispatch . h
-    const Value dslots = FromExperts(c, dxe, groups);  // [Ng, E, C, M]
+    const Value dslots = FromExperts(c, SummedOverModel(c, dxe), groups);  // [Ng, E, C, M]
     const Value dh_dispatch =
         c.Dot(c.Convert(r.dispatch, C_), c.Convert(dslots, C_), {{0}, {0}, {2, 3}, {1, 2}}, A_);
     // The gates: combine = sum of gate . slot; the renormalisation; the
@@ -1405,7 +1424,8 @@ class StepWriter {
     // outputs (under sequence parallelism gathered again, as Megatron does
     // rather than keep every device's rows).
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, a.norm1.n)));
-    a.h2 = GatherRows(c, c.Mul(a.norm2.n, PerColumn(c, w.g2, a.norm2.n)));
+    const Value h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.norm2.n));
+    a.h2 = w.moe && ExpertsOnOwnRows() ? h2 : GatherRows(c, h2);
     if (w.moe) {
       a.probs = saved[i++];
       a.xe = saved[i++];
@@ -2211,6 +2231,14 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     }
     LOOM_RETURN_IF_ERROR(
         Divides(m.experts, p.data * p.context, "experts", "data x context (expert-parallel)"));
+    const int64_t rows = m.batch / p.data / p.micro_batches * (m.seq / p.context) /
+                         (p.sequence_parallel ? p.tensor : 1);
+    if (p.sequence_parallel && rows % RoutingGroup(m) != 0) {
+      return Error{fmt::format(
+          "under sequence parallelism a device routes its own {} rows, which must be whole "
+          "routing groups of {} positions (expert_group)",
+          rows, RoutingGroup(m))};
+    }
     if (m.expert_group < 0 || (m.seq / p.context) % RoutingGroup(m) != 0) {
       return Error{fmt::format(
           "expert_group ({}) must divide a device's positions of a sequence ({}): a routing "

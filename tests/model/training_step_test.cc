@@ -409,6 +409,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-moe", 1, 1, 1, 1, false, 0, "f32", "full", "adam", 2},
         Case{"tiny-moe", 2, 2, 1, 1, false, 0, "bf16"},
         Case{"tiny-moe", 2, 2, 1, 1, false, 0, "f32", "full", "adafactor"},
+        // Under SP each device routes its own rows; the experts' slots are
+        // gathered over the model axis and their outputs reduce-scattered.
+        Case{"tiny-moe", 2, 1, 2, 2, true, 0, "f32", "selective"},
+        Case{"tiny-moe", 2, 2, 1, 1, true, 0, "f32", "none"},
+        Case{"tiny-moe", 2, 2, 1, 1, true, 0, "bf16"},
         // ZeRO-2: the layers' gradients reduce-scattered per micro-batch.
         Case{"tiny", 1, 2, 1, 2, false, 2}, Case{"tiny-gqa", 2, 2, 2, 2, false, 2},
         Case{"tiny-bert", 2, 2, 1, 1, true, 2},
@@ -899,6 +904,12 @@ TEST(MixtureOfExperts, IdenticalExpertsTakingEveryTokenAreTheDenseMlp) {
   two.data = 2;
   const auto parted = RunStep(*Build(moe, two), 2, DeviceInputs(moe_inputs, moe, two));
   EXPECT_NEAR(exec::OutputLeaves(parted[0].output)[0]->GetDouble(0), loss, 1e-12 * std::abs(loss));
+  // And with each device of a model axis routing its own rows (SP).
+  ParallelPlan four = two;
+  four.tensor = 2;
+  four.sequence_parallel = true;
+  const auto split = RunStep(*Build(moe, four), 4, DeviceInputs(moe_inputs, moe, four));
+  EXPECT_NEAR(exec::OutputLeaves(split[3].output)[0]->GetDouble(0), loss, 1e-12 * std::abs(loss));
   // The dense model's loss is not the MoE model's with its own experts.
   const double own =
       exec::OutputLeaves(RunStep(*moe_module, 1, {FullInputs(*moe_module, moe, 4)})[0].output)[0]
