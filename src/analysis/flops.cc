@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/computation.h"
+#include "ir/verifier.h"
 
 namespace loom::analysis {
 namespace {
@@ -43,9 +44,9 @@ void AddKernelDots(const ir::Instruction& instruction, int depth, KernelDots& do
     if (!dots.type) dots.type = instruction.operand(0)->shape().type();
     return;
   }
-  // The verifier refuses nests deeper than ir::kMaxCallDepth; this bound
-  // keeps an unverified cycle from recursing forever.
-  if (instruction.opcode() != ir::Opcode::kFusion || depth > 256) return;
+  // The verifier refuses nests deeper than this; the bound keeps an
+  // unverified cycle from recursing forever.
+  if (instruction.opcode() != ir::Opcode::kFusion || depth > ir::kMaxCallDepth) return;
   for (const ir::Computation* callee : instruction.called_computations()) {
     for (const auto& inner : callee->instructions()) AddKernelDots(*inner, depth + 1, dots);
   }

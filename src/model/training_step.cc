@@ -69,6 +69,7 @@ int64_t ExpertCapacity(const ModelConfig& model) {
   const double slots = model.capacity_factor * static_cast<double>(model.top_k) *
                        static_cast<double>(RoutingGroup(model)) /
                        static_cast<double>(model.experts);
+  // (Less a hair, so that a whole number of slots computed inexactly stays whole.)
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(slots - 1e-9)));
 }
 
@@ -87,7 +88,9 @@ struct NormActs {
 // What backward needs of one layer's forward.
 struct LayerActs {
   Value h, q, k, v, p, o, x1, h2, u, z, act, out;
-  Value lse;  // ring attention: each query's log-sum-exp [b,H,S], for p = exp(score - lse)
+  // In flash attention's form (ring attention, fused kernels): each query's
+  // log-sum-exp [b,H,S], from which p = exp(score - lse).
+  Value lse;
   // With experts: the router's probabilities [T, E] (in P); this device's
   // experts' inputs [E_local, X, M], their pre-activations and activation
   // [E_local, X, F]; and their outputs back at the tokens' device [Ng, E,
@@ -216,9 +219,10 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
     if (IsMoeLayer(model, j)) {
       // The router's probabilities, the experts' inputs, pre-activations
       // and activation (of every device's slots for this device's
-      // experts), and their outputs back at the tokens' device.
-      // Under sequence parallelism of its own rows, the experts' slots of
-      // every device of the model axis.
+      // experts), and their outputs back at the tokens' device. Under
+      // sequence parallelism the probabilities are of the device's own
+      // rows, and the experts' slots those of every device of the model
+      // axis.
       const int64_t rows = SplitsRows(plan) ? s.R : s.T, groups = rows / s.Gs, E = model.experts;
       const int64_t slots = E / s.E * groups * s.Cap * (SplitsRows(plan) ? plan.tensor : 1);
       dims.insert(dims.end(), {{{rows, E}, true}, {{s.E, slots, s.M}}, {{s.E, slots, s.F}}});
@@ -420,9 +424,11 @@ class StepWriter {
       const Value mine = c.Sub(i, stage);  // this stage's work
       const Value valid = InRange(c, mine, n * passes);
       const PipelineWork work = WorkOf(c, ClampIndex(c, mine, n * passes));
-      Value first = Load(c, micro, ClampIndex(c, i, n));
+      Value first;
       std::vector<Value> next_round;
-      if (passes > 1) {
+      if (passes == 1) {
+        first = Load(c, micro, ClampIndex(c, i, n));
+      } else {
         // What the last stage handed round (its work i - P) comes back to
         // stage 0 for its next pass, then stage 0 takes its own work's.
         const Value came = c.Sub(i, c.ScalarInt(stages));
@@ -866,8 +872,9 @@ class StepWriter {
   // Flash attention's running softmax of each query (Dao et al. 2022): m
   // the largest score so far, l the sum of exp(score - m), acc the sum of
   // exp(score - m) v [b,H,S,hd]. A block of keys k, v [b,C,K,hd] (in the
-  // type the products read) is folded in: its largest score m' rescales l
-  // and acc by exp(m - m'). The first block holds every query's own
+  // type the products read) is folded in: the new running maximum m' (of m
+  // and the block's largest score) rescales l and acc by exp(m - m'). The
+  // first block holds every query's own
   // position, so m is finite from the start, and a later block a query
   // sees nothing of adds exp(-inf) = 0.
   struct RunningSoftmax {

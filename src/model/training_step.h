@@ -3,7 +3,8 @@
 // under a tensor-, data-, context- and pipeline-parallel plan, as
 // Megatron-LM and JAX write it.
 //
-// The step, per device of a [data, model] grid (device = d * tp + t):
+// The step, per device of a [data, model] grid (device = d * tp + t; the
+// full mesh, with context and pipeline axes, is Devices'):
 //   x = onehot(tokens) . embed                     (embedding, vocab rows)
 //   while i < L (layers as a scan over stacked weights, saving each input):
 //     h  = norm(x) * g1
@@ -141,6 +142,7 @@ struct ParallelPlan {
   // MLP's), and the tokens routed to an expert reach its device by
   // all-to-all over that group, and come back by all-to-all (GShard's
   // layout). An expert's gradient is its device's alone.
+  //
   // Context parallelism (Megatron-LM's; Llama 3's for long sequences): an
   // axis that cuts each sequence into `context` contiguous chunks, each
   // device holding one chunk's tokens through the whole step. Only
@@ -284,7 +286,8 @@ struct WeightInfo {
   bool stacked = false;
   // Replicated over the model axis, but each device's gradient is its part
   // of the sum (multi-query k and v, which every device's heads read; an
-  // MoE router, whose gates read the experts' partial outputs).
+  // MoE router, whose gates read the experts' partial outputs, or under
+  // sequence parallelism its device's rows).
   bool partial_over_model = false;
   // The experts' dimension, split over the data and context axes (expert
   // parallelism), or -1.
