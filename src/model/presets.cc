@@ -38,6 +38,13 @@ ModelConfig Encoder(ModelConfig m) {
   return m;
 }
 
+// An encoder-decoder with `encoder_layers` encoder layers before the
+// decoder's.
+ModelConfig EncoderDecoderOf(ModelConfig m, int64_t encoder_layers) {
+  m.encoder_layers = encoder_layers;
+  return m;
+}
+
 // Mixture-of-experts MLPs: `experts`, top `top_k`, `capacity_factor`,
 // every `every`-th layer.
 ModelConfig Experts(ModelConfig m, int64_t experts, int64_t top_k, double capacity_factor,
@@ -108,6 +115,17 @@ std::vector<ModelConfig> Presets() {
           Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
                   "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
           kLlamaAttention),
+      EncoderDecoderOf(Decoder("tiny-t5", 2, 32, 64, 4, 4, 8, 64, 8, 4, "gelu", "rmsnorm",
+                               "a small T5-like encoder-decoder for tests (not a published model)"),
+                       2),
+      EncoderDecoderOf(
+          Decoder("t5-500b", 64, 16384, 65536, 128, 128, 128, 32128, 512, 2048, "gelu", "rmsnorm",
+                  "ASSUMED throughout: the paper's T5-like ~500B encoder-decoder has no public "
+                  "config (BRIEF section 8). Taken as T5's shape (Raffel et al. 2020) widened: "
+                  "64 encoder and 64 decoder layers of d_model 16384, d_ff 65536, 128 heads of "
+                  "128 (490B parameters), T5's vocabulary of 32128, 512 positions on both sides, "
+                  "batch 2048, RMSNorm and GELU (T5.1.1's gated GELU not modelled)"),
+          64),
       Experts(Decoder("glam-1.2t", 64, 8192, 32768, 128, 128, 64, 256000, 1024, 1024, "gelu",
                       "layernorm",
                       "Du et al. 2022 (GLaM 64B/64E): 64 layers, every other one 64 experts with "
@@ -182,31 +200,14 @@ Expected<ModelConfig> ModelPreset(std::string_view name) {
 }
 
 Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view where) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseObject(text, where,
-                                                               {"preset",
-                                                                "name",
-                                                                "layers",
-                                                                "d_model",
-                                                                "d_ff",
-                                                                "heads",
-                                                                "kv_heads",
-                                                                "head_dim",
-                                                                "vocab",
-                                                                "seq",
-                                                                "batch",
-                                                                "mlp",
-                                                                "norm",
-                                                                "causal",
-                                                                "attention",
-                                                                "experts",
-                                                                "top_k",
-                                                                "capacity_factor",
-                                                                "moe_every",
-                                                                "expert_group",
-                                                                "compute_type",
-                                                                "param_type",
-                                                                "activation_type",
-                                                                "source"}));
+  LOOM_ASSIGN_OR_RETURN(
+      const nlohmann::json json,
+      ParseObject(text, where,
+                  {"preset",         "name",         "layers",     "d_model",         "d_ff",
+                   "heads",          "kv_heads",     "head_dim",   "vocab",           "seq",
+                   "batch",          "mlp",          "norm",       "causal",          "attention",
+                   "encoder_layers", "experts",      "top_k",      "capacity_factor", "moe_every",
+                   "expert_group",   "compute_type", "param_type", "activation_type", "source"}));
   ModelConfig m;
   std::string preset;
   LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
@@ -227,6 +228,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "norm", &m.norm, where));
   LOOM_RETURN_IF_ERROR(Read(json, "causal", &m.causal, where));
   LOOM_RETURN_IF_ERROR(Read(json, "attention", &m.attention, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "encoder_layers", &m.encoder_layers, where));
   LOOM_RETURN_IF_ERROR(Read(json, "experts", &m.experts, where));
   LOOM_RETURN_IF_ERROR(Read(json, "top_k", &m.top_k, where));
   LOOM_RETURN_IF_ERROR(Read(json, "capacity_factor", &m.capacity_factor, where));
@@ -281,6 +283,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"norm", m.norm},
                                 {"causal", m.causal},
                                 {"attention", m.attention},
+                                {"encoder_layers", m.encoder_layers},
                                 {"experts", m.experts},
                                 {"top_k", m.top_k},
                                 {"capacity_factor", m.capacity_factor},

@@ -79,6 +79,13 @@ struct LayerWeights {
   // A layer with experts: the router and this device's experts, instead of w1, w3, w2.
   bool moe = false;
   Value router, we1, we3, we2;
+  // Whether the layer's self-attention is causal (an encoder's is not).
+  bool causal = true;
+  // An encoder-decoder's decoder layer: cross-attention to the encoder's
+  // output `memory` [T, M] (every row, in the activation type) between its
+  // self-attention and its MLP.
+  bool cross = false;
+  Value gc, wqc, wkvc, woc, memory;
 };
 
 struct NormActs {
@@ -96,6 +103,11 @@ struct LayerActs {
   // [E_local, X, F]; and their outputs back at the tokens' device [Ng, E,
   // C, M] (X = the group of devices x Ng x C slots).
   Value probs, xe, ue, ze, acte, yb;
+  bool causal = true;  // as the layer's weights say
+  // Cross-attention: its norm, input, q [b,S,H,hd], the memory's k and v,
+  // the probabilities [b,H,S,S] and the output [T, H*hd].
+  NormActs normc;
+  Value hc, qc, kx, vx, pc, oc;
   Value kc, vc;  // k and v before the kv heads are shared out: [b,S,K,hd], what a cache holds
   NormActs norm1, norm2;
 };
@@ -153,6 +165,7 @@ std::vector<std::vector<int64_t>> MeshGroups(const MeshAxes& sizes,
 }
 
 bool SplitsRows(const ParallelPlan& plan) { return plan.sequence_parallel && plan.tensor > 1; }
+bool EncoderDecoder(const ModelConfig& model) { return model.encoder_layers > 0; }
 bool RingAttention(const ParallelPlan& plan) {
   return plan.context > 1 && plan.context_form == "ring";
 }
@@ -244,6 +257,16 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
   }
   return dims;
 }
+
+// A stack of layers the step's loops run: the decoder's (the only one, but
+// for an encoder-decoder) or an encoder-decoder's encoder, from weight
+// `first` (Weights order) on; the decoder of an encoder-decoder reads the
+// encoder's output, `memory`, in every layer.
+struct LayerStack {
+  size_t first = 3;
+  bool encoder = false;
+  std::optional<Value> memory;
+};
 
 class StepWriter {
  public:
@@ -606,12 +629,14 @@ class StepWriter {
   // data axis: each layer's is all-gathered where it is used and its
   // gradient reduce-scattered as the backward loop makes it (FSDP).
   bool ShardsLayers() const { return plan_.zero_stage == 3; }
-  bool IsShard(size_t i) const { return ShardsLayers() && i >= 3; }
+  bool IsShard(size_t i) const { return ShardsLayers() && Weights(m_)[i].stacked; }
   // Under ZeRO-2 and -3 each layer's gradient is reduce-scattered as the
   // backward loop makes it (per micro-batch, into shards that sum them),
   // so no device holds a whole gradient of its layers.
   bool ScattersLayerGradients() const { return plan_.zero_stage >= 2; }
-  bool GradientIsShard(size_t i) const { return ScattersLayerGradients() && i >= 3; }
+  bool GradientIsShard(size_t i) const {
+    return ScattersLayerGradients() && Weights(m_)[i].stacked;
+  }
   // The dims of weight `i`'s gradient as the step carries it.
   std::vector<int64_t> GradDims(size_t i) const {
     return GradientIsShard(i) ? StateDims(i) : LocalDims(Weights(m_)[i], plan_);
@@ -766,10 +791,10 @@ class StepWriter {
   // `offset` (s32, or none for 0) being the first query's position less
   // the first key's.
   Value Scores(ComputationEmitter& c, const Value& q, const Value& k,
-               const std::optional<Value>& offset) {
+               const std::optional<Value>& offset, bool causal) {
     Value scores = c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));
-    if (!m_.causal) return scores;
+    if (!causal) return scores;
     const std::vector<int64_t> dims = scores.dims;
     Value row = c.Iota("s32", dims, 2);
     if (offset) row = c.Add(row, c.Broadcast(*offset, dims, {}));
@@ -778,10 +803,10 @@ class StepWriter {
     return c.Select(visible, scores, c.Full(P_, -INFINITY, dims));
   }
   // p = softmax(Scores) over every position of the sequence (k [b,Sk,H,hd]).
-  Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k) {
+  Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k, bool causal) {
     std::optional<Value> offset;
-    if (plan_.context > 1) offset = ChunkStart(c);
-    return SoftmaxLastDim(c, Scores(c, q, k, offset));
+    if (causal && plan_.context > 1) offset = ChunkStart(c);
+    return SoftmaxLastDim(c, Scores(c, q, k, offset, causal));
   }
   // Softmax over the last dimension of [b,H,Q,C] scores.
   Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
@@ -822,8 +847,8 @@ class StepWriter {
   // for the block of keys attention holds at `step`: none without a causal
   // mask or a context axis; under ring attention the chunk of the device
   // `step` places back along the ring; else every chunk's keys from 0.
-  std::optional<Value> BlockOffset(ComputationEmitter& c, int64_t step) {
-    if (!m_.causal || plan_.context == 1) return std::nullopt;
+  std::optional<Value> BlockOffset(ComputationEmitter& c, int64_t step, bool causal) {
+    if (!causal || plan_.context == 1) return std::nullopt;
     if (!RingAttention(plan_)) return ChunkStart(c);
     const int64_t cp = plan_.context;
     const Value rank = ContextRank(c);
@@ -882,8 +907,8 @@ class StepWriter {
   };
   RunningSoftmax FlashBlock(ComputationEmitter& c, const Value& q, const Value& k, const Value& v,
                             const std::optional<Value>& offset,
-                            const std::optional<RunningSoftmax>& so_far) {
-    const Value scores = Scores(c, q, ExpandKv(c, k), offset);
+                            const std::optional<RunningSoftmax>& so_far, bool causal) {
+    const Value scores = Scores(c, q, ExpandKv(c, k), offset, causal);
     const Value largest = c.ReduceMax(scores, {3});
     const Value m = so_far ? c.Binary("maximum", so_far->m, largest) : largest;
     const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, m, scores)));
@@ -901,19 +926,19 @@ class StepWriter {
   // but the last (ring attention, Liu et al. 2023); else one block of every
   // key. Returns o [b,S,H,hd] and the log-sum-exp m + log l [b,H,S].
   std::pair<Value, Value> FlashForward(ComputationEmitter& c, const Value& q, const Value& kc,
-                                       const Value& vc) {
+                                       const Value& vc, bool causal) {
     Value k = KeysRead(c, kc), v = KeysRead(c, vc);
     std::optional<RunningSoftmax> run;
     for (int64_t step = 0; step < KeyBlocks(); ++step) {
       std::vector<Value> inputs = {q, k, v};
       if (run) inputs.insert(inputs.end(), {run->m, run->l, run->acc});
       const std::vector<Value> out =
-          Kernel(c, "flash_attention", WithOffset(inputs, BlockOffset(c, step)),
+          Kernel(c, "flash_attention", WithOffset(inputs, BlockOffset(c, step, causal)),
                  [&](ComputationEmitter& f, const std::vector<Value>& in) {
                    std::optional<RunningSoftmax> before;
                    if (run) before = RunningSoftmax{in[3], in[4], in[5]};
-                   const RunningSoftmax after =
-                       FlashBlock(f, in[0], in[1], in[2], OffsetAt(in, run ? 6 : 3), before);
+                   const RunningSoftmax after = FlashBlock(
+                       f, in[0], in[1], in[2], OffsetAt(in, run ? 6 : 3), before, causal);
                    return std::vector<Value>{after.m, after.l, after.acc};
                  });
       run = RunningSoftmax{out[0], out[1], out[2]};
@@ -943,9 +968,9 @@ class StepWriter {
     for (int64_t step = 0; step < KeyBlocks(); ++step) {
       const std::vector<Value> part =
           Kernel(c, "flash_attention_backward",
-                 WithOffset({a.q, k, v, dO, lse, delta}, BlockOffset(c, step)),
+                 WithOffset({a.q, k, v, dO, lse, delta}, BlockOffset(c, step, a.causal)),
                  [&](ComputationEmitter& f, const std::vector<Value>& in) {
-                   return FlashBlockBackward(f, in, OffsetAt(in, 6));
+                   return FlashBlockBackward(f, in, OffsetAt(in, 6), a.causal);
                  });
       dq = step == 0 ? part[0] : c.Add(dq, part[0]);
       if (!RingAttention(plan_)) {
@@ -965,10 +990,10 @@ class StepWriter {
   // One block's part of dq [b,S,H,hd] and its dk and dv [b,C,K,hd], from
   // (q, k, v, dO, lse, delta) as FlashBackward passes them.
   std::vector<Value> FlashBlockBackward(ComputationEmitter& c, const std::vector<Value>& in,
-                                        const std::optional<Value>& offset) {
+                                        const std::optional<Value>& offset, bool causal) {
     const Value &q = in[0], &dO = in[3], &lse = in[4], &delta = in[5];
     const Value keys = ExpandKv(c, in[1]);
-    const Value scores = Scores(c, q, keys, offset);
+    const Value scores = Scores(c, q, keys, offset, causal);
     const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, lse, scores)));
     const Value dp = c.Dot(c.Convert(dO, C_), ExpandKv(c, in[2]), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     const Value ds = c.Scale(c.Mul(p, c.Sub(dp, Lanes(c, delta, dp))),
@@ -987,13 +1012,13 @@ class StepWriter {
   void AttentionCore(ComputationEmitter& c, LayerActs& a) {
     if (KeepsLogSumExp(m_, plan_)) {
       Value o;
-      std::tie(o, a.lse) = FlashForward(c, a.q, a.kc, a.vc);
+      std::tie(o, a.lse) = FlashForward(c, a.q, a.kc, a.vc, a.causal);
       a.o = c.Reshape(o, {s_.T, s_.H * s_.hd});
       return;
     }
     a.k = AttendedKv(c, a.kc);
     a.v = AttendedKv(c, a.vc);
-    a.p = AttentionProbabilities(c, a.q, a.k);
+    a.p = AttentionProbabilities(c, a.q, a.k, a.causal);
     a.o = c.Reshape(AttentionOutput(c, a.p, a.v), {s_.T, s_.H * s_.hd});
   }
   // The gradients of q [b,S,H,hd], k and v [b,S,K,hd] from dO [b,S,H,hd],
@@ -1001,31 +1026,81 @@ class StepWriter {
   std::tuple<Value, Value, Value> AttentionCoreBackward(ComputationEmitter& c, const LayerActs& a,
                                                         const Value& dO) {
     if (KeepsLogSumExp(m_, plan_)) return FlashBackward(c, a, dO);
-    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(a.v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
-    const Value dv = c.Transpose(
-        c.Dot(c.Convert(a.p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, a.p), {3}), dp);
-    const Value ds =
-        c.Scale(c.Mul(a.p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
-    const Value dq = c.Transpose(
-        c.Dot(c.Convert(ds, C_), c.Convert(a.k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
-    const Value dk = c.Transpose(
-        c.Dot(c.Convert(ds, C_), c.Convert(a.q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const auto [dq, dk, dv] = SoftmaxAttentionBackward(c, a.p, a.q, a.k, a.v, dO);
     return {dq, ScatterKvGrad(c, ReduceKv(c, dk)), ScatterKvGrad(c, ReduceKv(c, dv))};
+  }
+  // The gradients of q [b,S,H,hd], k and v [b,C,H,hd] of o = p v, p =
+  // softmax(q k^T / sqrt(hd)) [b,H,S,C], from dO [b,S,H,hd].
+  std::tuple<Value, Value, Value> SoftmaxAttentionBackward(ComputationEmitter& c, const Value& p,
+                                                           const Value& q, const Value& k,
+                                                           const Value& v, const Value& dO) {
+    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    const Value dv = c.Transpose(
+        c.Dot(c.Convert(p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, p), {3}), dp);
+    const Value ds =
+        c.Scale(c.Mul(p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const Value dq = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
+    const Value dk = c.Transpose(
+        c.Dot(c.Convert(ds, C_), c.Convert(q, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
+    return {dq, dk, dv};
   }
 
   // --- one layer ---------------------------------------------------------------------
   // x and the output in the activation type; in between in P.
   LayerActs LayerForward(ComputationEmitter& c, const Value& held, const LayerWeights& w) {
     LayerActs a;
+    a.causal = w.causal;
     const Value x = Math(c, held);
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
     std::tie(a.q, a.kc, a.vc) = ProjectQkv(c, a.h, w, s_.S);
     AttentionCore(c, a);
     a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo, A_)));
+    if (w.cross) CrossAttentionForward(c, w, a);
     MlpForward(c, w, a);
     return a;
+  }
+
+  // x1 += cross-attention of norm(x1) to the encoder's output: q from the
+  // decoder (column-parallel by heads), k and v from the memory (one fused
+  // product, per head its k then its v), every position visible, the
+  // output row-parallel.
+  void CrossAttentionForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
+    a.normc = NormForward(c, a.x1);
+    a.hc = GatherRows(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.x1)));
+    a.qc = Heads(c, MatMul(c, a.hc, w.wqc), s_.H);
+    const Value kv = c.Reshape(MatMul(c, w.memory, w.wkvc), {s_.b, s_.S, s_.H, 2, s_.hd});
+    a.kx = c.Reshape(c.Slice(kv, 3, 0, 1), {s_.b, s_.S, s_.H, s_.hd});
+    a.vx = c.Reshape(c.Slice(kv, 3, 1, 1), {s_.b, s_.S, s_.H, s_.hd});
+    a.pc = SoftmaxLastDim(c, Scores(c, a.qc, a.kx, std::nullopt, false));
+    a.oc = c.Reshape(AttentionOutput(c, a.pc, a.vx), {s_.T, s_.H * s_.hd});
+    a.x1 = c.Add(a.x1, SumOverModel(c, MatMul(c, a.oc, w.woc, A_)));
+  }
+  // Its backward from dx1 (the gradient of x1 after it, in P): dx1 before
+  // it, the gradients of gc, wqc, wkvc, woc, and this device's part (over
+  // the model axis) of the memory's gradient [T, M] in P.
+  struct CrossGrads {
+    Value dx1, dmemory;
+    std::vector<Value> weights;
+  };
+  CrossGrads CrossAttentionBackward(ComputationEmitter& c, const LayerActs& a,
+                                    const LayerWeights& w, const Value& dx1) {
+    const Value dy = GatherRows(c, dx1);
+    const Value dwoc = WeightGrad(c, a.oc, dy);
+    const Value dO = Heads(c, MatMulT(c, dy, w.woc), s_.H);
+    const auto [dq, dk, dv] = SoftmaxAttentionBackward(c, a.pc, a.qc, a.kx, a.vx, dO);
+    const Value dq_rows = c.Reshape(dq, {s_.T, s_.H * s_.hd});
+    const Value dwqc = WeightGrad(c, a.hc, dq_rows);
+    const auto [dx_norm, dgc] =
+        NormBackward(c, SumOverModel(c, MatMulT(c, dq_rows, w.wqc, A_)), a.normc, w.gc);
+    const std::vector<int64_t> one = {s_.b, s_.S, s_.H, 1, s_.hd};
+    const Value dkv = c.Reshape(c.Concatenate({c.Reshape(dk, one), c.Reshape(dv, one)}, 3),
+                                {s_.T, 2 * s_.H * s_.hd});
+    return {c.Add(dx1, dx_norm),
+            MatMulT(c, dkv, w.wkvc),
+            {dgc, dwqc, WeightGrad(c, w.memory, dkv), dwoc}};
   }
 
   // The MLP half of a layer, from a.x1: fills norm2 .. out.
@@ -1114,7 +1189,8 @@ class StepWriter {
 
   struct LayerGrads {
     Value dx;
-    std::vector<Value> weights;  // in StackedNames order
+    std::vector<Value> weights;  // in Weights order
+    Value dmemory;               // cross-attention: this device's part of the memory's gradient
   };
 
   // dout and dx in the activation type, as the layer's output and input.
@@ -1143,7 +1219,12 @@ class StepWriter {
     }
     dh2 = own_rows ? Math(c, dh2) : SumOverModel(c, dh2);
     const auto [dx1_norm, dg2] = NormBackward(c, dh2, a.norm2, w.g2);
-    const Value dx1 = c.Add(Math(c, dout), dx1_norm);
+    Value dx1 = c.Add(Math(c, dout), dx1_norm);
+    CrossGrads cross;
+    if (w.cross) {
+      cross = CrossAttentionBackward(c, a, w, dx1);
+      dx1 = cross.dx1;
+    }
 
     // Attention: x1 = x + o . wo
     const Value dy = GatherRows(c, dx1);
@@ -1156,9 +1237,12 @@ class StepWriter {
 
     LayerGrads grads;
     grads.dx = Held(c, c.Add(dx1, dx_norm));
+    grads.dmemory = cross.dmemory;
     grads.weights = {dg1};
     grads.weights.insert(grads.weights.end(), dprojection.begin(), dprojection.end());
-    grads.weights.insert(grads.weights.end(), {dwo, dg2});
+    grads.weights.push_back(dwo);
+    grads.weights.insert(grads.weights.end(), cross.weights.begin(), cross.weights.end());
+    grads.weights.push_back(dg2);
     grads.weights.insert(grads.weights.end(), mlp_grads.begin(), mlp_grads.end());
     return grads;
   }
@@ -1178,13 +1262,15 @@ class StepWriter {
   LayerGrads BlockBackward(ComputationEmitter& c, const std::vector<LayerActs>& acts,
                            const std::vector<LayerWeights>& block, const Value& dout) {
     std::vector<std::vector<Value>> per_layer(block.size());
-    Value d = dout;
+    Value d = dout, dmemory;
     for (size_t j = block.size(); j-- > 0;) {
       LayerGrads g = LayerBackward(c, acts[j], block[j], d);
       per_layer[j] = std::move(g.weights);
       d = g.dx;
+      if (g.dmemory.name.empty()) continue;
+      dmemory = dmemory.name.empty() ? g.dmemory : c.Add(dmemory, g.dmemory);
     }
-    LayerGrads grads{d, {}};
+    LayerGrads grads{d, {}, dmemory};
     for (const std::vector<Value>& weights : per_layer) {
       grads.weights.insert(grads.weights.end(), weights.begin(), weights.end());
     }
@@ -1420,6 +1506,7 @@ class StepWriter {
   LayerActs RestoredLayer(ComputationEmitter& c, const std::vector<Value>& saved, size_t& i,
                           const LayerWeights& w) {
     LayerActs a;
+    a.causal = w.causal;
     a.norm1 = {Math(c, saved[i]), Math(c, saved[i + 1])};
     i += 2;
     a.q = saved[i++];
@@ -1504,7 +1591,7 @@ class StepWriter {
 
   // Block `index` of each stacked weight: its layers' weights.
   std::vector<LayerWeights> SliceLayer(ComputationEmitter& c, const std::vector<Value>& stacked,
-                                       const Value& index) {
+                                       const Value& index, const LayerStack& stack = {}) {
     std::vector<Value> w;
     for (size_t k = 0; k < stacked.size(); ++k) {
       const Value layer = Load(c, stacked[k], index);
@@ -1515,7 +1602,8 @@ class StepWriter {
         continue;
       }
       const Value sent = layer.rank() > 1 ? c.Convert(layer, C_) : layer;
-      w.push_back(c.AllGather(sent, ShardDim(3 + k) - 1, *GradientGroups(3 + k).groups));
+      w.push_back(c.AllGather(sent, ShardDim(stack.first + k) - 1,
+                              *GradientGroups(stack.first + k).groups));
     }
     std::vector<LayerWeights> block;
     size_t i = 0;
@@ -1528,6 +1616,12 @@ class StepWriter {
         lw.wqkv = w[i++];
       }
       lw.wo = w[i++];
+      lw.causal = m_.causal && !stack.encoder;
+      if (stack.memory) {
+        lw.cross = true;
+        lw.gc = w[i++], lw.wqc = w[i++], lw.wkvc = w[i++], lw.woc = w[i++];
+        lw.memory = *stack.memory;
+      }
       lw.g2 = w[i++];
       lw.moe = IsMoeLayer(m_, j);
       Value& first = lw.moe ? lw.router : lw.w1;
@@ -1562,31 +1656,49 @@ class StepWriter {
     return e.Elements(e.While(carry, condition, body));
   }
 
+  // What a loop over a stack carries after the weights (and gradients): the
+  // chunk's first layer under interleaving, the memory, and its gradient.
+  static std::vector<Value> Extras(const std::optional<Value>& chunk, const LayerStack& stack,
+                                   const std::optional<Value>& dmemory = std::nullopt) {
+    std::vector<Value> extras;
+    if (chunk) extras.push_back(*chunk);
+    if (stack.memory) extras.push_back(*stack.memory);
+    if (dmemory) extras.push_back(*dmemory);
+    return extras;
+  }
+
   // Runs the layers forward (with interleaved stages, the chunk of L / v
   // from local layer `chunk` on, carried into the loop); returns (final x,
   // what backward reads of each layer run: SavedShapes stacked [L, ...]).
   std::pair<Value, std::vector<Value>> ForwardLoop(ComputationEmitter& e, const Value& x,
                                                    const std::vector<Value>& stacked,
-                                                   const std::optional<Value>& chunk = {}) {
+                                                   const std::optional<Value>& chunk = {},
+                                                   const LayerStack& stack = {}) {
     const int64_t trips = chunk ? ChunkLayers() : s_.L;
     const std::vector<Value> stacks = SavedStacks(e, {trips});
     const auto kept = static_cast<long>(stacks.size());
+    const std::vector<Value> extras = Extras(chunk, stack);
+    const auto n = static_cast<long>(stacked.size());
     std::vector<Value> init = {x};
     init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    if (chunk) init.push_back(*chunk);
+    init.insert(init.end(), extras.begin(), extras.end());
     const std::vector<Value> done = Loop(
         e, "forward_layer", init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> weights(in.begin() + 2 + kept, chunk ? in.end() - 1 : in.end());
-          const Value layer = chunk ? c.Add(in.back(), in[0]) : in[0];
-          const std::vector<LayerActs> acts = BlockForward(c, in[1], SliceLayer(c, weights, layer));
+          const std::vector<Value> weights(in.begin() + 2 + kept, in.begin() + 2 + kept + n);
+          const std::vector<Value> carried(in.begin() + 2 + kept + n, in.end());
+          const Value layer = chunk ? c.Add(carried[0], in[0]) : in[0];
+          LayerStack here = stack;
+          if (stack.memory) here.memory = carried.back();
+          const std::vector<LayerActs> acts =
+              BlockForward(c, in[1], SliceLayer(c, weights, layer, here));
           const std::vector<Value> saved = Saved(c, in[1], acts);
           std::vector<Value> out = {acts.back().out};
           for (size_t k = 0; k < saved.size(); ++k) {
             out.push_back(Store(c, in[2 + k], saved[k], in[0]));
           }
           out.insert(out.end(), weights.begin(), weights.end());
-          if (chunk) out.push_back(in.back());
+          out.insert(out.end(), carried.begin(), carried.end());
           return out;
         });
     return {done[1], std::vector<Value>(done.begin() + 2, done.begin() + 2 + kept)};
@@ -1594,31 +1706,44 @@ class StepWriter {
 
   // Runs the layers backward from dx (the gradient of the last layer's
   // output; with interleaved stages of the chunk from local layer `chunk`
-  // on, whose saved values `saved` holds); returns (the gradient of the
-  // first layer's input, stacked weight gradients of every local layer).
-  std::pair<Value, std::vector<Value>> BackwardLoop(ComputationEmitter& e, const Value& dx,
-                                                    const std::vector<Value>& saved,
-                                                    const std::vector<Value>& stacked,
-                                                    const std::optional<Value>& chunk = {}) {
+  // on, whose saved values `saved` holds); returns the gradient of the
+  // first layer's input, stacked weight gradients of every local layer,
+  // and for a stack that reads a memory this device's part (over the model
+  // axis) of the memory's gradient, in P.
+  struct StackGrads {
+    Value dx;
+    std::vector<Value> weights;
+    Value dmemory;
+  };
+  StackGrads BackwardLoop(ComputationEmitter& e, const Value& dx, const std::vector<Value>& saved,
+                          const std::vector<Value>& stacked, const std::optional<Value>& chunk = {},
+                          const LayerStack& stack = {}) {
     const size_t n = stacked.size();
     const int64_t trips = chunk ? ChunkLayers() : s_.L;
     const auto kept = static_cast<long>(saved.size());
+    std::optional<Value> dmemory;
+    if (stack.memory) dmemory = e.Full(P_, 0, stack.memory->dims);
+    const std::vector<Value> extras = Extras(chunk, stack, dmemory);
     std::vector<Value> init = {dx};
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    for (size_t k = 0; k < n; ++k) init.push_back(e.Full(P_, 0, GradDims(3 + k)));
-    if (chunk) init.push_back(*chunk);
+    for (size_t k = 0; k < n; ++k) init.push_back(e.Full(P_, 0, GradDims(stack.first + k)));
+    init.insert(init.end(), extras.begin(), extras.end());
     const long first_weight = 2 + kept;
+    const auto end_of_grads = first_weight + 2 * static_cast<long>(n);
     const std::vector<Value> done = Loop(
         e, "backward_layer", init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> stacks(in.begin() + 2, in.begin() + first_weight);
           const std::vector<Value> weights(in.begin() + first_weight,
                                            in.begin() + first_weight + static_cast<long>(n));
           const std::vector<Value> grads(in.begin() + first_weight + static_cast<long>(n),
-                                         in.begin() + first_weight + 2 * static_cast<long>(n));
+                                         in.begin() + end_of_grads);
+          std::vector<Value> carried(in.begin() + end_of_grads, in.end());
           const Value entry = c.Sub(c.ScalarInt(trips - 1), in[0]);
-          const Value layer = chunk ? c.Add(in.back(), entry) : entry;
-          const std::vector<LayerWeights> block = SliceLayer(c, weights, layer);
+          const Value layer = chunk ? c.Add(carried[0], entry) : entry;
+          LayerStack here = stack;
+          if (stack.memory) here.memory = carried[carried.size() - 2];
+          const std::vector<LayerWeights> block = SliceLayer(c, weights, layer, here);
           const LayerGrads g =
               BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1]);
           std::vector<Value> out = {g.dx};
@@ -1629,17 +1754,21 @@ class StepWriter {
             // layer's gradient, summed over the devices that sum it (the
             // data axis; for multi-query k and v the model axis too) as it
             // is made.
+            const size_t index = stack.first + k;
             const Value grad = ScattersLayerGradients()
-                                   ? c.ReduceScatter(g.weights[k], ShardDim(3 + k) - 1,
-                                                     *GradientGroups(3 + k).groups)
+                                   ? c.ReduceScatter(g.weights[k], ShardDim(index) - 1,
+                                                     *GradientGroups(index).groups)
                                    : g.weights[k];
             out.push_back(Store(c, grads[k], grad, layer));
           }
-          if (chunk) out.push_back(in.back());
+          if (stack.memory) carried.back() = c.Add(carried.back(), g.dmemory);
+          out.insert(out.end(), carried.begin(), carried.end());
           return out;
         });
     const auto grads = done.begin() + first_weight + static_cast<long>(n);
-    return {done[1], std::vector<Value>(grads, grads + static_cast<long>(n))};
+    StackGrads result{done[1], std::vector<Value>(grads, grads + static_cast<long>(n)), {}};
+    if (stack.memory) result.dmemory = done.back();
+    return result;
   }
 
   // --- the pipeline ---------------------------------------------------------------------
@@ -1749,7 +1878,9 @@ class StepWriter {
         kept_values.push_back(work.chunk ? LoadChunk(c, stack, work.micro, *work.chunk)
                                          : Load(c, stack, work.micro));
       }
-      const auto [dx, grads] = BackwardLoop(c, dout, kept_values, weights, work.chunk);
+      const StackGrads stage_grads = BackwardLoop(c, dout, kept_values, weights, work.chunk);
+      const Value& dx = stage_grads.dx;
+      const std::vector<Value>& grads = stage_grads.weights;
       std::vector<Value> next = {
           HandOn(c, dx, passes > 1 ? around_stages_back_ : to_previous_stage_), dxl_all,
           StoreIf(c, dx0, dx, work.micro, first_pass)};
@@ -1798,14 +1929,63 @@ class StepWriter {
   std::pair<Value, std::vector<Value>> ForwardBackward(ComputationEmitter& c, const Value& tokens,
                                                        const Value& targets,
                                                        const std::vector<Value>& weights) {
+    if (EncoderDecoder(m_)) return EncoderDecoderGrads(c, tokens, targets, weights);
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(c, tokens, weights[0]);
     const auto [xl, saved] = ForwardLoop(c, in.x0, stacked);
     const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
-    const auto [dx0, stacked_grads] = BackwardLoop(c, head.dxl, saved, stacked);
+    const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked);
+    const Value& dx0 = back.dx;
+    const std::vector<Value>& stacked_grads = back.weights;
     std::vector<Value> grads = {EmbedGrad(c, in, dx0), head.dgf, head.dwout};
     grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
     return {head.loss, grads};
+  }
+
+  // An encoder-decoder's: the encoder over the tokens, its final norm (the
+  // memory, every row of it gathered where the rows are split), the
+  // decoder over the targets shifted right, each layer reading the memory,
+  // the head and the loss; and back, the memory's gradient summed over
+  // the decoder's layers and over the model axis into the encoder's.
+  std::pair<Value, std::vector<Value>> EncoderDecoderGrads(ComputationEmitter& c,
+                                                           const Value& tokens,
+                                                           const Value& targets,
+                                                           const std::vector<Value>& weights) {
+    const std::vector<WeightInfo> infos = Weights(m_);
+    size_t encoder_gain = 3;
+    while (infos[encoder_gain].name != "enc.gf") ++encoder_gain;
+    const std::vector<Value> decoder(weights.begin() + 3,
+                                     weights.begin() + static_cast<long>(encoder_gain));
+    const std::vector<Value> encoder(weights.begin() + static_cast<long>(encoder_gain) + 1,
+                                     weights.end());
+    const Value& gain = weights[encoder_gain];
+    const LayerStack encoding{encoder_gain + 1, true, std::nullopt};
+    const Embedded source = Embed(c, tokens, weights[0]);
+    const auto [encoded, encoder_saved] = ForwardLoop(c, source.x0, encoder, {}, encoding);
+    const NormActs norm = NormForward(c, Math(c, encoded));
+    const Value memory =
+        GatherRows(c, Held(c, c.Mul(norm.n, PerColumn(c, gain, norm.n))));  // [T, M]
+    const LayerStack decoding{3, false, memory};
+    const Embedded shifted = Embed(c, ShiftedRight(c, targets), weights[0]);
+    const auto [xl, decoder_saved] = ForwardLoop(c, shifted.x0, decoder, {}, decoding);
+    const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
+    const StackGrads decoder_back = BackwardLoop(c, head.dxl, decoder_saved, decoder, {}, decoding);
+    const auto [dencoded, dgain] =
+        NormBackward(c, SumOverModel(c, Held(c, decoder_back.dmemory)), norm, gain);
+    const StackGrads encoder_back =
+        BackwardLoop(c, Held(c, dencoded), encoder_saved, encoder, {}, encoding);
+    std::vector<Value> grads = {
+        c.Add(EmbedGrad(c, source, encoder_back.dx), EmbedGrad(c, shifted, decoder_back.dx)),
+        head.dgf, head.dwout};
+    grads.insert(grads.end(), decoder_back.weights.begin(), decoder_back.weights.end());
+    grads.push_back(dgain);
+    grads.insert(grads.end(), encoder_back.weights.begin(), encoder_back.weights.end());
+    return {head.loss, grads};
+  }
+  // The decoder's input: each sequence of ids [rows, S] one position on, id 0 first.
+  Value ShiftedRight(ComputationEmitter& c, const Value& ids) {
+    const int64_t rows = ids.dim(0), S = ids.dim(1);
+    return c.Concatenate({c.Full("s32", 0, {rows, 1}), c.Slice(ids, 1, 0, S - 1)}, 1);
   }
 
   // Gradient accumulation (micro-batches, one stage): a loop over the n
@@ -2148,15 +2328,17 @@ Status Divides(int64_t value, int64_t by, std::string_view what, std::string_vie
 
 }  // namespace
 
-std::vector<WeightInfo> Weights(const ModelConfig& m) {
-  const int64_t blocks = m.layers / BlockLayers(m), M = m.d_model, F = m.d_ff, E = m.experts;
+namespace {
+
+// The stacked weights of a stack of `layers` layers (in blocks; names
+// prefixed by `prefix`, and "l0.", ... when a block has several), appended
+// to `weights`; `cross`: each layer's cross-attention too.
+void AddLayerStack(const ModelConfig& m, int64_t layers, const std::string& prefix, bool cross,
+                   std::vector<WeightInfo>& weights) {
+  const int64_t blocks = layers / BlockLayers(m), M = m.d_model, F = m.d_ff, E = m.experts;
   const int64_t q = m.heads * m.head_dim;
-  std::vector<WeightInfo> weights = {
-      {"embed", {m.vocab, M}, -1}, {"gf", {M}, -1}, {"wout", {M, m.vocab}, -1}};
-  // Each layer of a block, stacked over the blocks; names "l0.g1", ...
-  // when a block has several.
   for (int64_t j = 0; j < BlockLayers(m); ++j) {
-    const std::string l = BlockLayers(m) > 1 ? fmt::format("l{}.", j) : "";
+    const std::string l = prefix + (BlockLayers(m) > 1 ? fmt::format("l{}.", j) : "");
     const auto stacked = [&](std::string name, std::vector<int64_t> dims, int64_t split) {
       dims.insert(dims.begin(), blocks);
       return WeightInfo{l + std::move(name), std::move(dims), split, true};
@@ -2172,6 +2354,14 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
       weights.push_back(stacked("wqkv", {M, (m.heads + 2 * m.kv_heads) * m.head_dim}, 2));
     }
     weights.push_back(stacked("wo", {q, M}, 1));
+    if (cross) {
+      // Cross-attention: its norm's gain, q by heads, the memory's k and v
+      // (per head its k then its v), the output.
+      weights.push_back(stacked("gc", {M}, -1));
+      weights.push_back(stacked("wqc", {M, q}, 2));
+      weights.push_back(stacked("wkvc", {M, 2 * q}, 2));
+      weights.push_back(stacked("woc", {q, M}, 1));
+    }
     weights.push_back(stacked("g2", {M}, -1));
     if (!IsMoeLayer(m, j)) {
       weights.push_back(stacked("w1", {M, F}, 2));
@@ -2191,6 +2381,21 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
     weights.push_back(expert("we1", {E, M, F}, 3));
     if (m.mlp == "swiglu") weights.push_back(expert("we3", {E, M, F}, 3));
     weights.push_back(expert("we2", {E, F, M}, 2));
+  }
+}
+
+}  // namespace
+
+std::vector<WeightInfo> Weights(const ModelConfig& m) {
+  std::vector<WeightInfo> weights = {{"embed", {m.vocab, m.d_model}, -1},
+                                     {"gf", {m.d_model}, -1},
+                                     {"wout", {m.d_model, m.vocab}, -1}};
+  // The decoder's layers (with cross-attention in an encoder-decoder); then
+  // an encoder-decoder's encoder: its final norm's gain and its layers.
+  AddLayerStack(m, m.layers, "", EncoderDecoder(m), weights);
+  if (EncoderDecoder(m)) {
+    weights.push_back({"enc.gf", {m.d_model}, -1});
+    AddLayerStack(m, m.encoder_layers, "enc.", false, weights);
   }
   return weights;
 }
@@ -2222,6 +2427,23 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   if (m.experts < 0) return Error{fmt::format("experts must be >= 0, is {}", m.experts)};
+  if (m.encoder_layers < 0) {
+    return Error{fmt::format("encoder_layers must be >= 0, is {}", m.encoder_layers)};
+  }
+  if (EncoderDecoder(m)) {
+    // What the encoder-decoder is built with; the rest is refused by name.
+    const auto refuse = [&](bool when, std::string_view what) -> Status {
+      if (!when) return OkStatus();
+      return Error{fmt::format("an encoder-decoder (encoder_layers {}) is not built with {}",
+                               m.encoder_layers, what)};
+    };
+    LOOM_RETURN_IF_ERROR(refuse(p.pipeline > 1, "pipeline stages"));
+    LOOM_RETURN_IF_ERROR(refuse(p.context > 1, "context parallelism"));
+    LOOM_RETURN_IF_ERROR(refuse(m.experts > 0, "experts"));
+    LOOM_RETURN_IF_ERROR(refuse(p.recompute != "full", "recompute other than full"));
+    LOOM_RETURN_IF_ERROR(refuse(m.kv_heads != m.heads, "grouped-query or multi-query attention"));
+    LOOM_RETURN_IF_ERROR(refuse(!m.causal, "a bidirectional decoder (causal false)"));
+  }
   if (m.experts > 0) {
     LOOM_RETURN_IF_ERROR(Positive(m.moe_every, "moe_every"));
     if (m.top_k < 1 || m.top_k > m.experts) {
@@ -2337,8 +2559,12 @@ double ModelFlopsPerStep(const ModelConfig& model) {
     }
     parameters += count;
   }
+  // Self-attention in every layer, cross-attention in an encoder-decoder's
+  // decoder layers (to as many positions).
+  const int64_t attending =
+      model.layers + (model.encoder_layers > 0 ? model.layers + model.encoder_layers : 0);
   const double attention =
-      12.0 * static_cast<double>(model.layers * model.heads * model.head_dim * model.seq);
+      12.0 * static_cast<double>(attending * model.heads * model.head_dim * model.seq);
   return (6 * parameters + attention) * static_cast<double>(model.batch * model.seq);
 }
 
@@ -2452,6 +2678,11 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     f.activations += sizes.L * kept_micro_batches * product(saved.dims) *
                      (saved.in_param_type ? element : held);  // per block of a stage
   }
+  // An encoder-decoder's encoder keeps each layer's input too (full
+  // recomputation), and the memory every decoder layer reads.
+  if (m.encoder_layers > 0) {
+    f.activations += (m.encoder_layers + 1) * sizes.R * sizes.M * held;
+  }
   return f;
 }
 
@@ -2477,6 +2708,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (model.experts > 0) {
     return Error{"mixture-of-experts layers are built for training steps, not for serving"};
+  }
+  if (model.encoder_layers > 0) {
+    return Error{"encoder-decoders are built for training steps, not for serving"};
   }
   if (step.kind == "decode" && !model.causal) {
     return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};

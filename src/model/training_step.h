@@ -95,6 +95,12 @@ struct ModelConfig {
   // probabilities again from each query's log-sum-exp (a fusion of kind
   // kCustom per block, the math inside it as HLO).
   std::string attention = "materialized";
+  // An encoder-decoder (T5, Raffel et al. 2020) with encoder_layers > 0:
+  // the encoder's bidirectional layers over the tokens and its final norm,
+  // then `layers` decoder layers, each attending to the encoder's output
+  // (cross-attention) between its causal self-attention and its MLP, fed
+  // the targets shifted right (id 0 first); the embedding shared.
+  int64_t encoder_layers = 0;
   // Mixture of experts (GShard, Lepikhin et al. 2021; GLaM, Du et al.
   // 2022): with experts > 0 every moe_every-th layer's MLP is E experts
   // (each an MLP of d_ff) behind a router: softmax(h . router) over the
