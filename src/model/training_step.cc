@@ -629,13 +629,18 @@ class StepWriter {
   // data axis: each layer's is all-gathered where it is used and its
   // gradient reduce-scattered as the backward loop makes it (FSDP).
   bool ShardsLayers() const { return plan_.zero_stage == 3; }
-  bool IsShard(size_t i) const { return ShardsLayers() && Weights(m_)[i].stacked; }
+  // What ZeRO shards: every weight but the experts, which their devices
+  // own whole (no other device holds or updates them).
+  bool ShardedByZero(size_t i) const { return Zero() && Weights(m_)[i].expert_dim < 0; }
+  bool IsShard(size_t i) const {
+    return ShardsLayers() && Weights(m_)[i].stacked && ShardedByZero(i);
+  }
   // Under ZeRO-2 and -3 each layer's gradient is reduce-scattered as the
   // backward loop makes it (per micro-batch, into shards that sum them),
   // so no device holds a whole gradient of its layers.
   bool ScattersLayerGradients() const { return plan_.zero_stage >= 2; }
   bool GradientIsShard(size_t i) const {
-    return ScattersLayerGradients() && Weights(m_)[i].stacked;
+    return ScattersLayerGradients() && Weights(m_)[i].stacked && ShardedByZero(i);
   }
   // The dims of weight `i`'s gradient as the step carries it.
   std::vector<int64_t> GradDims(size_t i) const {
@@ -671,7 +676,7 @@ class StepWriter {
   // reduce-scatter leaves it of the gradient; under stage 3 a layer weight
   // is that shard already).
   Value OwnShard(ComputationEmitter& c, size_t i, const Value& weight) {
-    if (!Zero() || IsShard(i)) return weight;
+    if (!ShardedByZero(i) || IsShard(i)) return weight;
     const ReductionGroups sum = GradientGroups(i);
     const Value position = Position(c, sum.inner, sum.extent);
     const int64_t dim = ShardDim(i);
@@ -1597,7 +1602,7 @@ class StepWriter {
       const Value layer = Load(c, stacked[k], index);
       // Under ZeRO-3 the layer's weight is gathered whole where it is used:
       // a matrix in the type its products read, a norm gain (1-D) in P.
-      if (!ShardsLayers()) {
+      if (!IsShard(stack.first + k)) {
         w.push_back(layer);
         continue;
       }
@@ -1755,7 +1760,7 @@ class StepWriter {
             // data axis; for multi-query k and v the model axis too) as it
             // is made.
             const size_t index = stack.first + k;
-            const Value grad = ScattersLayerGradients()
+            const Value grad = GradientIsShard(index)
                                    ? c.ReduceScatter(g.weights[k], ShardDim(index) - 1,
                                                      *GradientGroups(index).groups)
                                    : g.weights[k];
@@ -2231,7 +2236,7 @@ std::string StepWriter::Write() {
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
       Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
-      if (Zero() && !IsShard(i)) {
+      if (ShardedByZero(i) && !IsShard(i)) {
         updated = e.AllGather(updated, ShardDim(i), *GradientGroups(i).groups);
       }
       outputs.push_back(updated);
@@ -2241,7 +2246,7 @@ std::string StepWriter::Write() {
     for (size_t i = 0; i < weights.size(); ++i) {
       std::vector<Value> updated =
           Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
-      if (Zero() && !IsShard(i)) {
+      if (ShardedByZero(i) && !IsShard(i)) {
         updated[0] = e.AllGather(updated[0], ShardDim(i), *GradientGroups(i).groups);
       }
       new_w.push_back(updated[0]);
@@ -2473,11 +2478,6 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
           "expert_group ({}) must divide a device's positions of a sequence ({}): a routing "
           "group is its device's",
           RoutingGroup(m), m.seq / p.context)};
-    }
-    if (p.zero_stage != 0) {
-      return Error{
-          "ZeRO with experts (their shards are their devices' already) is not built: "
-          "zero_stage 0"};
     }
   }
   LOOM_RETURN_IF_ERROR(Divides(m.layers / BlockLayers(m), p.pipeline,

@@ -414,6 +414,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-moe", 1, 2, 1, 1, false, 0, "bf16"},
         Case{"tiny-moe", 1, 2, 1, 2, false, 0, "bf16"},
         Case{"tiny-moe", 2, 2, 1, 1, false, 0, "f32", "full", "adafactor"},
+        // ZeRO shards every weight but the experts, which their devices own whole.
+        Case{"tiny-moe", 2, 2, 1, 1, false, 1}, Case{"tiny-moe", 1, 2, 1, 2, false, 2},
+        Case{"tiny-moe", 2, 2, 1, 1, true, 3}, Case{"tiny-moe", 1, 2, 2, 2, false, 3},
         // Under SP each device routes its own rows; the experts' slots are
         // gathered over the model axis and their outputs reduce-scattered.
         Case{"tiny-moe", 2, 1, 2, 2, true, 0, "f32", "selective"},
