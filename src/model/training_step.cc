@@ -37,17 +37,17 @@ struct ReductionGroups {
   int64_t inner = 1, extent = 1;
 };
 
-// How many devices sum weight `index`'s gradient (Weights order): the
+// How many devices sum a weight's gradient: the
 // weights every stage holds over the pipeline, data and context axes, the
 // stacked ones over the data and context axes, and under sequence
 // parallelism what the model axis does not split over the model axis too
 // (each device saw its own rows).
-int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w, size_t index) {
+int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w) {
   const int64_t model =
       (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
   if (w.expert_dim >= 0) return 1;  // its device's experts, which every token reaches
-  if (index < 3) return p.pipeline * replicas * model;
+  if (!w.stacked) return p.pipeline * replicas * model;
   return replicas * (w.split_dim < 0 ? model : 1);
 }
 
@@ -275,7 +275,8 @@ class StepWriter {
       : m_(model),
         plan_(plan),
         module_(ModuleName(model, plan, kind), Devices(plan)),
-        s_(SizesOf(model, plan)) {
+        s_(SizesOf(model, plan)),
+        infos_(Weights(model)) {
     const int64_t t = plan.tensor;
     P_ = model.param_type;
     C_ = model.compute_type;
@@ -324,10 +325,9 @@ class StepWriter {
   // The weights' parameters (their local shards).
   std::vector<Value> WeightParameters(ComputationEmitter& e) {
     std::vector<Value> weights;
-    const std::vector<WeightInfo> infos = Weights(m_);
-    for (size_t i = 0; i < infos.size(); ++i) {
+    for (size_t i = 0; i < infos_.size(); ++i) {
       weights.push_back(
-          e.Parameter(P_, IsShard(i) ? StateDims(i) : LocalDims(infos[i], plan_), infos[i].name));
+          e.Parameter(P_, IsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_), infos_[i].name));
     }
     return weights;
   }
@@ -631,28 +631,26 @@ class StepWriter {
   bool ShardsLayers() const { return plan_.zero_stage == 3; }
   // What ZeRO shards: every weight but the experts, which their devices
   // own whole (no other device holds or updates them).
-  bool ShardedByZero(size_t i) const { return Zero() && Weights(m_)[i].expert_dim < 0; }
-  bool IsShard(size_t i) const {
-    return ShardsLayers() && Weights(m_)[i].stacked && ShardedByZero(i);
-  }
+  bool ShardedByZero(size_t i) const { return Zero() && infos_[i].expert_dim < 0; }
+  bool IsShard(size_t i) const { return ShardsLayers() && infos_[i].stacked && ShardedByZero(i); }
   // Under ZeRO-2 and -3 each layer's gradient is reduce-scattered as the
   // backward loop makes it (per micro-batch, into shards that sum them),
   // so no device holds a whole gradient of its layers.
   bool ScattersLayerGradients() const { return plan_.zero_stage >= 2; }
   bool GradientIsShard(size_t i) const {
-    return ScattersLayerGradients() && Weights(m_)[i].stacked && ShardedByZero(i);
+    return ScattersLayerGradients() && infos_[i].stacked && ShardedByZero(i);
   }
   // The dims of weight `i`'s gradient as the step carries it.
   std::vector<int64_t> GradDims(size_t i) const {
-    return GradientIsShard(i) ? StateDims(i) : LocalDims(Weights(m_)[i], plan_);
+    return GradientIsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_);
   }
   // Who sums weight `i`'s gradient (Weights order; GradientSummers says
   // how many), and where a device stands among them.
  public:
   ReductionGroups GradientGroups(size_t i) const {
-    const WeightInfo info = Weights(m_)[i];
-    const int64_t extent = GradientSummers(plan_, info, i);
-    if (i < 3) {
+    const WeightInfo info = infos_[i];
+    const int64_t extent = GradientSummers(plan_, info);
+    if (!info.stacked) {
       return SequenceParallel() ? ReductionGroups{&head_and_model_groups_, 1, extent}
                                 : ReductionGroups{&head_groups_, plan_.tensor, extent};
     }
@@ -662,13 +660,13 @@ class StepWriter {
     return {&data_groups_, plan_.tensor, extent};
   }
   int64_t ShardDim(size_t i) const {
-    return *ZeroShardDim(Weights(m_)[i], plan_, GradientGroups(i).extent);
+    return *ZeroShardDim(infos_[i], plan_, GradientGroups(i).extent);
   }
 
  private:
   // The optimizer state's dims: the local weight's, or its ZeRO shard's.
   std::vector<int64_t> StateDims(size_t i) const {
-    std::vector<int64_t> dims = LocalDims(Weights(m_)[i], plan_);
+    std::vector<int64_t> dims = LocalDims(infos_[i], plan_);
     if (Zero()) dims[static_cast<size_t>(ShardDim(i))] /= GradientGroups(i).extent;
     return dims;
   }
@@ -1956,9 +1954,8 @@ class StepWriter {
                                                            const Value& tokens,
                                                            const Value& targets,
                                                            const std::vector<Value>& weights) {
-    const std::vector<WeightInfo> infos = Weights(m_);
     size_t encoder_gain = 3;
-    while (infos[encoder_gain].name != "enc.gf") ++encoder_gain;
+    while (infos_[encoder_gain].name != "enc.gf") ++encoder_gain;
     const std::vector<Value> decoder(weights.begin() + 3,
                                      weights.begin() + static_cast<long>(encoder_gain));
     const std::vector<Value> encoder(weights.begin() + static_cast<long>(encoder_gain) + 1,
@@ -2077,7 +2074,7 @@ class StepWriter {
   // dimension the model axis splits are summed over that axis.
   std::vector<Value> Adafactor(ComputationEmitter& c, size_t i, const Value& w, const Value& g,
                                const std::vector<Value>& state, const Value& step) {
-    const WeightInfo info = Weights(m_)[i];
+    const WeightInfo info = infos_[i];
     const int64_t rank = w.rank(), first = info.stacked ? 1 : 0;
     // Mean of x over its dimension `dim`, which is the weight's `of`.
     const auto mean = [&](const Value& x, int64_t dim, int64_t of) {
@@ -2155,6 +2152,7 @@ class StepWriter {
   const ParallelPlan& plan_;
   ModuleEmitter module_;
   LocalSizes s_{};
+  std::vector<WeightInfo> infos_;  // Weights(m_), in parameter order
   std::string P_, C_, A_;  // parameter (arithmetic), compute (dot operand), activation types
   // data_groups_: the data and context axes (the layers' gradients);
   // head_groups_: the pipeline, data and context axes together (the loss
@@ -2215,8 +2213,8 @@ std::string StepWriter::Write() {
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (GradientIsShard(i)) continue;              // summed by the backward loop already
-    if (Weights(m_)[i].expert_dim >= 0) continue;  // an expert's gradient is its device's
+    if (GradientIsShard(i)) continue;             // summed by the backward loop already
+    if (GradientGroups(i).extent == 1) continue;  // nothing to sum (an expert: its device's alone)
     const ReductionGroups sum = GradientGroups(i);
     grads[i] = Zero() ? e.ReduceScatter(grads[i], ShardDim(i), *sum.groups)
                       : e.AllReduce(grads[i], *sum.groups);
@@ -2531,7 +2529,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     // Every weight's shard needs a dimension its summing devices divide.
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
-      const int64_t parts = GradientSummers(p, weights[i], i);
+      const int64_t parts = GradientSummers(p, weights[i]);
       if (!ZeroShardDim(weights[i], p, parts)) {
         return Error{
             fmt::format("zero_stage {}: no dimension of {}'s shard divides by the {} "
@@ -2662,7 +2660,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     f.optimizer = 0;
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
-      const int64_t parts = GradientSummers(p, weights[i], i);
+      const int64_t parts = GradientSummers(p, weights[i]);
       const int64_t shard = product(LocalDims(weights[i], p)) / parts * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
       if (p.zero_stage >= 2 && weights[i].stacked) f.gradients -= shard * (parts - 1);
