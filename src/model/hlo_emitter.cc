@@ -252,13 +252,13 @@ Value ComputationEmitter::DynamicUpdateSlice(const Value& x, const Value& update
               fmt::format("dynamic-update-slice({})", operands));
 }
 
-Value ComputationEmitter::AllReduce(const Value& x, const Groups& groups) {
+Value ComputationEmitter::AllReduce(const Value& x, const Groups& groups, std::string_view kind) {
   if (groups.empty() || groups.front().size() <= 1) return x;
   return Emit("all-reduce", ArrayValue(x.type, x.dims),
               fmt::format("all-reduce(%{}), channel_id={}, replica_groups={}, "
                           "use_global_device_ids=true, to_apply=%{}",
                           x.name, module_.NextChannel(), GroupsText(groups),
-                          module_.Reducer("add", x.type)));
+                          module_.Reducer(kind, x.type)));
 }
 
 Value ComputationEmitter::PartitionId() {

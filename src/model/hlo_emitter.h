@@ -91,7 +91,8 @@ class ComputationEmitter {
   // `x` sent from each pair's source to its target; a device no pair
   // targets receives zeros.
   Value CollectivePermute(const Value& x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
-  Value AllReduce(const Value& x, const Groups& groups);
+  // Each group's elementwise `kind` ("add", "max") of its devices' x.
+  Value AllReduce(const Value& x, const Groups& groups, std::string_view kind = "add");
   Value AllGather(const Value& x, int64_t dimension, const Groups& groups);
   Value ReduceScatter(const Value& x, int64_t dimension, const Groups& groups);
   // `x` cut into a group's size of blocks along `dimension`, block i sent

@@ -104,13 +104,14 @@ std::vector<ModelConfig> Presets() {
       FlashAttention(Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu",
                              "rmsnorm", "Llama 3 model card; batch assumed (4M tokens)"),
                      kLlamaAttention),
-      Encoder(Decoder("bert-480b", 64, 16384, 131072, 256, 1, 128, 30522, 512, 4096, "swiglu",
-                      "layernorm",
-                      "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
-                      "L, d_model, d_ff, 256 heads of 128, multi-query, gated SiLU, seq 512, batch "
-                      "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522) and LayerNorm "
-                      "assumed; the loss is cross-entropy at every position (the masked-LM "
-                      "objective's 15% of positions not modelled)")),
+      Encoder(Decoder(
+          "bert-480b", 64, 16384, 131072, 256, 1, 128, 30592, 512, 4096, "swiglu", "layernorm",
+          "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
+          "L, d_model, d_ff, 256 heads of 128, multi-query, gated SiLU, seq 512, batch "
+          "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522, padded to 30592, "
+          "a multiple of 128, as Megatron's BERT pads it, for the model axis to split "
+          "it) and LayerNorm assumed; the loss is cross-entropy at every position (the masked-LM "
+          "objective's 15% of positions not modelled)")),
       FlashAttention(
           Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
                   "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),

@@ -21,7 +21,8 @@ namespace {
 // Sizes of one device's part of the step: b sequences (T tokens) per
 // micro-batch, n micro-batches (Tb tokens in all), L layers per stage; S
 // positions of each sequence (its chunk under context parallelism), whose
-// queries attend over Sk positions (the whole sequence).
+// queries attend over Sk positions (the whole sequence); V ids of the
+// vocabulary (its slice: the model axis splits it).
 struct LocalSizes {
   int64_t b, S, Sk, T, M, H, K, G, hd, F, V, L, n, Tb;
   int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
@@ -41,14 +42,14 @@ struct ReductionGroups {
 // weights every stage holds over the pipeline, data and context axes, the
 // stacked ones over the data and context axes, and under sequence
 // parallelism what the model axis does not split over the model axis too
-// (each device saw its own rows).
+// (each device saw its own rows; the head reads every row of the model
+// axis, so its split weights' gradients are whole there).
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w) {
   const int64_t model =
       (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
   if (w.expert_dim >= 0) return 1;  // its device's experts, which every token reaches
-  if (!w.stacked) return p.pipeline * replicas * model;
-  return replicas * (w.split_dim < 0 ? model : 1);
+  return (w.stacked ? 1 : p.pipeline) * replicas * (w.split_dim < 0 ? model : 1);
 }
 
 // Multi-query attention: one k and v head, from a weight of its own that
@@ -193,7 +194,7 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   s.G = s.H / s.K;
   s.hd = model.head_dim;
   s.F = model.d_ff / t;
-  s.V = model.vocab;
+  s.V = model.vocab / t;                                    // this device's slice of the vocabulary
   s.L = model.layers / BlockLayers(model) / plan.pipeline;  // blocks of a stage
   if (model.experts > 0) {
     s.E = model.experts / (plan.data * plan.context);
@@ -331,10 +332,13 @@ class StepWriter {
     }
     return weights;
   }
-  // The output projection of x [rows, M]: logits [rows, V].
+  // The output projection of x [rows, M]: logits [rows, vocab], each
+  // device's slice of the vocabulary gathered over the model axis (as
+  // Megatron's serving gathers them to draw the next token).
   Value Logits(ComputationEmitter& e, const Value& x, const Value& gf, const Value& wout) {
     const NormActs norm = NormForward(e, Math(e, x));
-    return MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
+    const Value slice = MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
+    return plan_.tensor > 1 ? e.AllGather(slice, 1, tensor_groups_) : slice;
   }
   // One KV cache of `positions` per layer: [L, b, positions, K, hd] (b and
   // L a micro-batch's and a stage's).
@@ -611,8 +615,12 @@ class StepWriter {
   // axis: this device's rows of the sum under sequence parallelism (a
   // reduce-scatter), else all of it (an all-reduce); in P for what follows.
   Value SumOverModel(ComputationEmitter& c, const Value& partial) {
-    return Math(c, SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
-                                      : c.AllReduce(partial, tensor_groups_));
+    return Math(c, HeldSumOverModel(c, partial));
+  }
+  // The same sum in the partial's type.
+  Value HeldSumOverModel(ComputationEmitter& c, const Value& partial) {
+    return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
+                              : c.AllReduce(partial, tensor_groups_);
   }
   // Where this device stands along a stretch of the mesh: (partition /
   // inner) % extent (the model axis: 1, tensor; a stage: data * tensor,
@@ -651,8 +659,9 @@ class StepWriter {
     const WeightInfo info = infos_[i];
     const int64_t extent = GradientSummers(plan_, info);
     if (!info.stacked) {
-      return SequenceParallel() ? ReductionGroups{&head_and_model_groups_, 1, extent}
-                                : ReductionGroups{&head_groups_, plan_.tensor, extent};
+      return SequenceParallel() && info.split_dim < 0
+                 ? ReductionGroups{&head_and_model_groups_, 1, extent}
+                 : ReductionGroups{&head_groups_, plan_.tensor, extent};
     }
     if ((SequenceParallel() || info.partial_over_model) && info.split_dim < 0 && plan_.tensor > 1) {
       return {&data_and_model_groups_, 1, extent};
@@ -1374,7 +1383,7 @@ class StepWriter {
   Value AcrossModel(ComputationEmitter& c, const Value& slots) {
     return ExpertsOnOwnRows() ? c.AllGather(slots, 1, tensor_groups_) : slots;
   }
-  Value SummedOverModel(ComputationEmitter& c, const Value& partial) {
+  Value ExpertSlotsSummed(ComputationEmitter& c, const Value& partial) {
     return ExpertsOnOwnRows() ? c.ReduceScatter(partial, 1, tensor_groups_) : partial;
   }
   // [experts, rows, K] . [experts, K, N] per expert, in the compute type.
@@ -1398,7 +1407,7 @@ class StepWriter {
     a.ue = PerExpert(c, a.xe, w.we1, P_);
     if (m_.mlp == "swiglu") a.ze = PerExpert(c, a.xe, w.we3, P_);
     a.acte = Activation(c, a.ue, a.ze);
-    a.yb = FromExperts(c, SummedOverModel(c, PerExpert(c, a.acte, w.we2, A_)), groups);
+    a.yb = FromExperts(c, ExpertSlotsSummed(c, PerExpert(c, a.acte, w.we2, A_)), groups);
     const Value y = c.Dot(c.Convert(r.combine, C_), c.Convert(a.yb, C_), {{0}, {0}, {2, 3}, {1, 2}},
                           A_);  // [Ng, G, M]
     return c.Reshape(y, {T, s_.M});
@@ -1435,7 +1444,7 @@ class StepWriter {
     Value dxe = input_grad(due, w.we1);
     if (m_.mlp == "swiglu") dxe = c.Add(dxe, input_grad(dze, w.we3));
     // The dispatch: slots = dispatch . h
-    const Value dslots = FromExperts(c, SummedOverModel(c, dxe), groups);  // [Ng, E, C, M]
+    const Value dslots = FromExperts(c, ExpertSlotsSummed(c, dxe), groups);  // [Ng, E, C, M]
     const Value dh_dispatch =
         c.Dot(c.Convert(r.dispatch, C_), c.Convert(dslots, C_), {{0}, {0}, {2, 3}, {1, 2}}, A_);
     // The gates: combine = sum of gate . slot; the renormalisation; the
@@ -1899,28 +1908,39 @@ class StepWriter {
   }
 
   // The final norm, the head and the loss on the last layer's output xl
-  // (this device's rows) against the one-hot targets, and back: the sum
-  // over the rows of -log p(target), the gradient of xl (in the
-  // activation type) and those of gf and wout.
+  // (this device's rows) against the target ids [rows, S], and back: the
+  // sum over the rows of -log p(target), the gradient of xl (in the
+  // activation type) and those of gf and wout. The head is vocab-parallel
+  // (Megatron's parallel cross-entropy): each device of the model axis
+  // takes every row of it (gathered under sequence parallelism) into its
+  // slice of the logits; each row's max, sum of exponentials and target
+  // logit are reduced over the axis, and the input's gradient, partial
+  // over the vocabulary, summed over it (each device's rows of the sum under
+  // sequence parallelism).
   struct Head {
     Value loss, dxl, dgf, dwout;
   };
-  Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& onehot_target, const Value& gf,
+  Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& targets, const Value& gf,
                 const Value& wout) {
     const NormActs final_norm = NormForward(c, Math(c, xl));
-    const Value hf = c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n));
-    const Value logits = MatMul(c, hf, wout);  // [rows, V]
-    const Value mx = c.ReduceMax(logits, {1});
+    const Value hf = GatherRows(c, c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n)));
+    const Value logits = MatMul(c, hf, wout);  // [rows of the model axis, V]
+    const Value onehot = OneHot(c, IdsAsGathered(c, targets), P_);
+    const Value mx = c.AllReduce(c.ReduceMax(logits, {1}), tensor_groups_, "max");
     const Value shifted = c.Sub(logits, PerRow(c, mx, logits));
     const Value exp = c.Unary("exponential", shifted);
-    const Value z = c.ReduceSum(exp, {1});
-    const Value picked = c.ReduceSum(c.Mul(shifted, onehot_target), {1});
+    const Value z = c.AllReduce(c.ReduceSum(exp, {1}), tensor_groups_);
+    const Value picked = c.AllReduce(c.ReduceSum(c.Mul(shifted, onehot), {1}), tensor_groups_);
     Head head;
     head.loss = c.ReduceSum(c.Sub(c.Unary("log", z), picked), {0});
     const Value softmax = c.Div(exp, PerRow(c, z, exp));
-    const Value dlogits = c.Scale(c.Sub(softmax, onehot_target), 1.0 / BatchTokens());
+    const Value dlogits = c.Scale(c.Sub(softmax, onehot), 1.0 / BatchTokens());
     head.dwout = WeightGrad(c, hf, dlogits);
-    const auto [dxl, dgf] = NormBackward(c, MatMulT(c, dlogits, wout), final_norm, gf);
+    // Summed in the parameter type, once a step (where Megatron sums it in
+    // bf16): the residual stream's gradient starts from it, and so a plan
+    // changes only the order of its sum, not its rounding.
+    const Value dhf = HeldSumOverModel(c, MatMulT(c, dlogits, wout));
+    const auto [dxl, dgf] = NormBackward(c, dhf, final_norm, gf);
     head.dxl = Held(c, dxl);
     head.dgf = dgf;
     return head;
@@ -1936,7 +1956,7 @@ class StepWriter {
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(c, tokens, weights[0]);
     const auto [xl, saved] = ForwardLoop(c, in.x0, stacked);
-    const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
+    const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
     const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked);
     const Value& dx0 = back.dx;
     const std::vector<Value>& stacked_grads = back.weights;
@@ -1970,7 +1990,7 @@ class StepWriter {
     const LayerStack decoding{3, false, memory};
     const Embedded shifted = Embed(c, ShiftedRight(c, targets), weights[0]);
     const auto [xl, decoder_saved] = ForwardLoop(c, shifted.x0, decoder, {}, decoding);
-    const Head head = HeadStep(c, xl, OwnRows(c, OneHot(c, targets, P_)), weights[1], weights[2]);
+    const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
     const StackGrads decoder_back = BackwardLoop(c, head.dxl, decoder_saved, decoder, {}, decoding);
     const auto [dencoded, dgain] =
         NormBackward(c, SumOverModel(c, Held(c, decoder_back.dmemory)), norm, gain);
@@ -2032,7 +2052,7 @@ class StepWriter {
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
     };
-    const Head head = HeadStep(e, xl, OwnRows(e, OneHot(e, targets, P_)), weights[1], weights[2]);
+    const Head head = HeadStep(e, xl, targets, weights[1], weights[2]);
     const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
     const Value dembed = EmbedGrad(e, in, dx0);
     const int64_t last = plan_.pipeline - 1;
@@ -2042,31 +2062,54 @@ class StepWriter {
     return {on_stage(last, head.loss), grads};
   }
 
-  // The embedding of token ids [rows, S] (under sequence parallelism this
-  // device's rows): the one-hot rows, which the embedding's gradient reads,
-  // and x0 = onehot . embed in the activation type.
+  // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
+  // device's one-hot rows over its slice of the vocabulary (of every row
+  // of the model axis, in IdsAsGathered's order), which the embedding's
+  // gradient reads, and x0 = onehot . embed in the activation type, each
+  // device's partial product summed over the model axis (under sequence
+  // parallelism its rows of the sum, by reduce-scatter).
   struct Embedded {
     Value onehot, x0;
   };
   Embedded Embed(ComputationEmitter& c, const Value& ids, const Value& embed) {
-    const Value onehot = OwnRows(c, OneHot(c, ids, C_));
-    return {onehot, c.Dot(onehot, c.Convert(embed, C_), {{}, {}, {1}, {0}}, A_)};
+    const Value onehot = OneHot(c, IdsAsGathered(c, ids), C_);
+    const Value partial = c.Dot(onehot, c.Convert(embed, C_), {{}, {}, {1}, {0}}, A_);
+    return {onehot, HeldSumOverModel(c, partial)};
   }
-  // The embedding's gradient from dx0, the gradient of x0.
+  // The embedding's gradient (this device's rows of the vocabulary) from
+  // dx0, the gradient of x0 (every row of the model axis's: gathered under
+  // sequence parallelism).
   Value EmbedGrad(ComputationEmitter& c, const Embedded& in, const Value& dx0) {
-    return c.Dot(in.onehot, c.Convert(dx0, C_), {{}, {}, {0}, {0}}, P_);
+    return c.Dot(in.onehot, c.Convert(GatherRows(c, dx0), C_), {{}, {}, {0}, {0}}, P_);
   }
   // The loss is the mean over the global batch's tokens.
   double BatchTokens() const { return static_cast<double>(m_.batch * m_.seq); }
 
-  // onehot(ids)[rows, V] in `type`, rows the ids' count
+  // onehot(ids)[rows, V] in `type` over this device's slice of the
+  // vocabulary (ids outside it give rows of zeros), rows the ids' count.
   Value OneHot(ComputationEmitter& c, const Value& ids, std::string_view type) {
     int64_t rows = 1;
     for (int64_t d : ids.dims) rows *= d;
     const Value flat = c.Reshape(ids, {rows});
     const Value wide = c.Broadcast(flat, {rows, s_.V}, {0});
-    const Value column = c.Iota("s32", {rows, s_.V}, 1);
+    Value column = c.Iota("s32", {rows, s_.V}, 1);
+    if (plan_.tensor > 1) {
+      const Value first = c.Mul(Position(c, 1, plan_.tensor), c.ScalarInt(s_.V));
+      column = c.Add(column, c.Broadcast(first, {rows, s_.V}, {}));
+    }
     return c.Convert(c.Compare(wide, column, "EQ"), type);
+  }
+  // The ids [n b, S] of n micro-batches flattened in the order of the rows
+  // the model axis's devices hold, gathered: under sequence parallelism
+  // device j's rows of each micro-batch (OwnRows), then device j + 1's,
+  // which is what an all-gather of every device's rows over the model axis
+  // lays out (and what a reduce-scatter hands back each device's of);
+  // else the ids in order.
+  Value IdsAsGathered(ComputationEmitter& c, const Value& ids) {
+    const int64_t rows = ids.dim(0) * ids.dim(1);
+    if (!SequenceParallel()) return c.Reshape(ids, {rows});
+    const Value by_device = c.Reshape(ids, {rows / s_.T, plan_.tensor, s_.R});
+    return c.Reshape(c.Transpose(by_device, {1, 0, 2}), {rows});
   }
 
   // Adafactor on weight `i` (its local shard w, gradient g, and state as
@@ -2205,11 +2248,9 @@ std::string StepWriter::Write() {
   } else {
     std::tie(local_loss, grads) = ForwardBackward(e, tokens, targets, weights);
   }
-  // What every stage holds in full sums over the pipeline and data axes,
-  // and under sequence parallelism over the model axis too (each device saw
-  // its own rows).
-  const Groups& whole_groups = SequenceParallel() ? head_and_model_groups_ : head_groups_;
-  const Value loss = e.Scale(e.AllReduce(local_loss, whole_groups), 1.0 / BatchTokens());
+  // The loss (of every row of the model axis: the head reads them all)
+  // sums over the pipeline, data and context axes.
+  const Value loss = e.Scale(e.AllReduce(local_loss, head_groups_), 1.0 / BatchTokens());
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -2390,9 +2431,12 @@ void AddLayerStack(const ModelConfig& m, int64_t layers, const std::string& pref
 }  // namespace
 
 std::vector<WeightInfo> Weights(const ModelConfig& m) {
-  std::vector<WeightInfo> weights = {{"embed", {m.vocab, m.d_model}, -1},
+  // The embedding's rows and the head's columns, the vocabulary, split
+  // over the model axis (Megatron's vocab-parallel embedding and output
+  // layer).
+  std::vector<WeightInfo> weights = {{"embed", {m.vocab, m.d_model}, 0},
                                      {"gf", {m.d_model}, -1},
-                                     {"wout", {m.d_model, m.vocab}, -1}};
+                                     {"wout", {m.d_model, m.vocab}, 1}};
   // The decoder's layers (with cross-attention in an encoder-decoder); then
   // an encoder-decoder's encoder: its final norm's gain and its layers.
   AddLayerStack(m, m.layers, "", EncoderDecoder(m), weights);
@@ -2428,6 +2472,13 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(Divides(m.heads, p.tensor, "heads", "tensor"));
   if (!MultiQuery(m)) LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
   LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
+  if (m.vocab % p.tensor != 0) {
+    return Error{fmt::format(
+        "vocab ({}) does not divide by the tensor axis ({}): the embedding and the head split "
+        "the vocabulary over it (Megatron's vocab-parallel layers); pad it to a multiple, as "
+        "Megatron's --make-vocab-size-divisible-by does",
+        m.vocab, p.tensor)};
+  }
   LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   if (m.experts < 0) return Error{fmt::format("experts must be >= 0, is {}", m.experts)};
   if (m.encoder_layers < 0) {

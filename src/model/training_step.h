@@ -5,7 +5,8 @@
 //
 // The step, per device of a [data, model] grid (device = d * tp + t; the
 // full mesh, with context and pipeline axes, is Devices'):
-//   x = onehot(tokens) . embed                     (embedding, vocab rows)
+//   x = all-reduce_model(onehot(tokens) . embed)   (vocab-parallel embedding: each
+//                                                   device its rows of the vocabulary)
 //   while i < L (layers as a scan over stacked weights, saving each input):
 //     h  = norm(x) * g1
 //     q, k, v = h . wqkv                          (column-parallel: heads / tp; one
@@ -16,8 +17,14 @@
 //     h2 = norm(x) * g2
 //     x += all-reduce_model(act(h2 . w1 [, h2 . w3]) . w2)   (GELU or SwiGLU)
 //   (with sequence parallelism, x is this device's tokens: h and h2 are
-//   all-gathered over the model axis, and the all-reduces are reduce-scatters)
+// all-gathered over the model axis, and the all-reduces are reduce-scatters;
+// the head takes every row of the model axis, gathered, and the embedding
+// reduce-scatters its sum)
 //   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
+//                                                  (vocab-parallel head: each device its
+//                                                   columns of wout, the softmax's max,
+//                                                   sum and target logit all-reduced
+//                                                   over the model axis)
 //   backward: the same in reverse, each layer recomputed from its saved input
 //   (full recomputation; or, selective, only the attention core recomputed
 //   from what the forward kept; or nothing recomputed), input gradients of

@@ -674,12 +674,13 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
 // of 16, vocab 128, batch 4 of 16 tokens, f32), written out.
 TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   const ModelConfig m = ModelPreset("tiny").value();
-  const int64_t replicated = 128 * 64 + 64 + 64 * 128 + 2 * (64 + 64);  // embed, gf, wout, g1, g2
-  const int64_t split = 2 * (4 * 64 * 64 + 2 * 64 * 256);               // wqkv wo, w1 w2: per layer
+  const int64_t replicated = 64 + 2 * (64 + 64);           // gf, g1, g2
+  const int64_t vocab = 128 * 64 + 64 * 128;               // embed, wout: split by the vocab
+  const int64_t split = 2 * (4 * 64 * 64 + 2 * 64 * 256);  // wqkv wo, w1 w2: per layer
   ParallelPlan plan;
   plan.tensor = 2;
   MemoryFootprint f = Footprint(m, plan);
-  EXPECT_EQ(f.weights, (replicated + split / 2) * 4);
+  EXPECT_EQ(f.weights, (replicated + (vocab + split) / 2) * 4);
   EXPECT_EQ(f.gradients, f.weights);
   EXPECT_EQ(f.optimizer, 2 * f.weights);
   // Every layer's input, in bf16 (the preset's compute type), or in f32.
@@ -693,7 +694,7 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   plan.micro_batches = 2;
   plan.optimizer = "sgd";
   f = Footprint(m, plan);
-  EXPECT_EQ(f.weights, (replicated - 2 * 64 + split / 2) * 4);  // a stage holds one of the 2 layers
+  EXPECT_EQ(f.weights, (vocab + replicated - 2 * 64 + split / 2) * 4);  // one of the 2 layers
   EXPECT_EQ(f.optimizer, 0);
   // Each of the stage's layers' inputs (1 layer) for every micro-batch (2
   // of 32 tokens).
@@ -718,10 +719,10 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   EXPECT_EQ(f.gradients, f.weights);
   // ZeRO-2 holds half of each layer weight's gradient, ZeRO-3 of the weight too.
   // (The gains g1, g2 of both layers are 2 * (64 + 64) of `replicated`.)
-  const int64_t halved = (replicated - 2 * (64 + 64) / 2 + split / 2) * 4;
+  const int64_t halved = (vocab + replicated - 2 * (64 + 64) / 2 + split / 2) * 4;
   plan.zero_stage = 2;
   f = Footprint(m, plan);
-  EXPECT_EQ(f.weights, (replicated + split) * 4);
+  EXPECT_EQ(f.weights, (vocab + replicated + split) * 4);
   EXPECT_EQ(f.gradients, halved);
   plan.zero_stage = 3;
   f = Footprint(m, plan);
@@ -1093,8 +1094,9 @@ TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSu
 
 // Mixed precision: with bf16 products, what crosses a layer or a device on
 // the model and pipeline axes is bf16 (half the traffic of f32), and what
-// sums weight gradients over the data axis stays f32; activation_type f32
-// keeps every transfer in f32.
+// sums weight gradients over the data axis stays f32, as does the head's
+// input gradient's sum over the model axis; activation_type f32 keeps
+// every transfer in f32.
 TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
   ModelConfig m = ModelPreset("tiny").value();
   ASSERT_EQ(m.compute_type, "bf16");
@@ -1108,11 +1110,20 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
     m.activation_type = activations;
     const auto module = Build(m, plan);
     std::map<ir::Opcode, std::set<ir::PrimitiveType>> types;  // opcode -> element types
+    // The head's input gradient, which the step scatters once in the
+    // parameter type whatever the activations are held in.
+    int f32_scatters = 0;
     for (const auto& computation : module->computations()) {
       for (const auto& instruction : computation->instructions()) {
+        if (activations.empty() && instruction->opcode() == ir::Opcode::kReduceScatter &&
+            instruction->shape().type() == ir::PrimitiveType::kF32) {
+          ++f32_scatters;
+          continue;
+        }
         types[instruction->opcode()].insert(instruction->shape().type());
       }
     }
+    if (activations.empty()) EXPECT_EQ(f32_scatters, 1);
     const ir::PrimitiveType held =
         activations.empty() ? ir::PrimitiveType::kBF16 : ir::PrimitiveType::kF32;
     // Under sequence parallelism the model axis gathers and scatters, the
@@ -1125,6 +1136,41 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
     }
     EXPECT_EQ(types[ir::Opcode::kAllReduce], std::set<ir::PrimitiveType>{ir::PrimitiveType::kF32});
   }
+}
+
+// The vocabulary is split over the model axis (Megatron's vocab-parallel
+// embedding and head): no value of the training step is as wide as the
+// vocabulary, serving gathers the logits' slices, and a vocabulary the
+// axis does not divide is refused with what to do.
+TEST(VocabParallel, EachDeviceOfTheModelAxisHoldsItsSliceOfTheVocabulary) {
+  ModelConfig m = ModelPreset("tiny").value();
+  m.vocab = 80;  // no other size of the tiny step is 80 (or 40, its half)
+  ParallelPlan plan;
+  plan.tensor = 2;
+  for (const bool sequence_parallel : {false, true}) {
+    plan.sequence_parallel = sequence_parallel;
+    const auto module = Build(m, plan);
+    int64_t slices = 0;
+    for (const auto& computation : module->computations()) {
+      for (const auto& instruction : computation->instructions()) {
+        const std::vector<int64_t>& dims = instruction->shape().dims();
+        EXPECT_EQ(std::count(dims.begin(), dims.end(), 80), 0) << instruction->name();
+        slices += std::count(dims.begin(), dims.end(), 40);
+      }
+    }
+    EXPECT_GT(slices, 0);
+  }
+  plan.sequence_parallel = false;
+  Expected<std::string> served = BuildInferenceStep(m, plan, InferenceStep{"prefill", 0});
+  ASSERT_TRUE(served.ok()) << served.error().message;
+  EXPECT_NE(served->find("all-gather("), std::string::npos);  // the logits' slices
+  m.vocab = 97;
+  Expected<std::string> odd = BuildTrainingStep(m, plan);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.error().message,
+            "vocab (97) does not divide by the tensor axis (2): the embedding and the head split "
+            "the vocabulary over it (Megatron's vocab-parallel layers); pad it to a multiple, as "
+            "Megatron's --make-vocab-size-divisible-by does");
 }
 
 // Sequence parallelism: what it is not built for is refused by name, and
@@ -1147,9 +1193,10 @@ TEST(SequenceParallelism, RefusesWhatItIsNotBuiltForAndScattersTheRowParallelSum
     return n;
   };
   // Per layer forward (twice: the backward recomputes it) 2 gathers and 2
-  // scatters, backward 2 more of each.
-  EXPECT_EQ(count(" reduce-scatter("), 6u);
-  EXPECT_EQ(count(" all-gather("), 6u);
+  // scatters, backward 2 more of each; the embedding's scatter and its
+  // gradient's gather, the head's gather and its input gradient's scatter.
+  EXPECT_EQ(count(" reduce-scatter("), 8u);
+  EXPECT_EQ(count(" all-gather("), 8u);
   plan.sequence_parallel = false;
   Expected<std::string> plain = BuildTrainingStep(m, plan);
   ASSERT_TRUE(plain.ok());
