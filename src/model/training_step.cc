@@ -1946,6 +1946,42 @@ class StepWriter {
     return head;
   }
 
+  // The head on the last layer's outputs xl [n R, M] of the n
+  // micro-batches of `targets` [n b, S], one micro-batch at a time (as the
+  // last stage of Megatron's pipeline runs it on each micro-batch it
+  // finishes, so that one micro-batch's logits are live at once): a loop
+  // writing each micro-batch's dxl and summing the losses and the head's
+  // gradients.
+  Head MicroBatchedHead(ComputationEmitter& e, const Value& xl, const Value& targets,
+                        const Value& gf, const Value& wout) {
+    if (s_.n == 1) return HeadStep(e, xl, targets, gf, wout);
+    const std::vector<Value> init = {e.Full(P_, 0, {}),
+                                     e.Full(A_, 0, xl.dims),
+                                     e.Full(P_, 0, gf.dims),
+                                     e.Full(P_, 0, wout.dims),
+                                     xl,
+                                     targets,
+                                     gf,
+                                     wout};
+    const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
+      const Value& i = in[0];
+      const Value rows = c.Mul(i, c.ScalarInt(s_.R)), zero = c.ScalarInt(0);
+      const Value x = c.DynamicSlice(in[5], {rows, zero}, {s_.R, s_.M});
+      const Value ids = c.DynamicSlice(in[6], {c.Mul(i, c.ScalarInt(s_.b)), zero}, {s_.b, s_.S});
+      const Head head = HeadStep(c, x, ids, in[7], in[8]);
+      return std::vector<Value>{c.Add(in[1], head.loss),
+                                c.DynamicUpdateSlice(in[2], head.dxl, {rows, zero}),
+                                c.Add(in[3], head.dgf),
+                                c.Add(in[4], head.dwout),
+                                in[5],
+                                in[6],
+                                in[7],
+                                in[8]};
+    };
+    const std::vector<Value> done = Loop(e, "head_micro_batch", init, s_.n, step);
+    return {done[1], done[2], done[3], done[4]};
+  }
+
   // The local loss and gradients (before their sums over devices, in
   // Weights order) of the micro-batch ids `tokens` and `targets` [rows,
   // S]: the embedding, the layers, the head and back.
@@ -2052,7 +2088,7 @@ class StepWriter {
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
     };
-    const Head head = HeadStep(e, xl, targets, weights[1], weights[2]);
+    const Head head = MicroBatchedHead(e, xl, targets, weights[1], weights[2]);
     const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
     const Value dembed = EmbedGrad(e, in, dx0);
     const int64_t last = plan_.pipeline - 1;

@@ -45,7 +45,8 @@
 // on masked data), handing activations to the next stage by
 // collective-permute and saving what backward reads of each of its layers
 // per micro-batch (every micro-batch's at once, as GPipe holds them). The
-// final norm, head and loss run on every stage, the last stage's counting
+// final norm, head and loss run on every stage, one micro-batch at a time
+// (a loop, so that one micro-batch's logits are live), the last stage's counting
 // (the loss and the head's gradients masked to it, then all-reduced over
 // the pipeline and data axes; the embedding's gradient masked to stage 0).
 // The backward loop runs the micro-batches in reverse through the stages,

@@ -1173,6 +1173,33 @@ TEST(VocabParallel, EachDeviceOfTheModelAxisHoldsItsSliceOfTheVocabulary) {
             "Megatron's --make-vocab-size-divisible-by does");
 }
 
+// Under a pipeline the head runs one micro-batch at a time, as the last
+// stage runs it on each micro-batch it finishes: no logits hold more than
+// one micro-batch's rows (2 sequences of 8 here, of the 4 a replica has).
+// (The embedding's one-hot rows, in bf16, are the whole batch's.)
+TEST(PipelineHead, RunsOneMicroBatchAtATime) {
+  ModelConfig m = ModelPreset("tiny").value();
+  m.vocab = 80;  // no other size of the tiny step is 80
+  m.seq = 8;
+  ParallelPlan plan;
+  plan.pipeline = 2;
+  plan.micro_batches = 2;
+  const auto module = Build(m, plan);
+  int64_t logits = 0;
+  for (const auto& computation : module->computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      const std::vector<int64_t>& dims = instruction->shape().dims();
+      // Past wout [M, V] and its gradient, in f32 as the head computes.
+      if (dims.size() == 2 && dims[1] == 80 && dims[0] != m.d_model &&
+          instruction->shape().type() == ir::PrimitiveType::kF32) {
+        EXPECT_EQ(dims[0], 2 * 8) << instruction->name();
+        ++logits;
+      }
+    }
+  }
+  EXPECT_GT(logits, 0);
+}
+
 // Sequence parallelism: what it is not built for is refused by name, and
 // the step it writes gathers before and scatters after the model-parallel
 // products instead of all-reducing.
