@@ -1936,9 +1936,10 @@ class StepWriter {
     const Value softmax = c.Div(exp, PerRow(c, z, exp));
     const Value dlogits = c.Scale(c.Sub(softmax, onehot), 1.0 / BatchTokens());
     head.dwout = WeightGrad(c, hf, dlogits);
-    // Summed in the parameter type, once a step (where Megatron sums it in
-    // bf16): the residual stream's gradient starts from it, and so a plan
-    // changes only the order of its sum, not its rounding.
+    // Summed in the parameter type (where Megatron sums it in bf16): the
+    // residual stream's gradient starts from it, and so a plan changes only
+    // the order of its sum, not its rounding. It is one sum a micro-batch,
+    // not one a layer.
     const Value dhf = HeldSumOverModel(c, MatMulT(c, dlogits, wout));
     const auto [dxl, dgf] = NormBackward(c, dhf, final_norm, gf);
     head.dxl = Held(c, dxl);
