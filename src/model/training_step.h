@@ -17,9 +17,9 @@
 //     h2 = norm(x) * g2
 //     x += all-reduce_model(act(h2 . w1 [, h2 . w3]) . w2)   (GELU or SwiGLU)
 //   (with sequence parallelism, x is this device's tokens: h and h2 are
-// all-gathered over the model axis, and the all-reduces are reduce-scatters;
-// the head takes every row of the model axis, gathered, and the embedding
-// reduce-scatters its sum)
+//   all-gathered over the model axis, and the all-reduces are reduce-scatters;
+//   the head takes every row of the model axis, gathered, and the embedding
+//   reduce-scatters its sum)
 //   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
 //                                                  (vocab-parallel head: each device its
 //                                                   columns of wout, the softmax's max,

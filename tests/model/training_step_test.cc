@@ -36,6 +36,15 @@ std::unique_ptr<ir::Module> Build(const ModelConfig& m, const ParallelPlan& p) {
   return std::move(module).value();
 }
 
+// Every instruction of every computation of the module.
+std::vector<const ir::Instruction*> Instructions(const ir::Module& module) {
+  std::vector<const ir::Instruction*> all;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instruction : computation->instructions()) all.push_back(instruction.get());
+  }
+  return all;
+}
+
 // Full (unsharded) inputs of the 1-device step, in parameter order.
 std::vector<Tensor> FullInputs(const ir::Module& one_device, const ModelConfig& m, uint64_t seed) {
   std::mt19937_64 random(seed);
@@ -1113,15 +1122,13 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
     // The head's input gradient, which the step scatters once in the
     // parameter type whatever the activations are held in.
     int f32_scatters = 0;
-    for (const auto& computation : module->computations()) {
-      for (const auto& instruction : computation->instructions()) {
-        if (activations.empty() && instruction->opcode() == ir::Opcode::kReduceScatter &&
-            instruction->shape().type() == ir::PrimitiveType::kF32) {
-          ++f32_scatters;
-          continue;
-        }
-        types[instruction->opcode()].insert(instruction->shape().type());
+    for (const ir::Instruction* instruction : Instructions(*module)) {
+      if (activations.empty() && instruction->opcode() == ir::Opcode::kReduceScatter &&
+          instruction->shape().type() == ir::PrimitiveType::kF32) {
+        ++f32_scatters;
+        continue;
       }
+      types[instruction->opcode()].insert(instruction->shape().type());
     }
     if (activations.empty()) EXPECT_EQ(f32_scatters, 1);
     const ir::PrimitiveType held =
@@ -1151,12 +1158,10 @@ TEST(VocabParallel, EachDeviceOfTheModelAxisHoldsItsSliceOfTheVocabulary) {
     plan.sequence_parallel = sequence_parallel;
     const auto module = Build(m, plan);
     int64_t slices = 0;
-    for (const auto& computation : module->computations()) {
-      for (const auto& instruction : computation->instructions()) {
-        const std::vector<int64_t>& dims = instruction->shape().dims();
-        EXPECT_EQ(std::count(dims.begin(), dims.end(), 80), 0) << instruction->name();
-        slices += std::count(dims.begin(), dims.end(), 40);
-      }
+    for (const ir::Instruction* instruction : Instructions(*module)) {
+      const std::vector<int64_t>& dims = instruction->shape().dims();
+      EXPECT_EQ(std::count(dims.begin(), dims.end(), 80), 0) << instruction->name();
+      slices += std::count(dims.begin(), dims.end(), 40);
     }
     EXPECT_GT(slices, 0);
   }
@@ -1186,15 +1191,13 @@ TEST(PipelineHead, RunsOneMicroBatchAtATime) {
   plan.micro_batches = 2;
   const auto module = Build(m, plan);
   int64_t logits = 0;
-  for (const auto& computation : module->computations()) {
-    for (const auto& instruction : computation->instructions()) {
-      const std::vector<int64_t>& dims = instruction->shape().dims();
-      // Past wout [M, V] and its gradient, in f32 as the head computes.
-      if (dims.size() == 2 && dims[1] == 80 && dims[0] != m.d_model &&
-          instruction->shape().type() == ir::PrimitiveType::kF32) {
-        EXPECT_EQ(dims[0], 2 * 8) << instruction->name();
-        ++logits;
-      }
+  for (const ir::Instruction* instruction : Instructions(*module)) {
+    const std::vector<int64_t>& dims = instruction->shape().dims();
+    // Past wout [M, V] and its gradient, in f32 as the head computes.
+    if (dims.size() == 2 && dims[1] == 80 && dims[0] != m.d_model &&
+        instruction->shape().type() == ir::PrimitiveType::kF32) {
+      EXPECT_EQ(dims[0], 2 * 8) << instruction->name();
+      ++logits;
     }
   }
   EXPECT_GT(logits, 0);
