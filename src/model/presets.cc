@@ -247,7 +247,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
       const nlohmann::json json,
       ParseObject(text, where,
                   {"name", "tensor", "data", "pipeline", "context", "context_form",
-                   "virtual_stages", "micro_batches", "sequence_parallel", "zero_stage",
+                   "virtual_stages", "schedule", "micro_batches", "sequence_parallel", "zero_stage",
                    "recompute", "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
@@ -257,6 +257,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "context", &p.context, where));
   LOOM_RETURN_IF_ERROR(Read(json, "context_form", &p.context_form, where));
   LOOM_RETURN_IF_ERROR(Read(json, "virtual_stages", &p.virtual_stages, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "schedule", &p.schedule, where));
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
   LOOM_RETURN_IF_ERROR(Read(json, "zero_stage", &p.zero_stage, where));

@@ -178,6 +178,13 @@ bool KeepsLogSumExp(const ModelConfig& model, const ParallelPlan& plan) {
   return RingAttention(plan) || FusedAttention(model);
 }
 
+// Under the 1F1B schedule: the slots of a stage's ring of saved chunks (a
+// forward's until its backward, at most 2 P v - 2 iterations later).
+int64_t RingSlots(const ParallelPlan& plan) {
+  const int64_t passes = plan.virtual_stages;
+  return std::min(plan.micro_batches * passes, 2 * plan.pipeline * passes - 1);
+}
+
 LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   const int64_t t = plan.tensor;
   LocalSizes s{};
@@ -2082,6 +2089,7 @@ class StepWriter {
   std::pair<Value, std::vector<Value>> PipelinedGrads(ComputationEmitter& e, const Value& tokens,
                                                       const Value& targets,
                                                       const std::vector<Value>& weights) {
+    if (plan_.schedule == "1f1b") return OneForwardOneBackwardGrads(e, tokens, targets, weights);
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(e, tokens, weights[0]);
     const auto [xl, saved] = PipelineForward(e, in.x0, stacked);
@@ -2097,6 +2105,224 @@ class StepWriter {
                                 on_stage(last, head.dwout)};
     grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
     return {on_stage(last, head.loss), grads};
+  }
+
+  // --- the 1F1B schedule ------------------------------------------------------------------
+  // One loop over iterations t in which every stage may run a forward, the
+  // head and a backward, each masked where the stage has no work (the SPMD
+  // form: every device runs the same program). Works are ordered as
+  // Megatron orders them: in groups of P micro-batches, each group's passes
+  // around the stages in turn (without virtual stages, work j is
+  // micro-batch j). Stage p runs forward work j = t - p, handing its output
+  // on at once (to stage 0, from the last, for the next pass), and backward
+  // work k = t - T0 - (P - 1 - p), handing its input gradient back, where
+  // T0 = P v - 1 is the iteration at which the last stage finishes its first
+  // work's last pass: its head then runs in the same iteration and its
+  // backward starts there. What a forward saves lives from t = j + p to the
+  // backward's t, at most 2 P v - 2 iterations later (work 0 on stage 0),
+  // so a ring of K = min(n v, 2 P v - 1) slots holds it. The loop is cut
+  // into three phases by what runs (warm-up: forwards only, the first T0
+  // iterations; then both, with the head where the last stage finishes a
+  // last pass; cool-down: backwards only, T0 iterations), so that a phase
+  // computes nothing it masks away wholesale; with virtual stages the
+  // middle phase is itself blocks of P iterations with the head and
+  // (v - 1) P without. As Megatron's first and last stages do, the
+  // embedding runs on each micro-batch its first pass starts, its gradient
+  // summed as each micro-batch's backward leaves stage 0, and the head on
+  // each micro-batch the last stage finishes: one micro-batch's one-hot rows
+  // and logits at a time.
+  struct Schedule {
+    Value sent_forward, sent_backward;  // what the stages handed on last iteration
+    Value tokens, embed, dembed;        // what the embedding reads, its gradient's sum
+    Value loss, dgf, dwout;             // the head's sums
+    Value targets, gf, wout;            // what the head reads
+    std::vector<Value> saved;           // the ring of saved values [K, L / v, ...]
+    std::vector<Value> weights, grads;  // the stage's stacked weights, their gradients' sums
+  };
+  static constexpr long kScheduleFixed = 11;  // the values before `saved`
+  static std::vector<Value> Flat(const Schedule& s) {
+    std::vector<Value> flat = {s.sent_forward, s.sent_backward, s.tokens, s.embed,   s.dembed,
+                               s.loss,         s.dgf,           s.dwout,  s.targets, s.gf,
+                               s.wout};
+    for (const auto* part : {&s.saved, &s.weights, &s.grads}) {
+      flat.insert(flat.end(), part->begin(), part->end());
+    }
+    return flat;
+  }
+  static Schedule Unflat(const std::vector<Value>& flat, const Schedule& like) {
+    Schedule s{flat[0], flat[1], flat[2], flat[3],  flat[4], flat[5], flat[6],
+               flat[7], flat[8], flat[9], flat[10], {},      {},      {}};
+    auto at = flat.begin() + kScheduleFixed;
+    for (auto [part, count] :
+         {std::pair{&s.saved, like.saved.size()}, std::pair{&s.weights, like.weights.size()},
+          std::pair{&s.grads, like.grads.size()}}) {
+      part->assign(at, at + static_cast<long>(count));
+      at += static_cast<long>(count);
+    }
+    return s;
+  }
+  // Forward work j (or, `backward`, backward work j: the same group's
+  // passes in reverse) under 1F1B: its micro-batch, its pass, its chunk of
+  // layers and its slot in the ring.
+  struct ScheduledWork {
+    Value micro, pass;
+    std::optional<Value> chunk;
+    Value slot;
+  };
+  ScheduledWork ScheduledWorkOf(ComputationEmitter& c, const Value& j, bool backward) {
+    const int64_t stages = plan_.pipeline, passes = Passes();
+    const auto constant = [&](int64_t v) { return c.ScalarInt(v); };
+    if (passes == 1) {
+      return {j, constant(0), std::nullopt, c.Binary("remainder", j, constant(RingSlots(plan_)))};
+    }
+    const Value group = c.Binary("divide", j, constant(stages * passes));
+    const Value within = c.Binary("remainder", j, constant(stages * passes));
+    const Value lane = c.Binary("remainder", within, constant(stages));
+    Value pass = c.Binary("divide", within, constant(stages));
+    if (backward) pass = c.Sub(constant(passes - 1), pass);
+    const Value micro = c.Add(c.Mul(group, constant(stages)), lane);
+    const Value forward_index =
+        c.Add(c.Mul(group, constant(stages * passes)), c.Add(c.Mul(pass, constant(stages)), lane));
+    return {micro, pass, c.Mul(pass, constant(ChunkLayers())),
+            c.Binary("remainder", forward_index, constant(RingSlots(plan_)))};
+  }
+
+  // Which parts of an iteration a phase runs.
+  struct Phase {
+    bool forward = false, head = false, backward = false;
+  };
+  // Iteration t of the schedule.
+  Schedule ScheduleIteration(ComputationEmitter& c, const Value& t, Schedule s, Phase phase) {
+    const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes(), works = n * passes;
+    const Value stage = StageIndex(c);
+    const Value on_first = Is(c, stage, 0), on_last = Is(c, stage, stages - 1);
+    std::optional<Head> head;
+    if (phase.forward) {
+      const Value j = c.Sub(t, stage);
+      const Value valid = InRange(c, j, works);
+      const ScheduledWork work = ScheduledWorkOf(c, ClampIndex(c, j, works), false);
+      Value first = Embed(c, MicroBatchRows(c, s.tokens, work.micro), s.embed).x0;
+      if (passes > 1) first = Where(c, Is(c, work.pass, 0), first, s.sent_forward);
+      const auto [out, entries] =
+          ForwardLoop(c, Where(c, on_first, first, s.sent_forward), s.weights, work.chunk);
+      for (size_t k = 0; k < entries.size(); ++k) {
+        s.saved[k] = StoreIf(c, s.saved[k], entries[k], work.slot, valid);
+      }
+      s.sent_forward = HandOn(c, out, passes > 1 ? around_stages_ : to_next_stage_);
+      if (phase.head) {
+        // The last stage's work is a last pass of micro-batch `micro`.
+        const Value micro = ScheduledWorkOf(c, c.Sub(t, c.ScalarInt(stages - 1)), false).micro;
+        head = HeadStep(c, out, MicroBatchRows(c, s.targets, micro), s.gf, s.wout);
+        s.loss = c.Add(s.loss, head->loss);
+        s.dgf = c.Add(s.dgf, head->dgf);
+        s.dwout = c.Add(s.dwout, head->dwout);
+      }
+    }
+    if (phase.backward) {
+      const Value k = c.Sub(c.Add(t, stage), c.ScalarInt(passes * stages - 1 + stages - 1));
+      const Value valid = InRange(c, k, works);
+      const ScheduledWork work = ScheduledWorkOf(c, ClampIndex(c, k, works), true);
+      Value dout = s.sent_backward;
+      if (head) {
+        // The last stage's backward of a last pass starts from the head.
+        Value from_head = on_last;
+        if (passes > 1) from_head = c.Binary("and", from_head, Is(c, work.pass, passes - 1));
+        dout = Where(c, from_head, head->dxl, dout);
+      }
+      const StackGrads grads = BackwardLoop(c, Masked(c, valid, dout),
+                                            LoadAll(c, s.saved, work.slot), s.weights, work.chunk);
+      // Stage 0's input gradient of a first pass is the embedding's.
+      Value embedded = c.Binary("and", valid, on_first);
+      if (passes > 1) embedded = c.Binary("and", embedded, Is(c, work.pass, 0));
+      const Value ids = MicroBatchRows(c, s.tokens, work.micro);
+      s.dembed = c.Add(s.dembed, EmbedGrad(c, {OneHot(c, IdsAsGathered(c, ids), C_), {}},
+                                           Masked(c, embedded, grads.dx)));
+      s.sent_backward = HandOn(c, grads.dx, passes > 1 ? around_stages_back_ : to_previous_stage_);
+      for (size_t g = 0; g < s.grads.size(); ++g) s.grads[g] = c.Add(s.grads[g], grads.weights[g]);
+    }
+    return s;
+  }
+
+  // `trips` iterations of the schedule from iteration `first` (a value of
+  // `e`, carried into the loop).
+  Schedule RunPhase(ComputationEmitter& e, std::string_view name, const Schedule& s,
+                    const Value& first, int64_t trips, Phase phase) {
+    if (trips == 0) return s;
+    std::vector<Value> init = Flat(s);
+    init.push_back(first);
+    const std::vector<Value> done =
+        Loop(e, name, init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const Value& start = in.back();
+          const Schedule here = Unflat(std::vector<Value>(in.begin() + 1, in.end() - 1), s);
+          std::vector<Value> next = Flat(ScheduleIteration(c, c.Add(start, in[0]), here, phase));
+          next.push_back(start);
+          return next;
+        });
+    return Unflat(std::vector<Value>(done.begin() + 1, done.end() - 1), s);
+  }
+
+  // Micro-batch `micro`'s rows [b, S] of ids [n b, S].
+  Value MicroBatchRows(ComputationEmitter& c, const Value& ids, const Value& micro) {
+    return c.DynamicSlice(ids, {c.Mul(micro, c.ScalarInt(s_.b)), c.ScalarInt(0)}, {s_.b, s_.S});
+  }
+
+  // The stage's loss and gradients under 1F1B (as PipelinedGrads returns them).
+  std::pair<Value, std::vector<Value>> OneForwardOneBackwardGrads(
+      ComputationEmitter& e, const Value& tokens, const Value& targets,
+      const std::vector<Value>& weights) {
+    const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
+    const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+    Schedule s{e.Full(A_, 0, {s_.R, s_.M}),
+               e.Full(A_, 0, {s_.R, s_.M}),
+               tokens,
+               weights[0],
+               e.Full(P_, 0, weights[0].dims),
+               e.Full(P_, 0, {}),
+               e.Full(P_, 0, weights[1].dims),
+               e.Full(P_, 0, weights[2].dims),
+               targets,
+               weights[1],
+               weights[2],
+               SavedStacks(e, {RingSlots(plan_), ChunkLayers()}),
+               stacked,
+               {}};
+    for (size_t k = 0; k < stacked.size(); ++k) s.grads.push_back(e.Full(P_, 0, GradDims(3 + k)));
+    const int64_t warm_up = passes * stages - 1;
+    s = RunPhase(e, "pipeline_1f1b_warm_up", s, e.ScalarInt(0), warm_up, {true, false, false});
+    if (passes == 1) {
+      s = RunPhase(e, "pipeline_1f1b", s, e.ScalarInt(warm_up), n, {true, true, true});
+    } else {
+      // A block with the head, then per further group (v - 1) P iterations
+      // without it and P with it.
+      s = RunPhase(e, "pipeline_1f1b_head", s, e.ScalarInt(warm_up), stages, {true, true, true});
+      const int64_t groups = n / stages, block = passes * stages;
+      if (groups > 1) {
+        const std::vector<Value> done = Loop(
+            e, "pipeline_1f1b_group", Flat(s), groups - 1,
+            [&](ComputationEmitter& c, const std::vector<Value>& state) {
+              const Value base =
+                  c.Add(c.ScalarInt(warm_up + stages), c.Mul(state[0], c.ScalarInt(block)));
+              Schedule g = Unflat(std::vector<Value>(state.begin() + 1, state.end()), s);
+              g = RunPhase(c, "pipeline_1f1b_passes", g, base, block - stages, {true, false, true});
+              g = RunPhase(c, "pipeline_1f1b_head", g, c.Add(base, c.ScalarInt(block - stages)),
+                           stages, {true, true, true});
+              return Flat(g);
+            });
+        s = Unflat(std::vector<Value>(done.begin() + 1, done.end()), s);
+      }
+    }
+    const int64_t steady = (n - stages) * passes + stages;
+    s = RunPhase(e, "pipeline_1f1b_cool_down", s, e.ScalarInt(warm_up + steady), warm_up,
+                 {false, false, true});
+    const Value stage = StageIndex(e);
+    const auto on_stage = [&](int64_t which, const Value& x) {
+      return Masked(e, Is(e, stage, which), x);
+    };
+    const int64_t last = stages - 1;
+    std::vector<Value> grads = {on_stage(0, s.dembed), on_stage(last, s.dgf),
+                                on_stage(last, s.dwout)};
+    grads.insert(grads.end(), s.grads.begin(), s.grads.end());
+    return {on_stage(last, s.loss), grads};
   }
 
   // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
@@ -2603,6 +2829,13 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   }
   LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
   LOOM_RETURN_IF_ERROR(one_of(p.context_form, {"ring", "all-gather"}, "context_form"));
+  LOOM_RETURN_IF_ERROR(one_of(p.schedule, {"gpipe", "1f1b"}, "schedule"));
+  if (p.schedule == "1f1b" && p.virtual_stages > 1 && p.micro_batches % p.pipeline != 0) {
+    return Error{fmt::format(
+        "the interleaved 1f1b schedule runs micro-batches in groups of pipeline ({}), which "
+        "must divide micro_batches ({})",
+        p.pipeline, p.micro_batches)};
+  }
   if (p.zero_stage < 0 || p.zero_stage > 3) {
     return Error{fmt::format(
         "zero_stage {} is not one of 0; 1 (the distributed optimizer); 2 (the layers' gradients "
@@ -2685,6 +2918,7 @@ std::string PlanName(const ParallelPlan& p) {
     name += fmt::format("_cp{}{}", p.context, p.context_form == "ring" ? "" : "_allgather");
   }
   if (p.virtual_stages > 1) name += fmt::format("_v{}", p.virtual_stages);
+  if (p.pipeline > 1 && p.schedule == "1f1b") name += "_1f1b";
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
@@ -2756,13 +2990,18 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     }
   }
   // What the recomputation keeps of each layer: for every micro-batch in
-  // a pipeline (GPipe holds them all), for one at a time in gradient
+  // a GPipe pipeline (it holds them all), for the ring's slots of a chunk
+  // of L / v layers each under 1F1B, for one at a time in gradient
   // accumulation.
   const LocalSizes sizes = SizesOf(m, p);
-  const int64_t kept_micro_batches = p.pipeline > 1 ? sizes.n : 1;
+  int64_t kept_layers = sizes.L;  // entries of blocks of a stage's layers
+  if (p.pipeline > 1 && p.schedule == "1f1b") {
+    kept_layers = RingSlots(p) * (sizes.L / p.virtual_stages);
+  } else if (p.pipeline > 1) {
+    kept_layers = sizes.n * sizes.L;
+  }
   for (const SavedShape& saved : SavedShapes(sizes, m, p)) {
-    f.activations += sizes.L * kept_micro_batches * product(saved.dims) *
-                     (saved.in_param_type ? element : held);  // per block of a stage
+    f.activations += kept_layers * product(saved.dims) * (saved.in_param_type ? element : held);
   }
   // An encoder-decoder's encoder keeps each layer's input too (full
   // recomputation), and the memory every decoder layer reads.

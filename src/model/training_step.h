@@ -56,7 +56,13 @@
 // gradient back by collective-permute. micro_batches > 1 with one stage is
 // gradient accumulation: a loop over the micro-batches, each run forward and
 // backward (keeping one micro-batch's activations at a time) and its
-// gradients summed.
+// gradients summed. Under the 1F1B schedule (ParallelPlan::schedule) one
+// loop's iterations run a forward, the head and a backward on every stage,
+// each masked where the stage has none, so that a micro-batch's backward
+// starts in the iteration its forward leaves the last stage, and what the
+// forwards save lives in a ring of at most 2 P v - 1 slots; the loop is
+// cut into warm-up (forwards only), steady and cool-down (backwards only)
+// phases.
 //
 // Dot operands are converted to the compute type (bf16, or f32/f64) and
 // accumulate in the parameter type (f32, or f64 for gradient checks). What
@@ -142,7 +148,7 @@ struct ParallelPlan {
   int64_t tensor = 1;         // model axis: Megatron column/row split
   int64_t data = 1;           // data axis: batch split, gradient all-reduce
   int64_t pipeline = 1;       // pipeline axis: stages of L / pipeline layers
-  int64_t micro_batches = 1;  // micro-batches of the local batch (GPipe)
+  int64_t micro_batches = 1;  // micro-batches of the local batch
   // Interleaved stages (virtual stages; JAX's circular pipeline, the SPMD
   // form of Megatron's interleaved schedule): each stage holds v chunks of
   // L / (P v) layers, stage p the chunks p, p + P, ..., and each
@@ -150,6 +156,16 @@ struct ParallelPlan {
   // the first. The bubble shrinks v-fold ((P - 1) / v of a micro-batch's
   // time) for v times the hand-offs; it needs micro_batches >= pipeline.
   int64_t virtual_stages = 1;
+  // The order of the pipeline's work: "gpipe" runs every micro-batch
+  // forward, then every one backward, and so keeps every micro-batch's
+  // activations; "1f1b" (PipeDream-Flush, Narayanan et al. 2021; with
+  // virtual stages Megatron's interleaved schedule, micro-batches in groups
+  // of `pipeline`, which must divide them) runs each micro-batch's backward
+  // as soon as it leaves the last stage, so a stage keeps at most 2 P v - 1
+  // chunks of activations (P v - 1 more than Megatron's, a cost of the
+  // SPMD form: every stage moves one step a loop iteration). The same
+  // bubble either way. Ignored without pipeline stages.
+  std::string schedule = "gpipe";
   // Expert parallelism rides the data and context axes: with experts, each
   // device of a data-and-context group holds E / (data * context) of each
   // MoE layer's experts (their d_ff split over the model axis as a dense

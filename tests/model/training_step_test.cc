@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 
+#include "analysis/live_bytes.h"
 #include "exec/npy.h"
 #include "exec/runner.h"
 #include "ir/opcode.h"
@@ -191,6 +192,7 @@ struct Case {
   std::string context_form = "ring";
   std::string attention = "materialized";  // fused: flash attention's kernels
   int64_t virtual_stages = 1;
+  std::string schedule = "gpipe";
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -218,6 +220,7 @@ ParallelPlan PlanOf(const Case& c) {
   plan.context = c.context;
   plan.context_form = c.context_form;
   plan.virtual_stages = c.virtual_stages;
+  plan.schedule = c.schedule;
   return plan;
 }
 
@@ -283,8 +286,8 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   ModelConfig m = ModelPreset(c.preset).value();
   m.compute_type = c.compute_type;
   m.attention = c.attention;
-  // A chunk of one layer per pass around the stages.
-  if (c.virtual_stages > 1) m.layers = c.pipeline * c.virtual_stages;
+  // A chunk of one layer per pass around the stages (or a layer a stage).
+  if (c.virtual_stages > 1 || c.pipeline > m.layers) m.layers = c.pipeline * c.virtual_stages;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
   one.optimizer = c.optimizer;
@@ -452,8 +455,39 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-bert", 2, 1, 2, 2, false, 3, "f32", "full", "adam", 2, "ring", "fused", 2},
         Case{"tiny-gqa", 2, 1, 2, 2, false, 0, "bf16", "full", "adam", 1, "ring", "materialized",
              2},
-        Case{"tiny-gqa", 1, 2, 2, 2, true, 0, "bf16", "full", "adam", 1, "ring", "materialized",
-             2}),
+        Case{"tiny-gqa", 1, 2, 2, 2, true, 0, "bf16", "full", "adam", 1, "ring", "materialized", 2},
+        // 1F1B: each micro-batch's backward as soon as it leaves the last
+        // stage, the saved values in a ring of min(n v, 2 P v - 1) slots
+        // (3 of 4 micro-batches at P = 2: the ring wraps), the same
+        // iterations cut into phases; interleaved in Megatron's groups of P.
+        Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 2, 1, 2, 4, true, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny-gqa", 2, 2, 2, 2, true, 3, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 1, 2, 2, 2, false, 2, "f32", "none", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny-gqa", 2, 1, 2, 4, false, 1, "f32", "selective", "adam", 1, "ring",
+             "materialized", 1, "1f1b"},
+        Case{"tiny-moe", 1, 2, 2, 2, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 2, 1, 2, 2, false, 0, "f32", "full", "adam", 2, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny-gqa", 2, 1, 2, 4, false, 0, "bf16", "full", "adam", 1, "ring", "materialized", 1,
+             "1f1b"},
+        Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
+             "1f1b"},
+        Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
+             "1f1b"},
+        Case{"tiny-gqa", 2, 1, 2, 4, true, 0, "f32", "selective", "adam", 1, "ring", "materialized",
+             2, "1f1b"},
+        Case{"tiny-bert", 2, 1, 2, 2, false, 3, "f32", "full", "adam", 2, "ring", "fused", 2,
+             "1f1b"}),
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -472,6 +506,7 @@ INSTANTIATE_TEST_SUITE_P(
       }
       if (info.param.attention != "materialized") name += "_" + info.param.attention;
       if (info.param.virtual_stages > 1) name += "_v" + std::to_string(info.param.virtual_stages);
+      if (info.param.schedule != "gpipe") name += "_" + info.param.schedule;
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -1176,6 +1211,57 @@ TEST(VocabParallel, EachDeviceOfTheModelAxisHoldsItsSliceOfTheVocabulary) {
             "vocab (97) does not divide by the tensor axis (2): the embedding and the head split "
             "the vocabulary over it (Megatron's vocab-parallel layers); pad it to a multiple, as "
             "Megatron's --make-vocab-size-divisible-by does");
+}
+
+// 1F1B keeps a ring of min(n v, 2 P v - 1) micro-batches' (chunks') saved
+// values where GPipe keeps every micro-batch's: by the plan's arithmetic
+// and in the program's own peak, which falls by at least the difference
+// (and by the whole batch's one-hot rows, which 1F1B makes a micro-batch
+// at a time; sgd, so that the optimizer's state is not the peak).
+// Its loop runs in three phases; a plan whose micro-batches do not make
+// whole groups of P for the interleaved schedule is refused; without
+// stages the schedule is gradient accumulation's loop, as before.
+TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatchs) {
+  ModelConfig m = ModelPreset("tiny").value();
+  m.batch = 64;
+  m.seq = 64;
+  ParallelPlan plan;
+  plan.pipeline = 2;
+  plan.micro_batches = 64;
+  plan.optimizer = "sgd";
+  const MemoryFootprint gpipe = Footprint(m, plan);
+  const int64_t gpipe_peak = analysis::PeakLiveBytes(*Build(m, plan));
+  plan.schedule = "1f1b";
+  const MemoryFootprint ring = Footprint(m, plan);
+  EXPECT_EQ(ring.activations * 64, gpipe.activations * 3);  // 3 = 2 P - 1 slots of 64
+  EXPECT_EQ(ring.weights, gpipe.weights);
+  const auto module = Build(m, plan);
+  const int64_t peak = analysis::PeakLiveBytes(*module);
+  std::printf("[ model ] tiny pp2 mb64: peak %lld bytes with GPipe, %lld with 1F1B\n",
+              static_cast<long long>(gpipe_peak), static_cast<long long>(peak));
+  EXPECT_LE(peak + gpipe.activations - ring.activations, gpipe_peak);
+  for (const char* phase : {"pipeline_1f1b_warm_up", "pipeline_1f1b", "pipeline_1f1b_cool_down"}) {
+    EXPECT_NE(module->FindComputation(phase), nullptr) << phase;
+  }
+  EXPECT_EQ(module->FindComputation("pipeline_forward"), nullptr);
+  EXPECT_EQ(PlanName(plan), "tp1_dp1_pp2_1f1b_mb64");
+
+  m.batch = 12;
+  m.layers = 8;
+  plan.pipeline = 4;
+  plan.virtual_stages = 2;
+  plan.micro_batches = 6;
+  const Expected<std::string> ungrouped = BuildTrainingStep(m, plan);
+  ASSERT_FALSE(ungrouped.ok());
+  EXPECT_EQ(ungrouped.error().message,
+            "the interleaved 1f1b schedule runs micro-batches in groups of pipeline (4), which "
+            "must divide micro_batches (6)");
+  plan.micro_batches = 4;
+  const auto interleaved = Build(m, plan);
+  EXPECT_NE(interleaved->FindComputation("pipeline_1f1b_head"), nullptr);
+  plan.pipeline = 1;
+  plan.virtual_stages = 1;
+  EXPECT_NE(Build(m, plan)->FindComputation("micro_batch"), nullptr);
 }
 
 // Under a pipeline the head runs one micro-batch at a time, as the last

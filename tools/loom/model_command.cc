@@ -1,5 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--virtual-stages V] [--context-parallel C [--context-form ring|all-gather]]
+// [--micro-batches M] [--virtual-stages V] [--schedule gpipe|1f1b] [--context-parallel C
+// [--context-form ring|all-gather]]
 // [--sequence-parallel]
 // [--zero 0|1|2|3] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
@@ -74,6 +75,7 @@ void AddModelCommand(CLI::App& app) {
     int64_t micro_batches = 0;
     int64_t context_parallel = 0;
     int64_t virtual_stages = 0;
+    std::string schedule;
     std::string context_form;
     bool sequence_parallel = false;
     int64_t zero_stage = -1;
@@ -99,17 +101,18 @@ void AddModelCommand(CLI::App& app) {
   command->add_option("--model", options->model,
                       "A preset (--list shows them) or a JSON file ({\"preset\": ..., "
                       "overrides})");
-  command->add_option("--plan", options->plan,
-                      "A JSON file: tensor, data, pipeline, virtual_stages, context, context_form, "
-                      "micro_batches, sequence_parallel, "
-                      "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
+  command->add_option(
+      "--plan", options->plan,
+      "A JSON file: tensor, data, pipeline, virtual_stages, schedule, context, context_form, "
+      "micro_batches, sequence_parallel, "
+      "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--data", options->data, "Data-parallel ways")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command
       ->add_option("--pipeline", options->pipeline,
-                   "Pipeline stages (GPipe: the layers split into stages, micro-batches handed "
+                   "Pipeline stages (the layers split into stages, micro-batches handed "
                    "on by collective-permute)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command
@@ -122,6 +125,13 @@ void AddModelCommand(CLI::App& app) {
                    "micro-batch passes around the stages that many times (JAX's circular "
                    "pipeline; needs --micro-batches >= --pipeline)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command
+      ->add_option("--schedule", options->schedule,
+                   "The pipeline's order of work: gpipe (every micro-batch forward, then "
+                   "backward; the default) or 1f1b (each micro-batch's backward as soon as it "
+                   "leaves the last stage: a stage keeps at most 2 P V - 1 chunks of "
+                   "activations)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
   command
       ->add_option("--context-parallel", options->context_parallel,
                    "Context-parallel ways: each sequence cut into this many chunks, one per "
@@ -211,6 +221,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->micro_batches > 0) plan.micro_batches = options->micro_batches;
     if (options->context_parallel > 0) plan.context = options->context_parallel;
     if (options->virtual_stages > 0) plan.virtual_stages = options->virtual_stages;
+    if (!options->schedule.empty()) plan.schedule = options->schedule;
     if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
