@@ -14,14 +14,17 @@ trap 'rm -rf "$work"' EXIT
 plans=(
   "megatron-8.3b dgx-h100:auto 8 64 1 1 -"              # Shoeybi 2019: 512 GPUs, TP8
   "megatron-22b dgx-h100:auto 8 1 1 1 --sequence-parallel"  # Korthikanti 2022: TP8 (the preset's batch)
-  "gpt3-175b dgx-h100:auto 8 16 8 16 -"                 # Narayanan 2021 table 1: TP8 PP8, 1024 GPUs
-  "megatron-530b dgx-h100:auto 8 8 35 35 -"              # Narayanan 2021 table 1: TP8 PP35, 2240 GPUs
-  "megatron-1t dgx-h100:auto 8 6 64 64 -"                # Narayanan 2021 table 1: TP8 PP64, 3072 GPUs
+  # Narayanan 2021 table 1 (TP, PP, GPUs, batch), micro-batches of one
+  # sequence as its runs take them, in its 1F1B order.
+  "gpt3-175b dgx-h100:auto 8 16 8 96 --schedule=1f1b"        # TP8 PP8, 1024 GPUs
+  "megatron-530b dgx-h100:auto 8 8 35 280 --schedule=1f1b"   # TP8 PP35, 2240 GPUs
+  "megatron-1t dgx-h100:auto 8 6 64 512 --schedule=1f1b"     # TP8 PP64, 3072 GPUs
   "llama3-8b dgx-h100:auto 8 16 1 1 --sequence-parallel" # plan assumed: TP8 DP16
-  "llama3-70b dgx-h100:auto 8 16 4 8 --sequence-parallel" # plan assumed: TP8 PP4 DP16
-  # Dubey 2024 table 4 has PP16 DP128 with uneven stages; 126 layers in even
-  # stages take PP18, and DP112 then needs the batch cut to 1792.
-  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792"
+  "llama3-70b dgx-h100:auto 8 16 4 32 --sequence-parallel --schedule=1f1b" # plan assumed: TP8 PP4 DP16
+  # Dubey 2024 table 4 has PP16 DP128 with uneven stages, micro-batches of
+  # one sequence, 1F1B; 126 layers in even stages take PP18, and DP112 then
+  # needs the batch cut to 1792.
+  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792 --schedule=1f1b"
   "paxml-1t tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # paxml mesh [1,256,8], 2048 chips
   "paxml-500b tpu-v4:auto 16 64 1 1 --sequence-parallel --zero=3" # paxml mesh [1,64,16], 1024 chips
     "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips

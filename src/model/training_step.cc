@@ -14,6 +14,7 @@
 
 #include "ir/shape.h"
 #include "model/hlo_emitter.h"
+#include "support/check.h"
 
 namespace loom::model {
 namespace {
@@ -1728,7 +1729,12 @@ class StepWriter {
   // on, whose saved values `saved` holds); returns the gradient of the
   // first layer's input, stacked weight gradients of every local layer,
   // and for a stack that reads a memory this device's part (over the model
-  // axis) of the memory's gradient, in P.
+  // axis) of the memory's gradient, in P. Given `into` (stacks of running
+  // sums, as a pipeline keeps over its micro-batches), each layer's weight
+  // gradients are added into its entries there as the layer makes them, as
+  // Megatron accumulates into its main gradients, and those sums returned:
+  // the loop then touches its own layers' entries only, not a whole zeroed
+  // stack added to the sums each micro-batch.
   struct StackGrads {
     Value dx;
     std::vector<Value> weights;
@@ -1736,7 +1742,7 @@ class StepWriter {
   };
   StackGrads BackwardLoop(ComputationEmitter& e, const Value& dx, const std::vector<Value>& saved,
                           const std::vector<Value>& stacked, const std::optional<Value>& chunk = {},
-                          const LayerStack& stack = {}) {
+                          const LayerStack& stack = {}, const std::vector<Value>& into = {}) {
     const size_t n = stacked.size();
     const int64_t trips = chunk ? ChunkLayers() : s_.L;
     const auto kept = static_cast<long>(saved.size());
@@ -1746,7 +1752,9 @@ class StepWriter {
     std::vector<Value> init = {dx};
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    for (size_t k = 0; k < n; ++k) init.push_back(e.Full(P_, 0, GradDims(stack.first + k)));
+    for (size_t k = 0; k < n; ++k) {
+      init.push_back(into.empty() ? e.Full(P_, 0, GradDims(stack.first + k)) : into[k]);
+    }
     init.insert(init.end(), extras.begin(), extras.end());
     const long first_weight = 2 + kept;
     const auto end_of_grads = first_weight + 2 * static_cast<long>(n);
@@ -1778,7 +1786,8 @@ class StepWriter {
                                    ? c.ReduceScatter(g.weights[k], ShardDim(index) - 1,
                                                      *GradientGroups(index).groups)
                                    : g.weights[k];
-            out.push_back(Store(c, grads[k], grad, layer));
+            out.push_back(Store(
+                c, grads[k], into.empty() ? grad : c.Add(Load(c, grads[k], layer), grad), layer));
           }
           if (stack.memory) carried.back() = c.Add(carried.back(), g.dmemory);
           out.insert(out.end(), carried.begin(), carried.end());
@@ -1897,7 +1906,8 @@ class StepWriter {
         kept_values.push_back(work.chunk ? LoadChunk(c, stack, work.micro, *work.chunk)
                                          : Load(c, stack, work.micro));
       }
-      const StackGrads stage_grads = BackwardLoop(c, dout, kept_values, weights, work.chunk);
+      const StackGrads stage_grads =
+          BackwardLoop(c, dout, kept_values, weights, work.chunk, {}, sums);
       const Value& dx = stage_grads.dx;
       const std::vector<Value>& grads = stage_grads.weights;
       std::vector<Value> next = {
@@ -1906,7 +1916,7 @@ class StepWriter {
       next.insert(next.end(), next_round.begin(), next_round.end());
       next.insert(next.end(), stacks.begin(), stacks.end());
       next.insert(next.end(), weights.begin(), weights.end());
-      for (size_t g = 0; g < w; ++g) next.push_back(c.Add(sums[g], grads[g]));
+      next.insert(next.end(), grads.begin(), grads.end());  // the sums, accumulated
       return next;
     };
     const std::vector<Value> done = Loop(e, "pipeline_backward", init, works + stages - 1, step);
@@ -2127,31 +2137,35 @@ class StepWriter {
   // computes nothing it masks away wholesale; with virtual stages the
   // middle phase is itself blocks of P iterations with the head and
   // (v - 1) P without. As Megatron's first and last stages do, the
-  // embedding runs on each micro-batch its first pass starts, its gradient
-  // summed as each micro-batch's backward leaves stage 0, and the head on
-  // each micro-batch the last stage finishes: one micro-batch's one-hot rows
-  // and logits at a time.
+  // embedding runs on each micro-batch stage 0 starts (an iteration early,
+  // so that it falls in the head's iterations), its gradient is summed from
+  // each micro-batch's backward that leaves stage 0 (an iteration late,
+  // likewise), and the head runs on each micro-batch the last stage
+  // finishes: one micro-batch's one-hot rows and logits at a time. Every
+  // run of iterations that run the same parts is one loop (PhaseAt).
   struct Schedule {
     Value sent_forward, sent_backward;  // what the stages handed on last iteration
     Value tokens, embed, dembed;        // what the embedding reads, its gradient's sum
+    Value x0_next;                      // the embedding of stage 0's next work
+    Value embed_dx, embed_micro;        // stage 0's last backward of a first pass (else 0)
     Value loss, dgf, dwout;             // the head's sums
     Value targets, gf, wout;            // what the head reads
     std::vector<Value> saved;           // the ring of saved values [K, L / v, ...]
     std::vector<Value> weights, grads;  // the stage's stacked weights, their gradients' sums
   };
-  static constexpr long kScheduleFixed = 11;  // the values before `saved`
+  static constexpr long kScheduleFixed = 14;  // the values before `saved`
   static std::vector<Value> Flat(const Schedule& s) {
-    std::vector<Value> flat = {s.sent_forward, s.sent_backward, s.tokens, s.embed,   s.dembed,
-                               s.loss,         s.dgf,           s.dwout,  s.targets, s.gf,
-                               s.wout};
+    std::vector<Value> flat = {s.sent_forward, s.sent_backward, s.tokens,      s.embed, s.dembed,
+                               s.x0_next,      s.embed_dx,      s.embed_micro, s.loss,  s.dgf,
+                               s.dwout,        s.targets,       s.gf,          s.wout};
     for (const auto* part : {&s.saved, &s.weights, &s.grads}) {
       flat.insert(flat.end(), part->begin(), part->end());
     }
     return flat;
   }
   static Schedule Unflat(const std::vector<Value>& flat, const Schedule& like) {
-    Schedule s{flat[0], flat[1], flat[2], flat[3],  flat[4], flat[5], flat[6],
-               flat[7], flat[8], flat[9], flat[10], {},      {},      {}};
+    Schedule s{flat[0], flat[1],  flat[2],  flat[3],  flat[4],  flat[5], flat[6], flat[7], flat[8],
+               flat[9], flat[10], flat[11], flat[12], flat[13], {},      {},      {}};
     auto at = flat.begin() + kScheduleFixed;
     for (auto [part, count] :
          {std::pair{&s.saved, like.saved.size()}, std::pair{&s.weights, like.weights.size()},
@@ -2190,18 +2204,50 @@ class StepWriter {
   // Which parts of an iteration a phase runs.
   struct Phase {
     bool forward = false, head = false, backward = false;
+    bool embed = false;       // the embedding of stage 0's next work, a first pass
+    bool embed_grad = false;  // the embedding's gradient from stage 0's last backward
+    bool operator==(const Phase&) const = default;
+    // Runs every part `other` runs.
+    bool Covers(const Phase& other) const {
+      return (forward || !other.forward) && (head || !other.head) &&
+             (backward || !other.backward) && (embed || !other.embed) &&
+             (embed_grad || !other.embed_grad);
+    }
   };
+  // What iteration t must run: the parts some stage has work for.
+  Phase PhaseAt(int64_t t) const {
+    const int64_t stages = plan_.pipeline, passes = Passes(), works = s_.n * passes;
+    const int64_t first_backward = passes * stages - 1;  // T0
+    const auto within = [](int64_t x, int64_t limit) { return x >= 0 && x < limit; };
+    const auto pass = [&](int64_t j) {
+      return j % (stages * passes) / stages;
+    };  // forward work j's
+    Phase phase;
+    phase.forward = within(t, works + stages - 1);
+    phase.head = within(t - (stages - 1), works) && pass(t - (stages - 1)) == passes - 1;
+    phase.backward = within(t - first_backward, works + stages - 1);
+    phase.embed = within(t + 1, works) && pass(t + 1) == 0;
+    // Stage 0's backward work at t - 1, and its pass (the group's in reverse).
+    const int64_t k = t - 1 - first_backward - (stages - 1);
+    phase.embed_grad = within(k, works) && passes - 1 - pass(k) == 0;
+    return phase;
+  }
   // Iteration t of the schedule.
   Schedule ScheduleIteration(ComputationEmitter& c, const Value& t, Schedule s, Phase phase) {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes(), works = n * passes;
     const Value stage = StageIndex(c);
     const Value on_first = Is(c, stage, 0), on_last = Is(c, stage, stages - 1);
     std::optional<Head> head;
+    if (phase.embed_grad) {
+      const Value ids = MicroBatchRows(c, s.tokens, s.embed_micro);
+      s.dembed =
+          c.Add(s.dembed, EmbedGrad(c, {OneHot(c, IdsAsGathered(c, ids), C_), {}}, s.embed_dx));
+    }
     if (phase.forward) {
       const Value j = c.Sub(t, stage);
       const Value valid = InRange(c, j, works);
       const ScheduledWork work = ScheduledWorkOf(c, ClampIndex(c, j, works), false);
-      Value first = Embed(c, MicroBatchRows(c, s.tokens, work.micro), s.embed).x0;
+      Value first = s.x0_next;
       if (passes > 1) first = Where(c, Is(c, work.pass, 0), first, s.sent_forward);
       const auto [out, entries] =
           ForwardLoop(c, Where(c, on_first, first, s.sent_forward), s.weights, work.chunk);
@@ -2218,6 +2264,11 @@ class StepWriter {
         s.dwout = c.Add(s.dwout, head->dwout);
       }
     }
+    if (phase.embed) {
+      const Value next =
+          ScheduledWorkOf(c, ClampIndex(c, c.Add(t, c.ScalarInt(1)), works), false).micro;
+      s.x0_next = Embed(c, MicroBatchRows(c, s.tokens, next), s.embed).x0;
+    }
     if (phase.backward) {
       const Value k = c.Sub(c.Add(t, stage), c.ScalarInt(passes * stages - 1 + stages - 1));
       const Value valid = InRange(c, k, works);
@@ -2229,16 +2280,16 @@ class StepWriter {
         if (passes > 1) from_head = c.Binary("and", from_head, Is(c, work.pass, passes - 1));
         dout = Where(c, from_head, head->dxl, dout);
       }
-      const StackGrads grads = BackwardLoop(c, Masked(c, valid, dout),
-                                            LoadAll(c, s.saved, work.slot), s.weights, work.chunk);
+      const StackGrads grads =
+          BackwardLoop(c, Masked(c, valid, dout), LoadAll(c, s.saved, work.slot), s.weights,
+                       work.chunk, {}, s.grads);
       // Stage 0's input gradient of a first pass is the embedding's.
       Value embedded = c.Binary("and", valid, on_first);
       if (passes > 1) embedded = c.Binary("and", embedded, Is(c, work.pass, 0));
-      const Value ids = MicroBatchRows(c, s.tokens, work.micro);
-      s.dembed = c.Add(s.dembed, EmbedGrad(c, {OneHot(c, IdsAsGathered(c, ids), C_), {}},
-                                           Masked(c, embedded, grads.dx)));
+      s.embed_dx = Masked(c, embedded, grads.dx);
+      s.embed_micro = work.micro;
       s.sent_backward = HandOn(c, grads.dx, passes > 1 ? around_stages_back_ : to_previous_stage_);
-      for (size_t g = 0; g < s.grads.size(); ++g) s.grads[g] = c.Add(s.grads[g], grads.weights[g]);
+      s.grads = grads.weights;  // the sums, accumulated
     }
     return s;
   }
@@ -2261,6 +2312,23 @@ class StepWriter {
     return Unflat(std::vector<Value>(done.begin() + 1, done.end() - 1), s);
   }
 
+  // `count` iterations from the value `first` (the iteration `from`'s,
+  // whose phases they run), a loop per run of them that run the same parts.
+  Schedule RunIterations(ComputationEmitter& e, Schedule s, const Value& first, int64_t from,
+                         int64_t count) {
+    for (int64_t begin = 0; begin < count;) {
+      const Phase phase = PhaseAt(from + begin);
+      int64_t end = begin + 1;
+      while (end < count && PhaseAt(from + end) == phase) ++end;
+      const std::string_view name = !phase.backward  ? "pipeline_1f1b_warm_up"
+                                    : !phase.forward ? "pipeline_1f1b_cool_down"
+                                                     : "pipeline_1f1b";
+      s = RunPhase(e, name, s, e.Add(first, e.ScalarInt(begin)), end - begin, phase);
+      begin = end;
+    }
+    return s;
+  }
+
   // Micro-batch `micro`'s rows [b, S] of ids [n b, S].
   Value MicroBatchRows(ComputationEmitter& c, const Value& ids, const Value& micro) {
     return c.DynamicSlice(ids, {c.Mul(micro, c.ScalarInt(s_.b)), c.ScalarInt(0)}, {s_.b, s_.S});
@@ -2277,6 +2345,9 @@ class StepWriter {
                tokens,
                weights[0],
                e.Full(P_, 0, weights[0].dims),
+               e.Full(A_, 0, {s_.R, s_.M}),
+               e.Full(A_, 0, {s_.R, s_.M}),
+               e.ScalarInt(0),
                e.Full(P_, 0, {}),
                e.Full(P_, 0, weights[1].dims),
                e.Full(P_, 0, weights[2].dims),
@@ -2287,33 +2358,38 @@ class StepWriter {
                stacked,
                {}};
     for (size_t k = 0; k < stacked.size(); ++k) s.grads.push_back(e.Full(P_, 0, GradDims(3 + k)));
-    const int64_t warm_up = passes * stages - 1;
-    s = RunPhase(e, "pipeline_1f1b_warm_up", s, e.ScalarInt(0), warm_up, {true, false, false});
+    const int64_t works = n * passes, first_backward = passes * stages - 1;
+    const int64_t iterations = first_backward + stages - 1 + works;
+    // Before the loop, the embedding of stage 0's first work; after it,
+    // the gradient from its last backward.
+    s = ScheduleIteration(e, e.ScalarInt(-1), s, PhaseAt(-1));
     if (passes == 1) {
-      s = RunPhase(e, "pipeline_1f1b", s, e.ScalarInt(warm_up), n, {true, true, true});
+      s = RunIterations(e, s, e.ScalarInt(0), 0, iterations);
     } else {
-      // A block with the head, then per further group (v - 1) P iterations
-      // without it and P with it.
-      s = RunPhase(e, "pipeline_1f1b_head", s, e.ScalarInt(warm_up), stages, {true, true, true});
-      const int64_t groups = n / stages, block = passes * stages;
+      // Up to the first head block's end; then per further group a block
+      // of P v iterations, which run what the first such block runs (the
+      // last's embeddings idle); then the cool-down.
+      const int64_t block = passes * stages, blocks_from = first_backward + stages;
+      const int64_t groups = n / stages, blocks_to = blocks_from + (groups - 1) * block;
+      s = RunIterations(e, s, e.ScalarInt(0), 0, blocks_from);
       if (groups > 1) {
-        const std::vector<Value> done = Loop(
-            e, "pipeline_1f1b_group", Flat(s), groups - 1,
-            [&](ComputationEmitter& c, const std::vector<Value>& state) {
-              const Value base =
-                  c.Add(c.ScalarInt(warm_up + stages), c.Mul(state[0], c.ScalarInt(block)));
-              Schedule g = Unflat(std::vector<Value>(state.begin() + 1, state.end()), s);
-              g = RunPhase(c, "pipeline_1f1b_passes", g, base, block - stages, {true, false, true});
-              g = RunPhase(c, "pipeline_1f1b_head", g, c.Add(base, c.ScalarInt(block - stages)),
-                           stages, {true, true, true});
-              return Flat(g);
-            });
+        for (int64_t t = blocks_from; t < blocks_to; ++t) {
+          LOOM_CHECK(PhaseAt(blocks_from + (t - blocks_from) % block).Covers(PhaseAt(t)),
+                     "1f1b: a group's block runs what the first runs");
+        }
+        const std::vector<Value> done =
+            Loop(e, "pipeline_1f1b_group", Flat(s), groups - 1,
+                 [&](ComputationEmitter& c, const std::vector<Value>& state) {
+                   const Value base =
+                       c.Add(c.ScalarInt(blocks_from), c.Mul(state[0], c.ScalarInt(block)));
+                   const Schedule g = Unflat(std::vector<Value>(state.begin() + 1, state.end()), s);
+                   return Flat(RunIterations(c, g, base, blocks_from, block));
+                 });
         s = Unflat(std::vector<Value>(done.begin() + 1, done.end()), s);
       }
+      s = RunIterations(e, s, e.ScalarInt(blocks_to), blocks_to, iterations - blocks_to);
     }
-    const int64_t steady = (n - stages) * passes + stages;
-    s = RunPhase(e, "pipeline_1f1b_cool_down", s, e.ScalarInt(warm_up + steady), warm_up,
-                 {false, false, true});
+    s = ScheduleIteration(e, e.ScalarInt(iterations), s, PhaseAt(iterations));
     const Value stage = StageIndex(e);
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);

@@ -288,6 +288,7 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   m.attention = c.attention;
   // A chunk of one layer per pass around the stages (or a layer a stage).
   if (c.virtual_stages > 1 || c.pipeline > m.layers) m.layers = c.pipeline * c.virtual_stages;
+  if (m.batch < c.micro_batches * c.data) m.batch = c.micro_batches * c.data;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
   one.optimizer = c.optimizer;
@@ -459,7 +460,8 @@ INSTANTIATE_TEST_SUITE_P(
         // 1F1B: each micro-batch's backward as soon as it leaves the last
         // stage, the saved values in a ring of min(n v, 2 P v - 1) slots
         // (3 of 4 micro-batches at P = 2: the ring wraps), the same
-        // iterations cut into phases; interleaved in Megatron's groups of P.
+        // iterations cut into phases; interleaved in Megatron's groups of P
+        // (8 micro-batches: 4 groups, a loop over the 3 after the first).
         Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
              "1f1b"},
         Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
@@ -483,6 +485,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
              "1f1b"},
         Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
+             "1f1b"},
+        Case{"tiny", 1, 1, 2, 8, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
              "1f1b"},
         Case{"tiny-gqa", 2, 1, 2, 4, true, 0, "f32", "selective", "adam", 1, "ring", "materialized",
              2, "1f1b"},
@@ -1257,8 +1261,10 @@ TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatc
             "the interleaved 1f1b schedule runs micro-batches in groups of pipeline (4), which "
             "must divide micro_batches (6)");
   plan.micro_batches = 4;
-  const auto interleaved = Build(m, plan);
-  EXPECT_NE(interleaved->FindComputation("pipeline_1f1b_head"), nullptr);
+  EXPECT_EQ(Build(m, plan)->FindComputation("pipeline_1f1b_group"), nullptr);  // one group
+  m.batch = 16;
+  plan.micro_batches = 8;
+  EXPECT_NE(Build(m, plan)->FindComputation("pipeline_1f1b_group"), nullptr);
   plan.pipeline = 1;
   plan.virtual_stages = 1;
   EXPECT_NE(Build(m, plan)->FindComputation("micro_batch"), nullptr);
