@@ -2002,20 +2002,31 @@ class StepWriter {
 
   // The local loss and gradients (before their sums over devices, in
   // Weights order) of the micro-batch ids `tokens` and `targets` [rows,
-  // S]: the embedding, the layers, the head and back.
+  // S]: the embedding, the layers, the head and back. Given `into` (running
+  // sums of the gradients, in Weights order, as gradient accumulation keeps
+  // them), the gradients are added into them (the layers' as each layer
+  // makes them: BackwardLoop) and the sums returned.
   std::pair<Value, std::vector<Value>> ForwardBackward(ComputationEmitter& c, const Value& tokens,
                                                        const Value& targets,
-                                                       const std::vector<Value>& weights) {
-    if (EncoderDecoder(m_)) return EncoderDecoderGrads(c, tokens, targets, weights);
+                                                       const std::vector<Value>& weights,
+                                                       const std::vector<Value>& into = {}) {
+    const auto summed = [&](std::vector<Value> grads, size_t count) {
+      for (size_t k = 0; k < count && !into.empty(); ++k) grads[k] = c.Add(into[k], grads[k]);
+      return grads;
+    };
+    if (EncoderDecoder(m_)) {
+      const auto [loss, grads] = EncoderDecoderGrads(c, tokens, targets, weights);
+      return {loss, summed(grads, grads.size())};
+    }
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(c, tokens, weights[0]);
     const auto [xl, saved] = ForwardLoop(c, in.x0, stacked);
     const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
-    const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked);
-    const Value& dx0 = back.dx;
-    const std::vector<Value>& stacked_grads = back.weights;
-    std::vector<Value> grads = {EmbedGrad(c, in, dx0), head.dgf, head.dwout};
-    grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
+    const std::vector<Value> stacked_sums =
+        into.empty() ? std::vector<Value>{} : std::vector<Value>(into.begin() + 3, into.end());
+    const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked, {}, {}, stacked_sums);
+    std::vector<Value> grads = summed({EmbedGrad(c, in, back.dx), head.dgf, head.dwout}, 3);
+    grads.insert(grads.end(), back.weights.begin(), back.weights.end());
     return {head.loss, grads};
   }
 
@@ -2084,9 +2095,9 @@ class StepWriter {
       const auto micro = [&](const Value& ids) {
         return c.DynamicSlice(ids, {c.Mul(i, c.ScalarInt(s_.b)), c.ScalarInt(0)}, {s_.b, s_.S});
       };
-      const auto [loss, grads] = ForwardBackward(c, micro(in[2]), micro(in[3]), mine);
+      const auto [loss, accumulated] = ForwardBackward(c, micro(in[2]), micro(in[3]), mine, sums);
       std::vector<Value> next = {c.Add(in[1], loss), in[2], in[3]};
-      for (size_t k = 0; k < w; ++k) next.push_back(c.Add(sums[k], grads[k]));
+      next.insert(next.end(), accumulated.begin(), accumulated.end());
       next.insert(next.end(), mine.begin(), mine.end());
       return next;
     };
