@@ -22,9 +22,10 @@ plans=(
   "llama3-8b dgx-h100:auto 8 16 1 1 --sequence-parallel" # plan assumed: TP8 DP16
   "llama3-70b dgx-h100:auto 8 16 4 32 --sequence-parallel --schedule=1f1b" # plan assumed: TP8 PP4 DP16
   # Dubey 2024 table 4 has PP16 DP128 with uneven stages, micro-batches of
-  # one sequence, 1F1B; 126 layers in even stages take PP18, and DP112 then
-  # needs the batch cut to 1792.
-  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792 --schedule=1f1b"
+  # one sequence, 1F1B, the optimizer state sharded over the data axis;
+  # 126 layers in even stages take PP18, and DP112 then needs the batch cut
+  # to 1792 (and ZeRO's shards padded: 112 divides no dimension).
+  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792 --schedule=1f1b --zero=1"
   "paxml-1t tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # paxml mesh [1,256,8], 2048 chips
   "paxml-500b tpu-v4:auto 16 64 1 1 --sequence-parallel --zero=3" # paxml mesh [1,64,16], 1024 chips
     "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips

@@ -124,15 +124,27 @@ std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   return dims;
 }
 
-// The dimension of a local weight shard ZeRO cuts into `parts`: the first
-// one that many divides, past the layer dimension of a stacked weight (so
-// that each layer's weight is cut, and gathers back whole under stage 3).
-std::optional<int64_t> ZeroShardDim(const WeightInfo& w, const ParallelPlan& plan, int64_t parts) {
+// How ZeRO cuts a local weight shard into `parts`: along the first
+// dimension that many divides, past the layer dimension of a stacked weight
+// (so that each layer's weight is cut, and gathers back whole under stage
+// 3); where none does, along the largest, padded with zeros to `padded`, a
+// multiple of `parts` (as Megatron's distributed optimizer pads its buffer
+// to a multiple of the data-parallel size). Zeros stay zeros under Adam and
+// SGD, and the gathers drop them. None for a weight with no such dimension.
+struct ZeroCut {
+  int64_t dim = 0;
+  int64_t size = 0;    // the dimension's extent
+  int64_t padded = 0;  // its extent padded (= size where parts divides it)
+};
+std::optional<ZeroCut> ZeroCutOf(const WeightInfo& w, const ParallelPlan& plan, int64_t parts) {
   const std::vector<int64_t> dims = LocalDims(w, plan);
+  std::optional<ZeroCut> largest;
   for (size_t d = w.stacked ? 1 : 0; d < dims.size(); ++d) {
-    if (dims[d] % parts == 0) return static_cast<int64_t>(d);
+    const ZeroCut cut{static_cast<int64_t>(d), dims[d], (dims[d] + parts - 1) / parts * parts};
+    if (cut.padded == cut.size) return cut;
+    if (!largest || cut.size > largest->size) largest = cut;
   }
-  return std::nullopt;
+  return largest;
 }
 
 // The mesh's axes, outermost first: device = ((stage * data + d) *
@@ -676,16 +688,31 @@ class StepWriter {
     }
     return {&data_groups_, plan_.tensor, extent};
   }
-  int64_t ShardDim(size_t i) const {
-    return *ZeroShardDim(infos_[i], plan_, GradientGroups(i).extent);
-  }
+  ZeroCut Cut(size_t i) const { return *ZeroCutOf(infos_[i], plan_, GradientGroups(i).extent); }
+  int64_t ShardDim(size_t i) const { return Cut(i).dim; }
 
  private:
   // The optimizer state's dims: the local weight's, or its ZeRO shard's.
   std::vector<int64_t> StateDims(size_t i) const {
     std::vector<int64_t> dims = LocalDims(infos_[i], plan_);
-    if (Zero()) dims[static_cast<size_t>(ShardDim(i))] /= GradientGroups(i).extent;
+    if (Zero()) dims[static_cast<size_t>(ShardDim(i))] = Cut(i).padded / GradientGroups(i).extent;
     return dims;
+  }
+  // x (weight `i`, or with `layer_dropped` one layer of it) padded to its
+  // ZeRO cut's extent, and back.
+  Value PaddedForCut(ComputationEmitter& c, size_t i, const Value& x, bool layer_dropped = false) {
+    const ZeroCut cut = Cut(i);
+    if (cut.padded == cut.size) return x;
+    const int64_t dim = cut.dim - (layer_dropped ? 1 : 0);
+    std::vector<int64_t> zeros = x.dims;
+    zeros[static_cast<size_t>(dim)] = cut.padded - cut.size;
+    return c.Concatenate({x, c.Full(x.type, 0, zeros)}, dim);
+  }
+  Value UnpaddedFromCut(ComputationEmitter& c, size_t i, const Value& x,
+                        bool layer_dropped = false) {
+    const ZeroCut cut = Cut(i);
+    if (cut.padded == cut.size) return x;
+    return c.Slice(x, cut.dim - (layer_dropped ? 1 : 0), 0, cut.size);
   }
   // The weight, or under ZeRO this device's shard of it (the block the
   // reduce-scatter leaves it of the gradient; under stage 3 a layer weight
@@ -701,7 +728,7 @@ class StepWriter {
       starts.push_back(d == dim ? c.Mul(position, c.ScalarInt(sizes[static_cast<size_t>(d)]))
                                 : c.ScalarInt(0));
     }
-    return c.DynamicSlice(weight, starts, sizes);
+    return c.DynamicSlice(PaddedForCut(c, i, weight), starts, sizes);
   }
 
   // This device's rows of x [n*T, C] under sequence parallelism, of each
@@ -1622,8 +1649,9 @@ class StepWriter {
         continue;
       }
       const Value sent = layer.rank() > 1 ? c.Convert(layer, C_) : layer;
-      w.push_back(c.AllGather(sent, ShardDim(stack.first + k) - 1,
-                              *GradientGroups(stack.first + k).groups));
+      const size_t index = stack.first + k;
+      w.push_back(UnpaddedFromCut(
+          c, index, c.AllGather(sent, ShardDim(index) - 1, *GradientGroups(index).groups), true));
     }
     std::vector<LayerWeights> block;
     size_t i = 0;
@@ -1782,10 +1810,11 @@ class StepWriter {
             // data axis; for multi-query k and v the model axis too) as it
             // is made.
             const size_t index = stack.first + k;
-            const Value grad = GradientIsShard(index)
-                                   ? c.ReduceScatter(g.weights[k], ShardDim(index) - 1,
-                                                     *GradientGroups(index).groups)
-                                   : g.weights[k];
+            const Value grad =
+                GradientIsShard(index)
+                    ? c.ReduceScatter(PaddedForCut(c, index, g.weights[k], true),
+                                      ShardDim(index) - 1, *GradientGroups(index).groups)
+                    : g.weights[k];
             out.push_back(Store(
                 c, grads[k], into.empty() ? grad : c.Add(Load(c, grads[k], layer), grad), layer));
           }
@@ -2607,7 +2636,7 @@ std::string StepWriter::Write() {
     if (GradientIsShard(i)) continue;             // summed by the backward loop already
     if (GradientGroups(i).extent == 1) continue;  // nothing to sum (an expert: its device's alone)
     const ReductionGroups sum = GradientGroups(i);
-    grads[i] = Zero() ? e.ReduceScatter(grads[i], ShardDim(i), *sum.groups)
+    grads[i] = Zero() ? e.ReduceScatter(PaddedForCut(e, i, grads[i]), ShardDim(i), *sum.groups)
                       : e.AllReduce(grads[i], *sum.groups);
   }
 
@@ -2626,7 +2655,8 @@ std::string StepWriter::Write() {
     for (size_t i = 0; i < weights.size(); ++i) {
       Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
       if (ShardedByZero(i) && !IsShard(i)) {
-        updated = e.AllGather(updated, ShardDim(i), *GradientGroups(i).groups);
+        updated =
+            UnpaddedFromCut(e, i, e.AllGather(updated, ShardDim(i), *GradientGroups(i).groups));
       }
       outputs.push_back(updated);
     }
@@ -2636,7 +2666,8 @@ std::string StepWriter::Write() {
       std::vector<Value> updated =
           Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
       if (ShardedByZero(i) && !IsShard(i)) {
-        updated[0] = e.AllGather(updated[0], ShardDim(i), *GradientGroups(i).groups);
+        updated[0] =
+            UnpaddedFromCut(e, i, e.AllGather(updated[0], ShardDim(i), *GradientGroups(i).groups));
       }
       new_w.push_back(updated[0]);
       new_m.push_back(updated[1]);
@@ -2934,14 +2965,14 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
       return Error{fmt::format("zero_stage {} shards the optimizer: it needs optimizer adam or sgd",
                                p.zero_stage)};
     }
-    // Every weight's shard needs a dimension its summing devices divide.
+    // Every weight's shard needs a dimension to cut (past a layer's).
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
       const int64_t parts = GradientSummers(p, weights[i]);
-      if (!ZeroShardDim(weights[i], p, parts)) {
+      if (!ZeroCutOf(weights[i], p, parts)) {
         return Error{
-            fmt::format("zero_stage {}: no dimension of {}'s shard divides by the {} "
-                        "devices that sum its gradient",
+            fmt::format("zero_stage {}: {} has no dimension to cut into the {} "
+                        "shards of the devices that sum its gradient",
                         p.zero_stage, weights[i].name, parts)};
       }
     }
@@ -3029,8 +3060,8 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
   if (plan.zero_stage == 0) return OptimizerShard{};
   const StepWriter writer(model, plan, "train_step");
   const ReductionGroups sum = writer.GradientGroups(weight);
-  const std::optional<int64_t> dim = ZeroShardDim(weights[weight], plan, sum.extent);
-  return OptimizerShard{*dim, sum.extent, device / sum.inner % sum.extent};
+  const std::optional<ZeroCut> cut = ZeroCutOf(weights[weight], plan, sum.extent);
+  return OptimizerShard{cut->dim, sum.extent, device / sum.inner % sum.extent, cut->padded};
 }
 
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
@@ -3070,10 +3101,14 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
       const int64_t parts = GradientSummers(p, weights[i]);
-      const int64_t shard = product(LocalDims(weights[i], p)) / parts * element;
+      std::vector<int64_t> dims = LocalDims(weights[i], p);
+      const int64_t whole = product(dims) * element;
+      const ZeroCut cut = *ZeroCutOf(weights[i], p, parts);
+      dims[static_cast<size_t>(cut.dim)] = cut.padded / parts;  // with its padding
+      const int64_t shard = product(dims) * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
-      if (p.zero_stage >= 2 && weights[i].stacked) f.gradients -= shard * (parts - 1);
-      if (p.zero_stage == 3 && weights[i].stacked) f.weights -= shard * (parts - 1);
+      if (p.zero_stage >= 2 && weights[i].stacked) f.gradients += shard - whole;
+      if (p.zero_stage == 3 && weights[i].stacked) f.weights += shard - whole;
     }
   }
   // What the recomputation keeps of each layer: for every micro-batch in

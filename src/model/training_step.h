@@ -223,14 +223,16 @@ struct ParallelPlan {
   double epsilon = 1e-8;
 };
 
-// Under ZeRO stage 1: the shard of weight `weight` (Weights order) whose
+// Under ZeRO: the shard of weight `weight` (Weights order) whose
 // optimizer state device `device` holds: its local weight shard's
-// dimension `dim` cut into `parts`, block `index` (the device's position
-// among the devices that sum that gradient).
+// dimension `dim`, padded with zeros to `padded` elements where `parts`
+// does not divide it (0: not cut), cut into `parts`, block `index` (the
+// device's position among the devices that sum that gradient).
 struct OptimizerShard {
   int64_t dim = 0;
   int64_t parts = 1;
   int64_t index = 0;
+  int64_t padded = 0;
 };
 Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
                                           size_t weight, int64_t device);
