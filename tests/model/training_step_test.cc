@@ -211,6 +211,12 @@ Tensor DevicePart(const Tensor& full, const ModelConfig& m, const ParallelPlan& 
   return Positions(local, shard.dim, from, std::max(from, to), size);
 }
 
+// The case under the 1F1B schedule.
+Case OneFOneB(Case c) {
+  c.schedule = "1f1b";
+  return c;
+}
+
 ParallelPlan PlanOf(const Case& c) {
   ParallelPlan plan;
   plan.tensor = c.tensor;
@@ -466,36 +472,23 @@ INSTANTIATE_TEST_SUITE_P(
         // (3 of 4 micro-batches at P = 2: the ring wraps), the same
         // iterations cut into phases; interleaved in Megatron's groups of P
         // (8 micro-batches: 4 groups, a loop over the 3 after the first).
-        Case{"tiny", 1, 1, 2, 1, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 2, 1, 2, 4, true, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny-gqa", 2, 2, 2, 2, true, 3, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 1, 2, 2, 2, false, 2, "f32", "none", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny-gqa", 2, 1, 2, 4, false, 1, "f32", "selective", "adam", 1, "ring",
-             "materialized", 1, "1f1b"},
-        Case{"tiny-moe", 1, 2, 2, 2, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 2, 1, 2, 2, false, 0, "f32", "full", "adam", 2, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny-gqa", 2, 1, 2, 4, false, 0, "bf16", "full", "adam", 1, "ring", "materialized", 1,
-             "1f1b"},
-        Case{"tiny", 1, 1, 2, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
-             "1f1b"},
-        Case{"tiny", 1, 1, 4, 4, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
-             "1f1b"},
-        Case{"tiny", 1, 1, 2, 8, false, 0, "f32", "full", "adam", 1, "ring", "materialized", 2,
-             "1f1b"},
-        Case{"tiny-gqa", 2, 1, 2, 4, true, 0, "f32", "selective", "adam", 1, "ring", "materialized",
-             2, "1f1b"},
-        Case{"tiny-bert", 2, 1, 2, 2, false, 3, "f32", "full", "adam", 2, "ring", "fused", 2,
-             "1f1b"},
+        // clang-format off
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 4}),
+        OneFOneB({.preset = "tiny", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true}),
+        OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 2, .pipeline = 2, .micro_batches = 2, .sequence_parallel = true, .zero_stage = 3}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .zero_stage = 2, .recompute = "none"}),
+        OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .zero_stage = 1, .recompute = "selective"}),
+        OneFOneB({.preset = "tiny-moe", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 2, .context = 2}),
+        OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .compute_type = "bf16"}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 4, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 8, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true, .recompute = "selective", .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny-bert", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 2, .zero_stage = 3, .context = 2, .attention = "fused", .virtual_stages = 2}),
+        // clang-format on
         // ZeRO over 3 devices, which divide few of the tiny models' dimensions:
         // those weights' shards padded with zeros (Megatron's distributed
         // optimizer pads its buffer so).
@@ -1181,7 +1174,9 @@ TEST(MixedPrecision, ActivationsCrossInBf16AndGradientsSumInF32) {
       }
       types[instruction->opcode()].insert(instruction->shape().type());
     }
-    if (activations.empty()) EXPECT_EQ(f32_scatters, 1);
+    if (activations.empty()) {
+      EXPECT_EQ(f32_scatters, 1);
+    }
     const ir::PrimitiveType held =
         activations.empty() ? ir::PrimitiveType::kBF16 : ir::PrimitiveType::kF32;
     // Under sequence parallelism the model axis gathers and scatters, the
@@ -1254,7 +1249,9 @@ TEST(MemoryFootprint, CountsZerosPaddedShardsAsTheStepHoldsThem) {
     EXPECT_EQ(f.weights, weights) << stage;
     // 64 of d_model and 128 of the vocabulary do not divide by 3: padded,
     // the two moments' shards are more than a third of two weights'.
-    if (stage == 1) EXPECT_GT(3 * f.optimizer, 2 * f.weights);
+    if (stage == 1) {
+      EXPECT_GT(3 * f.optimizer, 2 * f.weights);
+    }
   }
 }
 
