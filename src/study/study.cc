@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "analysis/live_bytes.h"
 #include "cost/target.h"
 #include "ir/parser.h"
 #include "ir/shape.h"
@@ -105,8 +106,9 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
   if (!target.ok()) return fail(target.error().message);
   row.target = target->name();
   const model::MemoryFootprint memory = model::Footprint(c.model, c.plan);
-  row.memory_bytes = memory.weights + memory.gradients + memory.optimizer + memory.activations;
-  row.fits = static_cast<double>(row.memory_bytes) <= target->compute().memory_bytes;
+  row.memory_bytes = memory.total();
+  row.peak_bytes = analysis::PeakLiveBytes(**module);
+  row.fits = static_cast<double>(row.peak_bytes) <= target->compute().memory_bytes;
   const auto simulated = std::chrono::steady_clock::now();
   Expected<std::array<sim::SimReport, 3>> reports = SimulatePipelines(**module, *target, options);
   if (!reports.ok()) return fail(reports.error().message);
@@ -138,7 +140,8 @@ std::string StudyMarkdown(const std::vector<StudyRow>& rows) {
   std::string out =
       "| model | plan | target | devices | build | instructions | as written | async+schedule | "
       "full pipeline | full / async+schedule | full / as written | exposed: async+schedule → "
-      "full | MFU: async+schedule → full | HFU: async+schedule → full | memory per device |\n"
+      "full | MFU: async+schedule → full | HFU: async+schedule → full | memory per device "
+      "(peak) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const StudyRow& r : rows) {
     if (!r.error.empty()) {
@@ -148,12 +151,12 @@ std::string StudyMarkdown(const std::vector<StudyRow>& rows) {
     }
     out += fmt::format(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3f}x | {:.3f}x | {} → {} | "
-        "{:.1f}% → {:.1f}% | {:.1f}% → {:.1f}% | {}{} |\n",
+        "{:.1f}% → {:.1f}% | {:.1f}% → {:.1f}% | {} (peak {}{}) |\n",
         r.model, r.plan, r.target, r.devices, FormatSeconds(r.build_seconds), r.instructions,
         FormatSeconds(r.step[0]), FormatSeconds(r.step[1]), FormatSeconds(r.step[2]), r.Speedup(1),
         r.Speedup(0), FormatSeconds(r.exposed[1]), FormatSeconds(r.exposed[2]), 100 * r.mfu[1],
         100 * r.mfu[2], 100 * r.hfu[1], 100 * r.hfu[2], FormatBytes(r.memory_bytes),
-        r.fits ? "" : " (does not fit)");
+        FormatBytes(r.peak_bytes), r.fits ? "" : ", does not fit");
   }
   return out;
 }
@@ -163,7 +166,8 @@ std::string StudyCsv(const std::vector<StudyRow>& rows) {
       "model,plan,target,devices,build_seconds,instructions,step_as_written,"
       "step_async_schedule,step_full,speedup_over_async_schedule,speedup_over_as_written,"
       "exposed_as_written,exposed_async_schedule,exposed_full,mfu_as_written,"
-      "mfu_async_schedule,mfu_full,hfu_as_written,hfu_async_schedule,hfu_full,memory_bytes,fits,"
+      "mfu_async_schedule,mfu_full,hfu_as_written,hfu_async_schedule,hfu_full,memory_bytes,"
+      "peak_bytes,fits,"
       "error\n";
   for (const StudyRow& r : rows) {
     std::string error = r.error;
@@ -172,11 +176,11 @@ std::string StudyCsv(const std::vector<StudyRow>& rows) {
     }
     out += fmt::format(
         "{},{},{},{},{:.6g},{},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{:.9g},{:.9g},{:.9g},{:.6g},"
-        "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},\"{}\"\n",
+        "{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},\"{}\"\n",
         r.model, r.plan, r.target, r.devices, r.build_seconds, r.instructions, r.step[0], r.step[1],
         r.step[2], r.Speedup(1), r.Speedup(0), r.exposed[0], r.exposed[1], r.exposed[2], r.mfu[0],
-        r.mfu[1], r.mfu[2], r.hfu[0], r.hfu[1], r.hfu[2], r.memory_bytes, r.fits ? "true" : "false",
-        error);
+        r.mfu[1], r.mfu[2], r.hfu[0], r.hfu[1], r.hfu[2], r.memory_bytes, r.peak_bytes,
+        r.fits ? "true" : "false", error);
   }
   return out;
 }
@@ -203,6 +207,7 @@ std::string StudyJson(const std::vector<StudyRow>& rows) {
       row["speedup_over_async_schedule"] = r.Speedup(1);
       row["speedup_over_as_written"] = r.Speedup(0);
       row["memory_bytes"] = r.memory_bytes;
+      row["peak_bytes"] = r.peak_bytes;
       row["fits"] = r.fits;
     }
     cases.push_back(row);

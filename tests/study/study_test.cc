@@ -65,6 +65,8 @@ TEST(Study, SimulatesEveryCaseInThreePipelinesAndWritesItsReports) {
     EXPECT_LE(r.step[1], r.step[0] * (1 + 1e-9));
     EXPECT_LE(r.step[2], r.step[1] * (1 + 1e-9));
     EXPECT_GT(r.memory_bytes, 0);
+    // The peak holds everything the footprint counts, and the temporaries.
+    EXPECT_GT(r.peak_bytes, r.memory_bytes);
     // The program computes more than the model's FLOPs (the layers again
     // under full recomputation, the one-hot embedding), never less.
     for (size_t i = 0; i < 3; ++i) {
