@@ -304,19 +304,26 @@ TEST(Symmetry, TheReplaysAgreeOnTrainingSteps) {
   // Tensor, data, context and pipeline parallel steps (with sequence
   // parallelism and ZeRO-3): the pipeline's hand-offs do not close a ring,
   // sums over every device do not move with the data axis, and ring
-  // attention's permutes close a ring on the context axis.
+  // attention's permutes close a ring on the context axis; under 1F1B
+  // (interleaved too: its hand-offs wrap round the stages) each loop's
+  // iteration hands on both ways.
   model::ModelConfig config;
   config.layers = 4;
   config.batch = 16;
-  for (const auto& [tensor, data, pipeline, zero, sequence, context] :
-       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t>>{
-           {2, 4, 1, 0, false, 1},
-           {2, 2, 2, 0, true, 1},
-           {4, 2, 1, 3, true, 1},
-           {2, 2, 4, 0, false, 1},
-           {2, 2, 1, 0, true, 4},
-           {2, 1, 2, 1, false, 4}}) {
+  for (const auto& [tensor, data, pipeline, zero, sequence, context, schedule, virtual_stages] :
+       std::vector<
+           std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t, std::string, int64_t>>{
+           {2, 4, 1, 0, false, 1, "gpipe", 1},
+           {2, 2, 2, 0, true, 1, "gpipe", 1},
+           {4, 2, 1, 3, true, 1, "gpipe", 1},
+           {2, 2, 4, 0, false, 1, "gpipe", 1},
+           {2, 2, 1, 0, true, 4, "gpipe", 1},
+           {2, 1, 2, 1, false, 4, "gpipe", 1},
+           {2, 2, 4, 0, true, 1, "1f1b", 1},
+           {2, 4, 2, 1, false, 1, "1f1b", 2}}) {
     model::ParallelPlan plan;
+    plan.schedule = schedule;
+    plan.virtual_stages = virtual_stages;
     plan.tensor = tensor;
     plan.data = data;
     plan.context = context;
