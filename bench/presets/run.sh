@@ -19,7 +19,7 @@ plans=(
   "gpt3-175b dgx-h100:auto 8 16 8 96 --schedule=1f1b"        # TP8 PP8, 1024 GPUs
   "megatron-530b dgx-h100:auto 8 8 35 280 --schedule=1f1b"   # TP8 PP35, 2240 GPUs
   "megatron-1t dgx-h100:auto 8 6 64 512 --schedule=1f1b"     # TP8 PP64, 3072 GPUs
-  "llama3-8b dgx-h100:auto 8 16 1 1 --sequence-parallel" # plan assumed: TP8 DP16
+  "llama3-8b dgx-h100:auto 8 16 1 8 --sequence-parallel" # plan assumed: TP8 DP16, 8 micro-batches of 4
   "llama3-70b dgx-h100:auto 8 16 4 32 --sequence-parallel --schedule=1f1b" # plan assumed: TP8 PP4 DP16
   # Dubey 2024 table 4 has PP16 DP128 with uneven stages, micro-batches of
   # one sequence, 1F1B, the optimizer state sharded over the data axis;
