@@ -146,6 +146,14 @@ std::optional<ZeroCut> ZeroCutOf(const WeightInfo& w, const ParallelPlan& plan, 
   }
   return largest;
 }
+// The dims of the ZeRO shard of weight `w`'s local shard over `parts`
+// devices (its padding included).
+std::vector<int64_t> ZeroShardDims(const WeightInfo& w, const ParallelPlan& plan, int64_t parts) {
+  std::vector<int64_t> dims = LocalDims(w, plan);
+  const ZeroCut cut = *ZeroCutOf(w, plan, parts);
+  dims[static_cast<size_t>(cut.dim)] = cut.padded / parts;
+  return dims;
+}
 
 // The mesh's axes, outermost first: device = ((stage * data + d) *
 // context + c) * model + j.
@@ -191,6 +199,7 @@ bool KeepsLogSumExp(const ModelConfig& model, const ParallelPlan& plan) {
   return RingAttention(plan) || FusedAttention(model);
 }
 
+bool OneFOneB(const ParallelPlan& plan) { return plan.pipeline > 1 && plan.schedule == "1f1b"; }
 // Under the 1F1B schedule: the slots of a stage's ring of saved chunks (a
 // forward's until its backward, at most 2 P v - 2 iterations later).
 int64_t RingSlots(const ParallelPlan& plan) {
@@ -694,9 +703,8 @@ class StepWriter {
  private:
   // The optimizer state's dims: the local weight's, or its ZeRO shard's.
   std::vector<int64_t> StateDims(size_t i) const {
-    std::vector<int64_t> dims = LocalDims(infos_[i], plan_);
-    if (Zero()) dims[static_cast<size_t>(ShardDim(i))] = Cut(i).padded / GradientGroups(i).extent;
-    return dims;
+    return Zero() ? ZeroShardDims(infos_[i], plan_, GradientGroups(i).extent)
+                  : LocalDims(infos_[i], plan_);
   }
   // x (weight `i`, or with `layer_dropped` one layer of it) padded to its
   // ZeRO cut's extent, and back.
@@ -2014,8 +2022,7 @@ class StepWriter {
       const Value& i = in[0];
       const Value rows = c.Mul(i, c.ScalarInt(s_.R)), zero = c.ScalarInt(0);
       const Value x = c.DynamicSlice(in[5], {rows, zero}, {s_.R, s_.M});
-      const Value ids = c.DynamicSlice(in[6], {c.Mul(i, c.ScalarInt(s_.b)), zero}, {s_.b, s_.S});
-      const Head head = HeadStep(c, x, ids, in[7], in[8]);
+      const Head head = HeadStep(c, x, MicroBatchRows(c, in[6], i), in[7], in[8]);
       return std::vector<Value>{c.Add(in[1], head.loss),
                                 c.DynamicUpdateSlice(in[2], head.dxl, {rows, zero}),
                                 c.Add(in[3], head.dgf),
@@ -2121,10 +2128,8 @@ class StepWriter {
       const Value& i = in[0];
       const std::vector<Value> sums(in.begin() + 4, in.begin() + 4 + static_cast<long>(w));
       const std::vector<Value> mine(in.begin() + 4 + static_cast<long>(w), in.end());
-      const auto micro = [&](const Value& ids) {
-        return c.DynamicSlice(ids, {c.Mul(i, c.ScalarInt(s_.b)), c.ScalarInt(0)}, {s_.b, s_.S});
-      };
-      const auto [loss, accumulated] = ForwardBackward(c, micro(in[2]), micro(in[3]), mine, sums);
+      const auto [loss, accumulated] =
+          ForwardBackward(c, MicroBatchRows(c, in[2], i), MicroBatchRows(c, in[3], i), mine, sums);
       std::vector<Value> next = {c.Add(in[1], loss), in[2], in[3]};
       next.insert(next.end(), accumulated.begin(), accumulated.end());
       next.insert(next.end(), mine.begin(), mine.end());
@@ -2139,22 +2144,30 @@ class StepWriter {
   std::pair<Value, std::vector<Value>> PipelinedGrads(ComputationEmitter& e, const Value& tokens,
                                                       const Value& targets,
                                                       const std::vector<Value>& weights) {
-    if (plan_.schedule == "1f1b") return OneForwardOneBackwardGrads(e, tokens, targets, weights);
+    if (OneFOneB(plan_)) return OneForwardOneBackwardGrads(e, tokens, targets, weights);
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(e, tokens, weights[0]);
     const auto [xl, saved] = PipelineForward(e, in.x0, stacked);
+    const Head head = MicroBatchedHead(e, xl, targets, weights[1], weights[2]);
+    const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
+    return StageLossAndGrads(e, head.loss, EmbedGrad(e, in, dx0), head.dgf, head.dwout,
+                             stacked_grads);
+  }
+  // A stage's loss and gradients in Weights order: the embedding's counts
+  // on stage 0, the loss and the head's on the last stage (every stage
+  // computed them, masked or not), the stage's layers' as they are.
+  std::pair<Value, std::vector<Value>> StageLossAndGrads(ComputationEmitter& e, const Value& loss,
+                                                         const Value& dembed, const Value& dgf,
+                                                         const Value& dwout,
+                                                         const std::vector<Value>& stacked) {
     const Value stage = StageIndex(e);
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
     };
-    const Head head = MicroBatchedHead(e, xl, targets, weights[1], weights[2]);
-    const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
-    const Value dembed = EmbedGrad(e, in, dx0);
     const int64_t last = plan_.pipeline - 1;
-    std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, head.dgf),
-                                on_stage(last, head.dwout)};
-    grads.insert(grads.end(), stacked_grads.begin(), stacked_grads.end());
-    return {on_stage(last, head.loss), grads};
+    std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, dgf), on_stage(last, dwout)};
+    grads.insert(grads.end(), stacked.begin(), stacked.end());
+    return {on_stage(last, loss), grads};
   }
 
   // --- the 1F1B schedule ------------------------------------------------------------------
@@ -2170,19 +2183,19 @@ class StepWriter {
   // work's last pass: its head then runs in the same iteration and its
   // backward starts there. What a forward saves lives from t = j + p to the
   // backward's t, at most 2 P v - 2 iterations later (work 0 on stage 0),
-  // so a ring of K = min(n v, 2 P v - 1) slots holds it. The loop is cut
-  // into three phases by what runs (warm-up: forwards only, the first T0
-  // iterations; then both, with the head where the last stage finishes a
-  // last pass; cool-down: backwards only, T0 iterations), so that a phase
-  // computes nothing it masks away wholesale; with virtual stages the
-  // middle phase is itself blocks of P iterations with the head and
-  // (v - 1) P without. As Megatron's first and last stages do, the
+  // so a ring of K = min(n v, 2 P v - 1) slots holds it. The iterations
+  // are cut by what some stage has work for (PhaseAt: warm-up, forwards
+  // only, the first T0 iterations; then both, with the head where the last
+  // stage finishes a last pass; cool-down, backwards only), each run of
+  // iterations that run the same parts one loop, so that none computes
+  // what it masks away wholesale; with virtual stages the runs of the
+  // groups after the first repeat, and a loop over groups runs them. As
+  // Megatron's first and last stages do, the
   // embedding runs on each micro-batch stage 0 starts (an iteration early,
   // so that it falls in the head's iterations), its gradient is summed from
   // each micro-batch's backward that leaves stage 0 (an iteration late,
   // likewise), and the head runs on each micro-batch the last stage
-  // finishes: one micro-batch's one-hot rows and logits at a time. Every
-  // run of iterations that run the same parts is one loop (PhaseAt).
+  // finishes: one micro-batch's one-hot rows and logits at a time.
   struct Schedule {
     Value sent_forward, sent_backward;  // what the stages handed on last iteration
     Value tokens, embed, dembed;        // what the embedding reads, its gradient's sum
@@ -2219,15 +2232,15 @@ class StepWriter {
   // passes in reverse) under 1F1B: its micro-batch, its pass, its chunk of
   // layers and its slot in the ring.
   struct ScheduledWork {
-    Value micro, pass;
-    std::optional<Value> chunk;
+    Value micro;
+    std::optional<Value> pass, chunk;  // with virtual stages
     Value slot;
   };
   ScheduledWork ScheduledWorkOf(ComputationEmitter& c, const Value& j, bool backward) {
     const int64_t stages = plan_.pipeline, passes = Passes();
     const auto constant = [&](int64_t v) { return c.ScalarInt(v); };
     if (passes == 1) {
-      return {j, constant(0), std::nullopt, c.Binary("remainder", j, constant(RingSlots(plan_)))};
+      return {j, std::nullopt, std::nullopt, c.Binary("remainder", j, constant(RingSlots(plan_)))};
     }
     const Value group = c.Binary("divide", j, constant(stages * passes));
     const Value within = c.Binary("remainder", j, constant(stages * passes));
@@ -2259,9 +2272,8 @@ class StepWriter {
     const int64_t stages = plan_.pipeline, passes = Passes(), works = s_.n * passes;
     const int64_t first_backward = passes * stages - 1;  // T0
     const auto within = [](int64_t x, int64_t limit) { return x >= 0 && x < limit; };
-    const auto pass = [&](int64_t j) {
-      return j % (stages * passes) / stages;
-    };  // forward work j's
+    // Forward work j's pass (Megatron's order: groups of P micro-batches).
+    const auto pass = [&](int64_t j) { return j % (stages * passes) / stages; };
     Phase phase;
     phase.forward = within(t, works + stages - 1);
     phase.head = within(t - (stages - 1), works) && pass(t - (stages - 1)) == passes - 1;
@@ -2288,7 +2300,7 @@ class StepWriter {
       const Value valid = InRange(c, j, works);
       const ScheduledWork work = ScheduledWorkOf(c, ClampIndex(c, j, works), false);
       Value first = s.x0_next;
-      if (passes > 1) first = Where(c, Is(c, work.pass, 0), first, s.sent_forward);
+      if (work.pass) first = Where(c, Is(c, *work.pass, 0), first, s.sent_forward);
       const auto [out, entries] =
           ForwardLoop(c, Where(c, on_first, first, s.sent_forward), s.weights, work.chunk);
       for (size_t k = 0; k < entries.size(); ++k) {
@@ -2317,7 +2329,7 @@ class StepWriter {
       if (head) {
         // The last stage's backward of a last pass starts from the head.
         Value from_head = on_last;
-        if (passes > 1) from_head = c.Binary("and", from_head, Is(c, work.pass, passes - 1));
+        if (work.pass) from_head = c.Binary("and", from_head, Is(c, *work.pass, passes - 1));
         dout = Where(c, from_head, head->dxl, dout);
       }
       const StackGrads grads =
@@ -2325,7 +2337,7 @@ class StepWriter {
                        work.chunk, {}, s.grads);
       // Stage 0's input gradient of a first pass is the embedding's.
       Value embedded = c.Binary("and", valid, on_first);
-      if (passes > 1) embedded = c.Binary("and", embedded, Is(c, work.pass, 0));
+      if (work.pass) embedded = c.Binary("and", embedded, Is(c, *work.pass, 0));
       s.embed_dx = Masked(c, embedded, grads.dx);
       s.embed_micro = work.micro;
       s.sent_backward = HandOn(c, grads.dx, passes > 1 ? around_stages_back_ : to_previous_stage_);
@@ -2380,23 +2392,24 @@ class StepWriter {
       const std::vector<Value>& weights) {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-    Schedule s{e.Full(A_, 0, {s_.R, s_.M}),
-               e.Full(A_, 0, {s_.R, s_.M}),
-               tokens,
-               weights[0],
-               e.Full(P_, 0, weights[0].dims),
-               e.Full(A_, 0, {s_.R, s_.M}),
-               e.Full(A_, 0, {s_.R, s_.M}),
-               e.ScalarInt(0),
-               e.Full(P_, 0, {}),
-               e.Full(P_, 0, weights[1].dims),
-               e.Full(P_, 0, weights[2].dims),
-               targets,
-               weights[1],
-               weights[2],
-               SavedStacks(e, {RingSlots(plan_), ChunkLayers()}),
-               stacked,
-               {}};
+    const Value rows = e.Full(A_, 0, {s_.R, s_.M});  // a micro-batch's rows, zero
+    Schedule s{.sent_forward = rows,
+               .sent_backward = rows,
+               .tokens = tokens,
+               .embed = weights[0],
+               .dembed = e.Full(P_, 0, weights[0].dims),
+               .x0_next = rows,
+               .embed_dx = rows,
+               .embed_micro = e.ScalarInt(0),
+               .loss = e.Full(P_, 0, {}),
+               .dgf = e.Full(P_, 0, weights[1].dims),
+               .dwout = e.Full(P_, 0, weights[2].dims),
+               .targets = targets,
+               .gf = weights[1],
+               .wout = weights[2],
+               .saved = SavedStacks(e, {RingSlots(plan_), ChunkLayers()}),
+               .weights = stacked,
+               .grads = {}};
     for (size_t k = 0; k < stacked.size(); ++k) s.grads.push_back(e.Full(P_, 0, GradDims(3 + k)));
     const int64_t works = n * passes, first_backward = passes * stages - 1;
     const int64_t iterations = first_backward + stages - 1 + works;
@@ -2430,15 +2443,7 @@ class StepWriter {
       s = RunIterations(e, s, e.ScalarInt(blocks_to), blocks_to, iterations - blocks_to);
     }
     s = ScheduleIteration(e, e.ScalarInt(iterations), s, PhaseAt(iterations));
-    const Value stage = StageIndex(e);
-    const auto on_stage = [&](int64_t which, const Value& x) {
-      return Masked(e, Is(e, stage, which), x);
-    };
-    const int64_t last = stages - 1;
-    std::vector<Value> grads = {on_stage(0, s.dembed), on_stage(last, s.dgf),
-                                on_stage(last, s.dwout)};
-    grads.insert(grads.end(), s.grads.begin(), s.grads.end());
-    return {on_stage(last, s.loss), grads};
+    return StageLossAndGrads(e, s.loss, s.dembed, s.dgf, s.dwout, s.grads);
   }
 
   // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
@@ -3036,7 +3041,7 @@ std::string PlanName(const ParallelPlan& p) {
     name += fmt::format("_cp{}{}", p.context, p.context_form == "ring" ? "" : "_allgather");
   }
   if (p.virtual_stages > 1) name += fmt::format("_v{}", p.virtual_stages);
-  if (p.pipeline > 1 && p.schedule == "1f1b") name += "_1f1b";
+  if (OneFOneB(p)) name += "_1f1b";
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
@@ -3101,11 +3106,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     const std::vector<WeightInfo> weights = Weights(m);
     for (size_t i = 0; i < weights.size(); ++i) {
       const int64_t parts = GradientSummers(p, weights[i]);
-      std::vector<int64_t> dims = LocalDims(weights[i], p);
-      const int64_t whole = product(dims) * element;
-      const ZeroCut cut = *ZeroCutOf(weights[i], p, parts);
-      dims[static_cast<size_t>(cut.dim)] = cut.padded / parts;  // with its padding
-      const int64_t shard = product(dims) * element;
+      const int64_t whole = product(LocalDims(weights[i], p)) * element;
+      const int64_t shard = product(ZeroShardDims(weights[i], p, parts)) * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
       if (p.zero_stage >= 2 && weights[i].stacked) f.gradients += shard - whole;
       if (p.zero_stage == 3 && weights[i].stacked) f.weights += shard - whole;
@@ -3117,7 +3119,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   // accumulation.
   const LocalSizes sizes = SizesOf(m, p);
   int64_t kept_layers = sizes.L;  // entries of blocks of a stage's layers
-  if (p.pipeline > 1 && p.schedule == "1f1b") {
+  if (OneFOneB(p)) {
     kept_layers = RingSlots(p) * (sizes.L / p.virtual_stages);
   } else if (p.pipeline > 1) {
     kept_layers = sizes.n * sizes.L;
