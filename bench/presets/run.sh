@@ -21,11 +21,11 @@ plans=(
   "megatron-1t dgx-h100:auto 8 6 64 512 --schedule=1f1b"     # TP8 PP64, 3072 GPUs
   "llama3-8b dgx-h100:auto 8 16 1 8 --sequence-parallel" # plan assumed: TP8 DP16, 8 micro-batches of 4
   "llama3-70b dgx-h100:auto 8 16 4 32 --sequence-parallel --schedule=1f1b" # plan assumed: TP8 PP4 DP16
-  # Dubey 2024 table 4 has PP16 DP128 with uneven stages, micro-batches of
-  # one sequence, 1F1B, the optimizer state sharded over the data axis;
-  # 126 layers in even stages take PP18, and DP112 then needs the batch cut
-  # to 1792 (and ZeRO's shards padded: 112 divides no dimension).
-  "llama3-405b dgx-h100:auto 8 112 18 16 --sequence-parallel --batch=1792 --schedule=1f1b --zero=1"
+  # Dubey 2024 table 4: TP8 PP16 DP128 on 16,384 GPUs, 16 sequences a
+  # replica, 126 layers in uneven stages (the first and last a layer
+  # short), an interleaved 1F1B schedule, the optimizer state sharded over
+  # the data axis (section 3.3.2); its virtual stages (4) assumed.
+  "llama3-405b dgx-h100:auto 8 128 16 16 --sequence-parallel --virtual-stages=4 --schedule=1f1b --zero=1"
   "paxml-1t tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # paxml mesh [1,256,8], 2048 chips
   "paxml-500b tpu-v4:auto 16 64 1 1 --sequence-parallel --zero=3" # paxml mesh [1,64,16], 1024 chips
     "bert-480b tpu-v4:auto 8 256 1 1 --sequence-parallel --zero=3" # MLPerf v1.1 mesh [256,8], 2048 chips

@@ -17,6 +17,22 @@
 #include "support/check.h"
 
 namespace loom::model {
+
+PipelineLayout LayoutOf(int64_t blocks, const ParallelPlan& plan) {
+  PipelineLayout layout;
+  layout.chunks = plan.pipeline * plan.virtual_stages;
+  layout.slots = (blocks + layout.chunks - 1) / layout.chunks;
+  const int64_t empty = layout.slots * layout.chunks - blocks;
+  layout.short_first = (empty + 1) / 2;
+  layout.short_last = empty / 2;
+  return layout;
+}
+
+int64_t PipelineLayout::FirstBlock(int64_t chunk) const {
+  return chunk * slots - std::min(chunk, short_first) -
+         std::max<int64_t>(0, chunk - (chunks - short_last));
+}
+
 namespace {
 
 // Sizes of one device's part of the step: b sequences (T tokens) per
@@ -115,12 +131,13 @@ struct LayerActs {
 };
 
 // A device's shard of a weight: its split dimension over the model axis,
-// a stacked layer weight's layers over the pipeline axis.
+// a stacked layer weight's blocks over the pipeline axis (its stage's
+// slots).
 std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   std::vector<int64_t> dims = w.dims;
   if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
   if (w.expert_dim >= 0) dims[static_cast<size_t>(w.expert_dim)] /= plan.data * plan.context;
-  if (w.stacked) dims[0] /= plan.pipeline;
+  if (w.stacked) dims[0] = LayoutOf(dims[0], plan).slots * plan.virtual_stages;
   return dims;
 }
 
@@ -223,8 +240,9 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   s.G = s.H / s.K;
   s.hd = model.head_dim;
   s.F = model.d_ff / t;
-  s.V = model.vocab / t;                                    // this device's slice of the vocabulary
-  s.L = model.layers / BlockLayers(model) / plan.pipeline;  // blocks of a stage
+  s.V = model.vocab / t;  // this device's slice of the vocabulary
+  s.L = LayoutOf(model.layers / BlockLayers(model), plan).slots *
+        plan.virtual_stages;  // a stage's slots of blocks
   if (model.experts > 0) {
     s.E = model.experts / (plan.data * plan.context);
     s.Cap = ExpertCapacity(model);
@@ -306,6 +324,7 @@ class StepWriter {
         plan_(plan),
         module_(ModuleName(model, plan, kind), Devices(plan)),
         s_(SizesOf(model, plan)),
+        layout_(LayoutOf(model.layers / BlockLayers(model), plan)),
         infos_(Weights(model)) {
     const int64_t t = plan.tensor;
     P_ = model.param_type;
@@ -1749,7 +1768,10 @@ class StepWriter {
           const std::vector<LayerActs> acts =
               BlockForward(c, in[1], SliceLayer(c, weights, layer, here));
           const std::vector<Value> saved = Saved(c, in[1], acts);
-          std::vector<Value> out = {acts.back().out};
+          // An empty slot hands its input on.
+          const std::optional<Value> empty = stack.encoder ? std::nullopt : EmptySlot(c, layer);
+          std::vector<Value> out = {empty ? Where(c, *empty, in[1], acts.back().out)
+                                          : acts.back().out};
           for (size_t k = 0; k < saved.size(); ++k) {
             out.push_back(Store(c, in[2 + k], saved[k], in[0]));
           }
@@ -1807,8 +1829,14 @@ class StepWriter {
           LayerStack here = stack;
           if (stack.memory) here.memory = carried[carried.size() - 2];
           const std::vector<LayerWeights> block = SliceLayer(c, weights, layer, here);
-          const LayerGrads g =
+          LayerGrads g =
               BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1]);
+          // An empty slot hands its gradient back, and gives its weights none.
+          if (const std::optional<Value> empty =
+                  stack.encoder ? std::nullopt : EmptySlot(c, layer)) {
+            g.dx = Where(c, *empty, in[1], g.dx);
+            for (Value& grad : g.weights) grad = Masked(c, c.Unary("not", *empty), grad);
+          }
           std::vector<Value> out = {g.dx};
           out.insert(out.end(), stacks.begin(), stacks.end());
           out.insert(out.end(), weights.begin(), weights.end());
@@ -1845,6 +1873,19 @@ class StepWriter {
   }
   Value Is(ComputationEmitter& c, const Value& scalar, int64_t value) {
     return c.Compare(scalar, c.ScalarInt(value), "EQ");
+  }
+  // Whether this device's slot `slot` (of its stage's v chunks) of the
+  // layer stack is empty (PipelineLayout): none where every chunk is full.
+  std::optional<Value> EmptySlot(ComputationEmitter& c, const Value& slot) {
+    if (!layout_.Uneven()) return std::nullopt;
+    const Value pass = c.Binary("divide", slot, c.ScalarInt(layout_.slots));
+    const Value chunk = c.Add(c.Mul(pass, c.ScalarInt(plan_.pipeline)), StageIndex(c));
+    const Value short_chunk =
+        c.Binary("or", c.Compare(chunk, c.ScalarInt(layout_.short_first), "LT"),
+                 c.Compare(chunk, c.ScalarInt(layout_.chunks - layout_.short_last), "GE"));
+    const Value last =
+        Is(c, c.Binary("remainder", slot, c.ScalarInt(layout_.slots)), layout_.slots - 1);
+    return c.Binary("and", short_chunk, last);
   }
   // 0 <= k < limit
   Value InRange(ComputationEmitter& c, const Value& k, int64_t limit) {
@@ -2579,6 +2620,7 @@ class StepWriter {
   const ParallelPlan& plan_;
   ModuleEmitter module_;
   LocalSizes s_{};
+  PipelineLayout layout_;          // of the decoder's layer stack
   std::vector<WeightInfo> infos_;  // Weights(m_), in parameter order
   std::string P_, C_, A_;  // parameter (arithmetic), compute (dot operand), activation types
   // data_groups_: the data and context axes (the layers' gradients);
@@ -2915,15 +2957,19 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
           RoutingGroup(m), m.seq / p.context)};
     }
   }
-  LOOM_RETURN_IF_ERROR(Divides(m.layers / BlockLayers(m), p.pipeline,
-                               m.experts > 0 ? "blocks of moe_every layers" : "layers",
-                               "pipeline"));
+  // Every chunk of the pipeline holds a block; where the chunks do not
+  // divide the blocks, some hold one fewer (PipelineLayout).
+  if (m.layers / BlockLayers(m) < p.pipeline * p.virtual_stages) {
+    return Error{fmt::format(
+        "{} ({}) are fewer than pipeline x virtual_stages ({} x {}): every chunk of stages "
+        "holds at least one",
+        m.experts > 0 ? "blocks of moe_every layers" : "layers", m.layers / BlockLayers(m),
+        p.pipeline, p.virtual_stages)};
+  }
   LOOM_RETURN_IF_ERROR(Divides(m.seq, p.context, "seq", "context"));
   if (p.virtual_stages > 1) {
     if (p.pipeline == 1)
       return Error{"virtual_stages > 1 interleaves pipeline stages: pipeline > 1"};
-    LOOM_RETURN_IF_ERROR(Divides(m.layers / BlockLayers(m) / p.pipeline, p.virtual_stages,
-                                 "a stage's layers", "virtual_stages"));
     if (p.micro_batches < p.pipeline) {
       return Error{fmt::format(
           "interleaved stages hand each micro-batch round to the first stage, which needs "
@@ -3083,7 +3129,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   };
   MemoryFootprint f;
   for (const WeightInfo& w : Weights(m)) f.weights += product(LocalDims(w, p)) * element;
-  const int64_t layers = m.layers / p.pipeline, local_batch = m.batch / p.data;
+  const int64_t layers = LayoutOf(m.layers, p).slots * p.virtual_stages;  // a stage's
+  const int64_t local_batch = m.batch / p.data;
   if (serving != nullptr) {
     const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
     f.activations =
@@ -3154,6 +3201,12 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (plan.virtual_stages != 1) {
     return Error{
         "interleaved stages are built for training steps, not for serving: virtual_stages 1"};
+  }
+  if (LayoutOf(model.layers, plan).Uneven()) {
+    return Error{fmt::format(
+        "uneven pipeline stages are built for training steps, not for serving: pipeline ({}) "
+        "must divide layers ({})",
+        plan.pipeline, model.layers)};
   }
   if (model.experts > 0) {
     return Error{"mixture-of-experts layers are built for training steps, not for serving"};

@@ -147,7 +147,7 @@ struct ParallelPlan {
   std::string name = "plan";
   int64_t tensor = 1;         // model axis: Megatron column/row split
   int64_t data = 1;           // data axis: batch split, gradient all-reduce
-  int64_t pipeline = 1;       // pipeline axis: stages of L / pipeline layers
+  int64_t pipeline = 1;       // pipeline axis: stages of layers (PipelineLayout)
   int64_t micro_batches = 1;  // micro-batches of the local batch
   // Interleaved stages (virtual stages; JAX's circular pipeline, the SPMD
   // form of Megatron's interleaved schedule): each stage holds v chunks of
@@ -237,6 +237,31 @@ struct OptimizerShard {
 Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const ParallelPlan& plan,
                                           size_t weight, int64_t device);
 
+// How the pipeline holds a stack of `blocks` layer blocks (a block is
+// moe_every layers with experts, else one layer): in P v chunks in
+// pipeline order, chunk c on stage c mod P as its pass c / P, each with
+// room for `slots` = ceil(blocks / (P v)) blocks. Where P v divides the
+// blocks every chunk is full. Else the first and the last chunks hold one
+// block fewer, then the second and the second-to-last, and so on (Llama 3's
+// uneven stages, Dubey et al. 2024, section 3.3.2: its first and last
+// stages hold a layer fewer, for the embedding and the head). Such a
+// chunk's last slot is empty: there the step runs the layer on whatever
+// weights the slot holds, as every stage runs in lockstep, but passes its
+// input on unchanged and its gradient back unchanged, gives the slot's
+// weights a zero gradient, and reads nothing the slot holds.
+struct PipelineLayout {
+  int64_t chunks = 1;       // P v
+  int64_t slots = 0;        // a chunk's room, in blocks
+  int64_t short_first = 0;  // chunks 0 .. short_first - 1 hold slots - 1 blocks
+  int64_t short_last = 0;   // and so do the last short_last chunks
+  bool Short(int64_t chunk) const { return chunk < short_first || chunk >= chunks - short_last; }
+  bool Uneven() const { return short_first + short_last > 0; }
+  // The blocks chunk `chunk` holds, and the stack's block in its first slot.
+  int64_t Blocks(int64_t chunk) const { return slots - (Short(chunk) ? 1 : 0); }
+  int64_t FirstBlock(int64_t chunk) const;
+};
+PipelineLayout LayoutOf(int64_t blocks, const ParallelPlan& plan);
+
 // The activation type in effect: model.activation_type, or the compute type.
 std::string ActivationType(const ModelConfig& model);
 
@@ -247,9 +272,10 @@ std::string PlanName(const ParallelPlan& plan);
 // device numbered ((stage * data + d) * context + c) * tensor + t.
 int64_t Devices(const ParallelPlan& plan);
 
-// Checks that the plan divides the model (heads, kv heads, d_ff, layers and
-// batch by their axes, the local batch by the micro-batches) and that
-// every size is positive.
+// Checks that the plan divides the model (heads, kv heads, d_ff and batch
+// by their axes, the local batch by the micro-batches), that every chunk of
+// the pipeline holds a block (PipelineLayout), and that every size is
+// positive.
 Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
 
 // The HLO text of one step: parameters (tokens s32[b,S], targets s32[b,S],
@@ -310,7 +336,8 @@ double ModelFlopsPerStep(const ModelConfig& model);
 
 // The weights in parameter order: name and full (unsharded) dims, and the
 // dimension the model axis splits (-1: replicated); a layer weight, stacked
-// [L, ...], is split along its first dimension over the pipeline axis.
+// [L, ...] by blocks, is held by the pipeline's stages as PipelineLayout
+// says, a stage's [v slots, ...].
 struct WeightInfo {
   std::string name;
   std::vector<int64_t> dims;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -113,20 +114,23 @@ Tensor Shard(const Tensor& full, int64_t dim, int64_t parts, int64_t index) {
   return Positions(full, dim, index * size, (index + 1) * size, size);
 }
 
-// A stacked weight's layers on pipeline stage `stage`: L / P consecutive
-// layers, or with v interleaved stages its v chunks of L / (P v) layers,
-// chunks stage, stage + P, ... (dimension 0 outermost, so the chunks'
-// elements follow each other).
+// A stacked weight's blocks on pipeline stage `stage`: its v chunks
+// (stage, stage + P, ...) of PipelineLayout's slots each, a chunk's blocks
+// consecutive from its first, an empty slot zeros (dimension 0 outermost,
+// so a chunk's elements follow each other).
 Tensor StageLayers(const Tensor& full, const ParallelPlan& plan, int64_t stage) {
-  if (plan.virtual_stages == 1) return Shard(full, 0, plan.pipeline, stage);
-  const int64_t chunks = plan.pipeline * plan.virtual_stages;
+  const PipelineLayout layout = LayoutOf(full.shape().dim(0), plan);
   std::vector<int64_t> dims = full.shape().dims();
-  dims[0] /= plan.pipeline;
+  const int64_t per_block = full.ElementCount() / dims[0];
+  dims[0] = layout.slots * plan.virtual_stages;
   Tensor out = Tensor::Zeros(ir::Shape(full.shape().type(), dims)).value();
-  int64_t at = 0;
   for (int64_t pass = 0; pass < plan.virtual_stages; ++pass) {
-    const Tensor chunk = Shard(full, 0, chunks, pass * plan.pipeline + stage);
-    for (int64_t e = 0; e < chunk.ElementCount(); ++e) out.SetDouble(at++, chunk.GetDouble(e));
+    const int64_t chunk = pass * plan.pipeline + stage;
+    const int64_t from = layout.FirstBlock(chunk) * per_block;
+    const int64_t at = pass * layout.slots * per_block;
+    for (int64_t e = 0; e < layout.Blocks(chunk) * per_block; ++e) {
+      out.SetDouble(at + e, full.GetDouble(from + e));
+    }
   }
   return out;
 }
@@ -193,6 +197,7 @@ struct Case {
   std::string attention = "materialized";  // fused: flash attention's kernels
   int64_t virtual_stages = 1;
   std::string schedule = "gpipe";
+  int64_t layers = 0;  // 0: the preset's (or a layer a chunk, where it has too few)
 };
 
 // Device `device`'s part of weight `index` (or of its update), or of its
@@ -250,6 +255,43 @@ Tensor WeightOrStatePart(const Tensor& full, const ModelConfig& m, const Paralle
   return WeightShard(full, states[k - count], plan, device);
 }
 
+// Entry k of the weights, then the optimizer state (as WeightOrStatePart
+// counts them): whether it is stacked by layer blocks, and how many.
+std::optional<int64_t> StackedBlocks(const ModelConfig& m, const ParallelPlan& plan, size_t k) {
+  const std::vector<WeightInfo> weights = Weights(m);
+  WeightInfo entry;
+  if (k < weights.size() || plan.optimizer != "adafactor") {
+    entry = weights[k % weights.size()];
+  } else {
+    std::vector<WeightInfo> states;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      for (const WeightInfo& state : AdafactorState(m, i)) states.push_back(state);
+    }
+    entry = states[k - weights.size()];
+  }
+  if (!entry.stacked) return std::nullopt;
+  return entry.dims[0];
+}
+
+// The empty slots of a stage's stacked entry of `blocks` blocks
+// (PipelineLayout): each a copy of its chunk's first slot, a weight a
+// layer could hold (the step must read nothing there), or zeros.
+enum class EmptySlots { kCopy, kZero };
+void SetEmptySlots(Tensor& local, int64_t blocks, const ParallelPlan& plan, int64_t device,
+                   EmptySlots to) {
+  const PipelineLayout layout = LayoutOf(blocks, plan);
+  const int64_t stage = device / (plan.tensor * plan.context * plan.data);
+  const int64_t per_slot = local.ElementCount() / local.shape().dim(0);
+  for (int64_t pass = 0; pass < plan.virtual_stages; ++pass) {
+    if (!layout.Short(pass * plan.pipeline + stage)) continue;
+    const int64_t first = pass * layout.slots * per_slot;
+    const int64_t empty = first + (layout.slots - 1) * per_slot;
+    for (int64_t e = 0; e < per_slot; ++e) {
+      local.SetDouble(empty + e, to == EmptySlots::kCopy ? local.GetDouble(first + e) : 0.0);
+    }
+  }
+}
+
 // Each device's inputs under `plan`, from the 1-device step's `full`:
 // tokens, targets (its sequences on the data axis, its chunk of them on the
 // context axis), the step, the weights, then the optimizer state.
@@ -265,6 +307,9 @@ std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, c
           i < 2   ? Shard(Shard(full[i], 0, plan.data, data_index), 1, plan.context, chunk)
           : i < 3 ? full[i]
                   : WeightOrStatePart(full[i], m, plan, i - 3, d));
+      if (const auto blocks = i < 3 ? std::nullopt : StackedBlocks(m, plan, i - 3)) {
+        SetEmptySlots(inputs[static_cast<size_t>(d)].back(), *blocks, plan, d, EmptySlots::kCopy);
+      }
     }
   }
   return inputs;
@@ -297,7 +342,11 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
   m.compute_type = c.compute_type;
   m.attention = c.attention;
   // A chunk of one layer per pass around the stages (or a layer a stage).
-  if (c.virtual_stages > 1 || c.pipeline > m.layers) m.layers = c.pipeline * c.virtual_stages;
+  if (c.layers > 0) {
+    m.layers = c.layers;
+  } else if (c.virtual_stages > 1 || c.pipeline > m.layers) {
+    m.layers = c.pipeline * c.virtual_stages;
+  }
   if (m.batch % (c.micro_batches * c.data) != 0) m.batch = c.micro_batches * c.data;
   ParallelPlan one;
   const ParallelPlan many = PlanOf(c);
@@ -339,7 +388,12 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       // The loss, the updated weights, then the updated optimizer state.
       const Tensor slice =
           o == 0 ? *expected[o] : WeightOrStatePart(*expected[o], m, many, o - 1, d);
-      const double difference = RelativeDifference(*got[o], slice);
+      // What an empty slot of a stage holds after the step is no output.
+      Tensor held = *got[o];
+      if (const auto blocks = o == 0 ? std::nullopt : StackedBlocks(m, many, o - 1)) {
+        SetEmptySlots(held, *blocks, many, d, EmptySlots::kZero);
+      }
+      const double difference = RelativeDifference(held, slice);
       worst = std::max(worst, difference);
       const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(o))];
       EXPECT_LE(difference, bound) << "device " << d << " output " << o;
@@ -496,7 +550,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny", 2, 3, 1, 1, true, 3}, Case{"tiny-gqa", 2, 3, 2, 2, true, 3},
         Case{"tiny", 1, 3, 2, 2, false, 1, "f32", "full", "adam", 1, "ring", "materialized", 1,
              "1f1b"},
-        Case{"tiny-gqa", 1, 3, 1, 1, false, 3, "f32", "full", "sgd"}),
+        Case{"tiny-gqa", 1, 3, 1, 1, false, 3, "f32", "full", "sgd"},
+        // Uneven stages: the first and last chunks a layer (a block) short,
+        // their last slot empty (3 layers on 2 stages; Llama 3's 6 on 4, the
+        // first and last stages short; 5 on 2 x 2 chunks, three short).
+        // clang-format off
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .layers = 3},
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 4, .schedule = "1f1b", .layers = 6},
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4, .virtual_stages = 2, .schedule = "1f1b", .layers = 5},
+        Case{.preset = "tiny-gqa", .tensor = 2, .data = 2, .pipeline = 2, .micro_batches = 2, .sequence_parallel = true, .zero_stage = 1, .layers = 3},
+        Case{.preset = "tiny", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .zero_stage = 3, .recompute = "selective", .layers = 3},
+        Case{.preset = "tiny-moe", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .schedule = "1f1b", .layers = 6}),
+    // clang-format on
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
                          std::to_string(info.param.data);
@@ -516,6 +581,7 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.attention != "materialized") name += "_" + info.param.attention;
       if (info.param.virtual_stages > 1) name += "_v" + std::to_string(info.param.virtual_stages);
       if (info.param.schedule != "gpipe") name += "_" + info.param.schedule;
+      if (info.param.layers > 0) name += "_layers" + std::to_string(info.param.layers);
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -1306,6 +1372,76 @@ TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatc
   plan.pipeline = 1;
   plan.virtual_stages = 1;
   EXPECT_NE(Build(m, plan)->FindComputation("micro_batch"), nullptr);
+}
+
+// Uneven stages (PipelineLayout): Llama 3 405B's 126 layers on 16 stages
+// are 8 a stage but 7 on the first and the last (Dubey et al. 2024), and
+// with 4 virtual stages the first and last chunks of 2 hold one. An empty
+// slot's weights get no gradient, whatever they hold (the step, optimizer
+// none, outputs the gradients); a plan with more chunks than layers, and
+// a serving step with uneven stages, are refused.
+TEST(UnevenStages, LeaveTheFirstAndLastChunksALayerShortAndGiveTheirEmptySlotsNoGradient) {
+  ParallelPlan llama;
+  llama.pipeline = 16;
+  const PipelineLayout stages = LayoutOf(126, llama);
+  EXPECT_EQ(stages.slots, 8);
+  std::vector<int64_t> held;
+  for (int64_t c = 0; c < stages.chunks; ++c) held.push_back(stages.Blocks(c));
+  EXPECT_EQ(held, (std::vector<int64_t>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}));
+  EXPECT_EQ(stages.FirstBlock(1), 7);
+  EXPECT_EQ(stages.FirstBlock(15), 119);
+  llama.virtual_stages = 4;
+  const PipelineLayout chunks = LayoutOf(126, llama);
+  EXPECT_EQ(chunks.slots, 2);
+  EXPECT_TRUE(chunks.Short(0) && chunks.Short(63) && !chunks.Short(1) && !chunks.Short(62));
+  EXPECT_EQ(chunks.FirstBlock(63), 125);
+  EXPECT_FALSE(LayoutOf(128, llama).Uneven());
+
+  ModelConfig m = ModelPreset("tiny").value();
+  m.layers = 3;
+  ParallelPlan plan;
+  plan.pipeline = 2;
+  plan.micro_batches = 2;
+  plan.optimizer = "none";
+  const auto module = Build(m, plan);
+  const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{.optimizer = "none"}), m, 3);
+  const std::vector<exec::DeviceResult> results =
+      RunStep(*module, Devices(plan), DeviceInputs(full, m, plan));
+  const std::vector<WeightInfo> weights = Weights(m);
+  for (int64_t d = 0; d < Devices(plan); ++d) {
+    const auto grads = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+    for (size_t k = 0; k < weights.size(); ++k) {
+      if (!weights[k].stacked) continue;
+      const Tensor& grad = *grads[k + 1];
+      const int64_t per_slot = grad.ElementCount() / grad.shape().dim(0);
+      double empty = 0, first = 0;
+      for (int64_t e = 0; e < per_slot; ++e) {
+        first = std::max(first, std::abs(grad.GetDouble(e)));
+        empty = std::max(empty, std::abs(grad.GetDouble(per_slot + e)));
+      }
+      EXPECT_GT(first, 0) << weights[k].name << " device " << d;
+      // Stage 0 holds layer 0 and an empty slot; stage 1 layers 1 and 2.
+      if (d == 0) {
+        EXPECT_EQ(empty, 0) << weights[k].name;
+      } else {
+        EXPECT_GT(empty, 0) << weights[k].name;
+      }
+    }
+  }
+
+  plan.pipeline = 4;
+  const Expected<std::string> too_few = BuildTrainingStep(m, plan);
+  ASSERT_FALSE(too_few.ok());
+  EXPECT_EQ(too_few.error().message,
+            "layers (3) are fewer than pipeline x virtual_stages (4 x 1): every chunk of stages "
+            "holds at least one");
+  plan.pipeline = 2;
+  plan.optimizer = "adam";
+  const Expected<std::string> serving = BuildInferenceStep(m, plan, {});
+  ASSERT_FALSE(serving.ok());
+  EXPECT_EQ(serving.error().message,
+            "uneven pipeline stages are built for training steps, not for serving: pipeline (2) "
+            "must divide layers (3)");
 }
 
 // Under a pipeline the head runs one micro-batch at a time, as the last
