@@ -255,11 +255,17 @@ void AddModelCommand(CLI::App& app) {
     }
     if (options->memory) {
       const model::InferenceStep serving{options->step, options->context};
-      WriteOutput(
-          options->output,
-          MemoryReport(**module,
-                       model::Footprint(m, plan, options->step == "train" ? nullptr : &serving),
-                       options->target));
+      const bool train = options->step == "train";
+      std::string report =
+          MemoryReport(**module, model::Footprint(m, plan, train ? nullptr : &serving),
+                       options->target);
+      // What MFU divides by the step time (the work, not the memory, but
+      // the number a reader of a plan's fit asks for next).
+      if (train) {
+        report += fmt::format("model FLOPs of the step (PaLM's count): {:.4g}\n",
+                              model::ModelFlopsPerStep(m));
+      }
+      WriteOutput(options->output, report);
       return;
     }
     if (!options->target.empty()) throw CommandError("model: --target goes with --memory");

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Loom's simulated steps against published measurements of real training
+# runs, each under the run's own plan on a target of its hardware: the step
+# as written (the run's communication exposed, as Megatron's tensor-parallel
+# collectives of 2022 were) and after async+schedule (what overlaps, as the
+# runs' data-parallel reductions do). Nothing here is tuned to these
+# numbers: the targets are the datasheets' (`loom targets`), every product
+# at its dense peak.
+# Usage: bench/published/run.sh LOOM_BINARY
+set -uo pipefail
+loom=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# name preset target published-kind published-value flags...  (kind: s, a
+# step in seconds; mfu, model FLOPs utilisation in percent)
+runs=(
+  # Korthikanti et al. 2022, tables 3 and 5: Selene (DGX A100 80 GB), seq
+  # 2048, micro-batches of one sequence, the global batch as table 3 gives
+  # it; "present work" is sequence parallelism with selective
+  # recomputation, the baseline tensor parallelism with full recomputation.
+  "22B-present megatron-22b dgx-a100:auto s 1.10 --tensor 8 --batch 4 --sequence-parallel --recompute selective"
+  "175B-present gpt3-175b dgx-a100:auto s 13.75 --tensor 8 --pipeline 8 --batch 64 --micro-batches 64 --sequence-parallel --recompute selective --schedule 1f1b"
+  "530B-present megatron-530b dgx-a100:auto s 37.83 --tensor 8 --pipeline 35 --batch 280 --micro-batches 280 --sequence-parallel --recompute selective --schedule 1f1b"
+  "1T-present megatron-1t dgx-a100:auto s 71.49 --tensor 8 --pipeline 64 --batch 512 --micro-batches 512 --sequence-parallel --recompute selective --schedule 1f1b"
+  "22B-full megatron-22b dgx-a100:auto s 1.42 --tensor 8 --batch 4 --recompute full"
+  "175B-full gpt3-175b dgx-a100:auto s 18.13 --tensor 8 --pipeline 8 --batch 64 --micro-batches 64 --recompute full --schedule 1f1b"
+  "530B-full megatron-530b dgx-a100:auto s 49.05 --tensor 8 --pipeline 35 --batch 280 --micro-batches 280 --recompute full --schedule 1f1b"
+  "1T-full megatron-1t dgx-a100:auto s 94.42 --tensor 8 --pipeline 64 --batch 512 --micro-batches 512 --recompute full --schedule 1f1b"
+  # Dubey et al. 2024 (Llama 3), table 4: H100, seq 8192, BF16 MFU; TP8
+  # PP16, the 126 layers in uneven stages, interleaved 1F1B (its virtual
+  # stages, 4, assumed), micro-batches of one sequence, the optimizer state
+  # sharded over the data axis.
+  "405B-8192 llama3-405b dgx-h100:auto mfu 43 --tensor 8 --pipeline 16 --data 64 --micro-batches 32 --virtual-stages 4 --sequence-parallel --schedule 1f1b --zero 1"
+  "405B-16384 llama3-405b dgx-h100:auto mfu 41 --tensor 8 --pipeline 16 --data 128 --micro-batches 16 --virtual-stages 4 --sequence-parallel --schedule 1f1b --zero 1"
+)
+step_of() { awk '/^step time/ {print $3 * ($4 == "ms" ? 1e-3 : $4 == "us" ? 1e-6 : 1); exit}' "$1"; }
+echo "| run | plan | devices | peak per device | published | Loom as written | Loom async+schedule | Loom / published (as written, async+schedule) |"
+echo "|---|---|---|---|---|---|---|---|"
+for line in "${runs[@]}"; do
+  read -r name preset target kind published flags <<<"$line"
+  read -r -a plan <<<"$flags"
+  if ! "$loom" model --model "$preset" "${plan[@]}" -o "$work/step.hlo" 2>"$work/err" ||
+    ! "$loom" model --model "$preset" "${plan[@]}" --memory --target "$target" >"$work/memory" 2>>"$work/err"; then
+    echo "| $name | ${plan[*]} | failed: $(head -c 200 "$work/err") ||||||"
+    continue
+  fi
+  peak=$(awk '/peak live bytes/ {p = $(NF-1) " " $NF} /DOES NOT FIT/ {f = ", does not fit"} END {print p f}' "$work/memory")
+  flops=$(awk -F': ' '/^model FLOPs/ {print $2}' "$work/memory")
+  "$loom" simulate "$work/step.hlo" --target "$target" >"$work/sim" 2>&1
+  "$loom" opt "$work/step.hlo" --passes=async-collectives,schedule --target "$target" -o "$work/opt.hlo" 2>/dev/null &&
+    "$loom" simulate "$work/opt.hlo" --target "$target" >"$work/sim_opt" 2>&1
+  devices=$(awk '/^module/ {print $5; exit}' "$work/sim")
+  peak_flops=$("$loom" targets 2>/dev/null | awk -v t="${target%%:*}" '$1 == t {getline; getline; for (i = 1; i <= NF; i++) if ($i == "bf16") {print $(i+1) * 1e12; exit}}')
+  awk -v name="$name" -v plan="${plan[*]}" -v devices="$devices" -v peak="$peak" -v kind="$kind" \
+    -v published="$published" -v written="$(step_of "$work/sim")" -v scheduled="$(step_of "$work/sim_opt")" \
+    -v flops="$flops" -v peak_flops="$peak_flops" 'BEGIN {
+      if (kind == "s") {
+        printf "| %s | %s | %s | %s | %.2f s | %.3f s | %.3f s | %.3f, %.3f |\n", name, plan, devices, peak,
+          published, written, scheduled, written / published, scheduled / published
+      } else {
+        mw = 100 * flops / (devices * peak_flops * written)
+        ms = 100 * flops / (devices * peak_flops * scheduled)
+        # The step the published MFU implies, by the same count of FLOPs.
+        implied = flops / (devices * peak_flops * published / 100)
+        printf "| %s | %s | %s | %s | MFU %g%% (%.3f s) | %.3f s, MFU %.1f%% | %.3f s, MFU %.1f%% | %.3f, %.3f |\n",
+          name, plan, devices, peak, published, implied, written, mw, scheduled, ms, written / implied,
+          scheduled / implied
+      }
+    }'
+done
