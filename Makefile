@@ -9,7 +9,7 @@ FUZZ_SECONDS  ?= 60
 CORPUS_DIR    ?= ../shared/corpus/hlo
 FORMAT_DIRS   := src tools tests bench fuzz
 
-.PHONY: all deps configure build test check demo bench bench-cost bench-exec bench-ring bench-sim bench-overlap calibrate fuzz format clean
+.PHONY: all deps configure build test check demo bench bench-cost bench-exec bench-ring bench-sim bench-presets bench-published bench-overlap calibrate fuzz format clean
 
 all: build
 
@@ -84,6 +84,14 @@ bench-exec: build
 # The simulator at scale: the demo block on TPU v4 slices of 64 to 2048 chips.
 bench-sim: build
 	./$(BUILD_DIR)/loom_sim_bench
+
+# Every model preset at full size under its plan: built, verified, its memory, its step simulated.
+bench-presets: build
+	bench/presets/run.sh $(BUILD_DIR)/loom
+
+# Loom's simulated steps against published measurements of real training runs.
+bench-published: build
+	bench/published/run.sh $(BUILD_DIR)/loom
 
 # Real overlap under a bandwidth-shaped loopback link (needs root).
 bench-overlap: build
