@@ -151,9 +151,9 @@ struct ParallelPlan {
   int64_t micro_batches = 1;  // micro-batches of the local batch
   // Interleaved stages (virtual stages; JAX's circular pipeline, the SPMD
   // form of Megatron's interleaved schedule): each stage holds v chunks of
-  // L / (P v) layers, stage p the chunks p, p + P, ..., and each
-  // micro-batch passes around the stages v times, the last handing on to
-  // the first. The bubble shrinks v-fold ((P - 1) / v of a micro-batch's
+  // about L / (P v) layers (PipelineLayout), stage p the chunks p, p + P,
+  // ..., and each micro-batch passes around the stages v times, the last
+  // handing on to the first. The bubble shrinks v-fold ((P - 1) / v of a micro-batch's
   // time) for v times the hand-offs; it needs micro_batches >= pipeline.
   int64_t virtual_stages = 1;
   // The order of the pipeline's work: "gpipe" runs every micro-batch
@@ -245,10 +245,10 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
 // block fewer, then the second and the second-to-last, and so on (Llama 3's
 // uneven stages, Dubey et al. 2024, section 3.3.2: its first and last
 // stages hold a layer fewer, for the embedding and the head). Such a
-// chunk's last slot is empty: there the step runs the layer on whatever
-// weights the slot holds, as every stage runs in lockstep, but passes its
-// input on unchanged and its gradient back unchanged, gives the slot's
-// weights a zero gradient, and reads nothing the slot holds.
+// chunk's last slot is empty: there the step still runs a layer on
+// whatever weights the slot holds, as every stage runs in lockstep, but
+// passes its input on and its gradient back unchanged and gives the slot's
+// weights a zero gradient, so that no other output depends on the slot.
 struct PipelineLayout {
   int64_t chunks = 1;       // P v
   int64_t slots = 0;        // a chunk's room, in blocks
