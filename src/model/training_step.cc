@@ -1769,7 +1769,7 @@ class StepWriter {
               BlockForward(c, in[1], SliceLayer(c, weights, layer, here));
           const std::vector<Value> saved = Saved(c, in[1], acts);
           // An empty slot hands its input on.
-          const std::optional<Value> empty = stack.encoder ? std::nullopt : EmptySlot(c, layer);
+          const std::optional<Value> empty = EmptySlot(c, layer, stack);
           std::vector<Value> out = {empty ? Where(c, *empty, in[1], acts.back().out)
                                           : acts.back().out};
           for (size_t k = 0; k < saved.size(); ++k) {
@@ -1832,8 +1832,7 @@ class StepWriter {
           LayerGrads g =
               BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1]);
           // An empty slot hands its gradient back, and gives its weights none.
-          if (const std::optional<Value> empty =
-                  stack.encoder ? std::nullopt : EmptySlot(c, layer)) {
+          if (const std::optional<Value> empty = EmptySlot(c, layer, stack)) {
             g.dx = Where(c, *empty, in[1], g.dx);
             for (Value& grad : g.weights) grad = Masked(c, c.Unary("not", *empty), grad);
           }
@@ -1875,9 +1874,11 @@ class StepWriter {
     return c.Compare(scalar, c.ScalarInt(value), "EQ");
   }
   // Whether this device's slot `slot` (of its stage's v chunks) of the
-  // layer stack is empty (PipelineLayout): none where every chunk is full.
-  std::optional<Value> EmptySlot(ComputationEmitter& c, const Value& slot) {
-    if (!layout_.Uneven()) return std::nullopt;
+  // decoder's layer stack is empty (PipelineLayout): none where every chunk
+  // is full, or for an encoder's stack (never pipelined).
+  std::optional<Value> EmptySlot(ComputationEmitter& c, const Value& slot,
+                                 const LayerStack& stack) {
+    if (stack.encoder || !layout_.Uneven()) return std::nullopt;
     const Value pass = c.Binary("divide", slot, c.ScalarInt(layout_.slots));
     const Value chunk = c.Add(c.Mul(pass, c.ScalarInt(plan_.pipeline)), StageIndex(c));
     const Value short_chunk =

@@ -114,6 +114,11 @@ Tensor Shard(const Tensor& full, int64_t dim, int64_t parts, int64_t index) {
   return Positions(full, dim, index * size, (index + 1) * size, size);
 }
 
+// Device `device`'s pipeline stage (Devices' numbering).
+int64_t StageOf(const ParallelPlan& plan, int64_t device) {
+  return device / (plan.tensor * plan.context * plan.data);
+}
+
 // A stacked weight's blocks on pipeline stage `stage`: its v chunks
 // (stage, stage + P, ...) of PipelineLayout's slots each, a chunk's blocks
 // consecutive from its first, an empty slot zeros (dimension 0 outermost,
@@ -141,7 +146,7 @@ Tensor StageLayers(const Tensor& full, const ParallelPlan& plan, int64_t stage) 
 Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelPlan& plan,
                    int64_t device) {
   const int64_t tensor_index = device % plan.tensor;
-  const int64_t stage = device / (plan.tensor * plan.context * plan.data);
+  const int64_t stage = StageOf(plan, device);
   Tensor staged = weight.stacked ? StageLayers(full, plan, stage) : full;
   // Experts over the data and context axes, in their groups' order.
   const int64_t expert_parallel = plan.data * plan.context;
@@ -280,7 +285,7 @@ enum class EmptySlots { kCopy, kZero };
 void SetEmptySlots(Tensor& local, int64_t blocks, const ParallelPlan& plan, int64_t device,
                    EmptySlots to) {
   const PipelineLayout layout = LayoutOf(blocks, plan);
-  const int64_t stage = device / (plan.tensor * plan.context * plan.data);
+  const int64_t stage = StageOf(plan, device);
   const int64_t per_slot = local.ElementCount() / local.shape().dim(0);
   for (int64_t pass = 0; pass < plan.virtual_stages; ++pass) {
     if (!layout.Short(pass * plan.pipeline + stage)) continue;
