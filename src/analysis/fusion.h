@@ -1,32 +1,77 @@
 // Which instructions a fusing compiler (XLA on TPU and GPU) computes inside
-// the kernel of their user instead of in a kernel of their own, so that the
-// cost model prices a chain of elementwise ops as one pass over memory:
+// the kernel of their users instead of in a kernel of their own, so that the
+// cost model prices each kernel as one pass over memory: what it reads from
+// outside, what its root writes, one launch.
+//
+// A chain of elementwise ops is one loop kernel:
 //
 //   %h = bf16[8192,4096] dot(%x, %w)
 //   %c = bf16[8192,4096] multiply(%h, %h)          // fused into %t
 //   %s = bf16[8192,4096] multiply(%c, %broadcast)  // fused into %t
 //   %t = bf16[8192,4096] tanh(%s)                  // the kernel: reads %h, writes %t
 //
-// The rules are those of XLA's loop and input fusion, simplified:
-//  - a producer is fused when it is a loop-fusible op (elementwise, convert,
-//    select, clamp, compare, broadcast, iota, transpose, slice,
-//    dynamic-slice, concatenate, pad, reverse, reshape, bitcast) whose every
-//    user is a consumer that takes it in: a loop-fusible op, a reduce (an
-//    input fusion), or a dynamic-update-slice as its update (in place);
-//  - it must have a single user, except a broadcast or an iota, which XLA
-//    duplicates into each consumer (they read little or nothing);
-//  - never the computation's root, a dot's operand, a collective's or a
-//    loop's: those cross a kernel boundary.
-// Dots, reduces, collectives and everything else stay kernels of their own.
-// Scalars are free anyway (the cost model folds them into their users).
+// A softmax (or a norm) is one kernel too, its reductions included, since
+// a row of its operand stays on chip between the reduction and its use
+// (XLA's softmax fusion on GPU, Megatron's fused kernels):
+//
+//   %m = f32[4,2048] reduce(%s, %ninf), dimensions={2}, to_apply=%max  // fused
+//   %d = f32[4,2048,2048] subtract(%s, broadcast(%m))                   // fused
+//   %e = f32[4,2048,2048] exponential(%d)                               // fused
+//   %z = f32[4,2048] reduce(%e, %zero), dimensions={2}, to_apply=%add   // fused
+//   %p = f32[4,2048,2048] divide(%e, broadcast(%z))  // the kernel: reads %s, writes %p
+//
+// And a dot reads its operands through the converts, slices and layout
+// changes that feed it (XLA's operand fusion into the convolution on TPU,
+// its GEMM fusions on GPU), so a layer's bf16 view of its f32 weights costs
+// the dot's read of the f32 window, not a kernel of its own:
+//
+//   %w = f32[1,768,6144] dynamic-slice(%stacked, %layer, %z, %z)  // fused into %y
+//   %r = f32[768,6144] reshape(%w)                                // fused into %y
+//   %b = bf16[768,6144] convert(%r)                               // fused into %y
+//   %y = bf16[8192,6144] dot(%x, %b)  // reads %x and the f32 window of %stacked
+//
+// The rules, XLA's loop, input and operand fusion simplified:
+//  - a loop-fusible producer (elementwise, convert, select, clamp, compare,
+//    broadcast, iota, transpose, slice, dynamic-slice, concatenate, pad,
+//    reverse, reshape, bitcast) joins its users' kernel when every user
+//    takes it in (a loop-fusible op, a reduce's input, a
+//    dynamic-update-slice's update, computed in place) and all of them are
+//    in that one kernel; a broadcast or an iota, which read little or
+//    nothing, is duplicated into each kernel that uses it instead;
+//  - a reduce joins its users' kernel on the same terms, when a row of it
+//    (the elements summed into one result) holds at most
+//    kMaxFusedReduceRow elements, what a kernel keeps on chip;
+//  - a convert, bitcast, reshape, transpose, broadcast, copy, slice or
+//    dynamic-slice whose every user is a dot (or such an op fused into
+//    one) is fused into the dots, when the chain starts at a value already
+//    in memory (a parameter, a loop's state, a collective's or another
+//    kernel's result): one that starts inside a loop kernel (a convert of
+//    a norm's output) stays that kernel's root, which writes the narrower
+//    value;
+//  - never the computation's root, nor a value a loop, a collective or a
+//    tuple takes: those cross a kernel boundary.
+// Scalar arithmetic (a loop's counter, a ring's offsets) folds into the
+// kernels that use it (FoldsIntoUsers) and roots no kernel of its own.
 #pragma once
 
+#include <cstdint>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "ir/computation.h"
 #include "ir/instruction.h"
 
 namespace loom::analysis {
+
+// The most elements a fused reduction's row may hold.
+inline constexpr int64_t kMaxFusedReduceRow = 64 * 1024;
+
+// One operand read: `reader`'s operand `index`.
+struct OperandRead {
+  const ir::Instruction* reader;
+  int64_t index;
+};
 
 class FusionPlan {
  public:
@@ -37,14 +82,24 @@ class FusionPlan {
   bool FusedIntoUsers(const ir::Instruction& instruction) const {
     return fused_.count(&instruction) > 0;
   }
+  // For an instruction that is not fused into its users, the root of its
+  // kernel: every operand its kernel reads from memory (the operands, from
+  // outside the kernel, of the root and of the instructions fused into it).
+  // A value read twice is listed twice; empty for fused instructions.
+  const std::vector<OperandRead>& KernelReads(const ir::Instruction& root) const;
   // How many instructions of the computation are fused into their users.
   size_t fused_count() const { return fused_.size(); }
 
  private:
   std::unordered_set<const ir::Instruction*> fused_;
+  std::unordered_map<const ir::Instruction*, std::vector<OperandRead>> reads_;
 };
 
 // Whether `opcode` can be computed inside a loop fusion.
 bool IsLoopFusible(ir::Opcode opcode);
+
+// Whether `instruction` is scalar arithmetic that a fusing compiler folds
+// into the kernels of its users: it costs nothing of its own.
+bool FoldsIntoUsers(const ir::Instruction& instruction);
 
 }  // namespace loom::analysis

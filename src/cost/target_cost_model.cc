@@ -5,8 +5,10 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "analysis/flops.h"
+#include "analysis/fusion.h"
 #include "cost/collective_algorithm.h"
 #include "ir/async.h"
 #include "ir/computation.h"
@@ -59,10 +61,7 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   // Scalar arithmetic (a ring's block offsets, a loop's counter) folds into
   // the fusion of the op that uses it, as XLA compiles it: no launch of its
   // own.
-  if (instruction.shape().IsArray() && instruction.shape().ElementCount() <= 1 &&
-      opcode != Opcode::kDot && opcode != Opcode::kReduce && opcode != Opcode::kCustomCall) {
-    return 0;
-  }
+  if (analysis::FoldsIntoUsers(instruction)) return 0;
   const double result_bytes = static_cast<double>(instruction.shape().ByteSize());
   if (opcode == Opcode::kDot) {
     const auto flops = static_cast<double>(analysis::DotFlops(instruction));
@@ -112,21 +111,36 @@ double OperandReadBytes(const ir::Instruction& instruction, int64_t index) {
 
 double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
                                             const analysis::FusionPlan& fusion) const {
+  // A kernel's whole time is its root's: what is fused into it costs nothing
+  // of its own.
+  if (fusion.FusedIntoUsers(instruction)) return 0;
   const Opcode opcode = instruction.opcode();
-  if (opcode == Opcode::kDot || opcode == Opcode::kFusion || ComputeSeconds(instruction) == 0) {
-    return ComputeSeconds(instruction);  // free, scalar, or a kernel with unfused operands
+  if (opcode == Opcode::kFusion || ComputeSeconds(instruction) == 0) {
+    return ComputeSeconds(instruction);  // free, scalar, or a kernel the program wrote itself
   }
-  // The kernel reads what its fused producers do not compute for it (each
-  // value once), and writes its result unless it is fused into its users.
+  // The kernel reads each value from outside it once (as much of it as its
+  // readers take), and writes its root's result.
+  // (In the order the plan lists them, so that the sum is the same on
+  // every run.)
+  std::vector<std::pair<const ir::Instruction*, double>> read;
+  for (const analysis::OperandRead& operand : fusion.KernelReads(instruction)) {
+    const ir::Instruction* value = operand.reader->operand(operand.index);
+    const double value_bytes = OperandReadBytes(*operand.reader, operand.index);
+    auto seen =
+        std::find_if(read.begin(), read.end(), [&](const auto& r) { return r.first == value; });
+    if (seen == read.end()) {
+      read.emplace_back(value, value_bytes);
+    } else {
+      seen->second = std::max(seen->second, value_bytes);
+    }
+  }
   double bytes = 0;
-  for (int64_t i = 0; i < instruction.operand_count(); ++i) {
-    const ir::Instruction* operand = instruction.operand(i);
-    bool seen = false;
-    for (int64_t j = 0; j < i; ++j) seen |= instruction.operand(j) == operand;
-    if (seen || fusion.FusedIntoUsers(*operand)) continue;
-    bytes += OperandReadBytes(instruction, i);
+  for (const auto& [value, value_bytes] : read) bytes += value_bytes;
+  if (opcode == Opcode::kDot) {
+    return DotSeconds(static_cast<double>(analysis::DotFlops(instruction)),
+                      bytes + static_cast<double>(instruction.shape().ByteSize()),
+                      instruction.operand(0)->shape().type());
   }
-  if (fusion.FusedIntoUsers(instruction)) return MemorySeconds(bytes);
   bytes += opcode == Opcode::kDynamicUpdateSlice
                ? static_cast<double>(instruction.operand(1)->shape().ByteSize())
                : static_cast<double>(instruction.shape().ByteSize());

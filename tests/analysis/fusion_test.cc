@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/parser.h"
 
@@ -64,14 +66,30 @@ TEST(FusionPlan, FusesElementwiseChainsIntoTheirKernel) {
   EXPECT_TRUE(fused("b"));
   // %u has two users (the reduce and the negate): it stays a kernel.
   EXPECT_FALSE(fused("u"));
-  // Dots never fuse, nor does a value a dot reads (%c) or the tuple takes.
+  // Dots never fuse, nor does a value the tuple takes; the convert of a
+  // dot's result that only another dot reads is read through by that dot.
   EXPECT_FALSE(fused("h"));
-  EXPECT_FALSE(fused("c"));
+  EXPECT_TRUE(fused("c"));
   EXPECT_FALSE(fused("d"));
   EXPECT_FALSE(fused("n"));
-  // The reduce is a kernel of its own (an input fusion root).
+  // The reduce, whose result the tuple takes, roots a kernel of its own
+  // (an input fusion).
   EXPECT_FALSE(fused("r"));
-  EXPECT_EQ(plan.fused_count(), 4u);
+  EXPECT_EQ(plan.fused_count(), 5u);
+  // The kernel of %u reads %h and the broadcast's scalar; that of %d reads
+  // %h through the convert, and %w2.
+  const auto reads = [&](const char* root) {
+    std::vector<std::string> names;
+    for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction(root))) {
+      names.push_back(read.reader->name() + "." + std::to_string(read.index) + "<-" +
+                      read.reader->operand(read.index)->name());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(reads("u"), (std::vector<std::string>{"b.0<-half", "m.0<-h"}));
+  EXPECT_EQ(reads("d"), (std::vector<std::string>{"c.0<-h", "d.1<-w2"}));
+  EXPECT_TRUE(plan.KernelReads(*entry.FindInstruction("m")).empty());
 }
 
 TEST(FusionPlan, FusesAReducesInputAndADynamicUpdateSlicesUpdateOnly) {
@@ -105,6 +123,144 @@ ENTRY %main {
   EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("update")));
   // The buffer updated in place is not computed inside the update.
   EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("big")));
+}
+
+constexpr const char* kSoftmax = R"(
+HloModule softmax
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%max (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %m = f32[] maximum(%a, %b)
+}
+
+ENTRY %main {
+  %s = f32[4,ROW] parameter(0)
+  %ninf = f32[] constant(-inf)
+  %m = f32[4] reduce(%s, %ninf), dimensions={1}, to_apply=%max
+  %bm = f32[4,ROW] broadcast(%m), dimensions={0}
+  %d = f32[4,ROW] subtract(%s, %bm)
+  %e = f32[4,ROW] exponential(%d)
+  %zero = f32[] constant(0)
+  %z = f32[4] reduce(%e, %zero), dimensions={1}, to_apply=%add
+  %bz = f32[4,ROW] broadcast(%z), dimensions={0}
+  %p = f32[4,ROW] divide(%e, %bz)
+  %c = bf16[4,ROW] convert(%p)
+  %v = bf16[ROW,8] parameter(1)
+  ROOT %o = bf16[4,8] dot(%c, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+
+std::string SoftmaxWithRows(int64_t row) {
+  std::string text = kSoftmax;
+  for (size_t at = text.find("ROW"); at != std::string::npos; at = text.find("ROW")) {
+    text.replace(at, 3, std::to_string(row));
+  }
+  return text;
+}
+
+TEST(FusionPlan, FusesASoftmaxWithItsReductionsIntoOneKernelWhileARowFitsOnChip) {
+  auto module = Parse(SoftmaxWithRows(2048));
+  ASSERT_NE(module, nullptr);
+  const ir::Computation& entry = *module->entry();
+  const FusionPlan plan(entry);
+  // The convert that narrows the probabilities roots the kernel: the dot
+  // reads them as the kernel wrote them, since the chain starts inside it.
+  for (const char* name : {"m", "bm", "d", "e", "z", "bz", "p"}) {
+    EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction(name))) << name;
+  }
+  EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("c")));
+  // It reads %s (by the max and the subtract) and the two initial values.
+  std::vector<std::string> values;
+  for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction("c"))) {
+    values.push_back(read.reader->operand(read.index)->name());
+  }
+  std::sort(values.begin(), values.end());
+  EXPECT_EQ(values, (std::vector<std::string>{"ninf", "s", "s", "zero"}));
+
+  // A row longer than a kernel keeps on chip: the reductions are kernels of
+  // their own, and so is %e, which one of them and the divide both read.
+  auto wide = Parse(SoftmaxWithRows(2 * kMaxFusedReduceRow));
+  ASSERT_NE(wide, nullptr);
+  const ir::Computation& wide_entry = *wide->entry();
+  const FusionPlan wide_plan(wide_entry);
+  for (const char* name : {"m", "z", "e"}) {
+    EXPECT_FALSE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction(name))) << name;
+  }
+  EXPECT_TRUE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction("d")));
+  EXPECT_TRUE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction("p")));
+}
+
+TEST(FusionPlan, ADotReadsItsWeightsWindowThroughTheSliceAndTheConvert) {
+  auto module = Parse(R"(
+HloModule stacked
+
+ENTRY %main {
+  %stacked = f32[4,64,32] parameter(0)
+  %layer = s32[] parameter(1)
+  %z = s32[] constant(0)
+  %window = f32[1,64,32] dynamic-slice(%stacked, %layer, %z, %z), dynamic_slice_sizes={1,64,32}
+  %w = f32[64,32] reshape(%window)
+  %wb = bf16[64,32] convert(%w)
+  %x = f32[16,64] parameter(2)
+  %g = f32[16,64] parameter(3)
+  %n = f32[16,64] multiply(%x, %g)
+  %nb = bf16[16,64] convert(%n)
+  %y = bf16[16,32] dot(%nb, %wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %t = bf16[32,64] transpose(%wb), dimensions={1,0}
+  ROOT %out = (bf16[16,32], bf16[32,64]) tuple(%y, %t)
+}
+)");
+  ASSERT_NE(module, nullptr);
+  const ir::Computation& entry = *module->entry();
+  const FusionPlan plan(entry);
+  const auto fused = [&](const char* name) {
+    return plan.FusedIntoUsers(*entry.FindInstruction(name));
+  };
+  // %wb has a user that is not a dot (the transpose, whose result the
+  // tuple takes): it stays a kernel, and the chain under it fuses into it.
+  EXPECT_FALSE(fused("wb"));
+  EXPECT_TRUE(fused("w"));
+  EXPECT_TRUE(fused("window"));
+  // The normed input's convert starts inside the multiply's kernel: it
+  // roots it, and writes the bf16 value the dot reads.
+  EXPECT_TRUE(fused("n"));
+  EXPECT_FALSE(fused("nb"));
+
+  // Without the transpose, the dot reads the f32 window itself.
+  auto only_dot = Parse(R"(
+HloModule stacked
+
+ENTRY %main {
+  %stacked = f32[4,64,32] parameter(0)
+  %layer = s32[] parameter(1)
+  %z = s32[] constant(0)
+  %window = f32[1,64,32] dynamic-slice(%stacked, %layer, %z, %z), dynamic_slice_sizes={1,64,32}
+  %w = f32[64,32] reshape(%window)
+  %wb = bf16[64,32] convert(%w)
+  %x = bf16[16,64] parameter(2)
+  ROOT %y = bf16[16,32] dot(%x, %wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)");
+  ASSERT_NE(only_dot, nullptr);
+  const ir::Computation& dot_entry = *only_dot->entry();
+  const FusionPlan dot_plan(dot_entry);
+  for (const char* name : {"window", "w", "wb"}) {
+    EXPECT_TRUE(dot_plan.FusedIntoUsers(*dot_entry.FindInstruction(name))) << name;
+  }
+  std::vector<std::string> readers;
+  for (const OperandRead& read : dot_plan.KernelReads(*dot_entry.FindInstruction("y"))) {
+    readers.push_back(read.reader->name() + "." + std::to_string(read.index));
+  }
+  std::sort(readers.begin(), readers.end());
+  EXPECT_EQ(readers,
+            (std::vector<std::string>{"window.0", "window.1", "window.2", "window.3", "y.0"}));
 }
 
 }  // namespace

@@ -158,10 +158,12 @@ else
 fi
 
 # simulate: the table, a JSON report and a trace Perfetto opens; the same
-# times as the cost model where nothing contends; --compare and knobs.
+# times as the cost model where nothing contends (to the rounding of sums
+# taken in another order); --compare and knobs.
 if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/sim.json" \
   --trace "$tmp/sim.trace.json" && grep -q '^step time' "$tmp/out" &&
-  jq -e '(.step_seconds * 1e9 | round) == 127617 and .step_seconds == .cost_model_step_seconds' \
+  jq -e '(.step_seconds * 1e9 | round) == 117132 and
+    (.step_seconds - .cost_model_step_seconds | fabs) <= 1e-12 * .step_seconds' \
     "$tmp/sim.json" >/dev/null &&
   jq -e '[.traceEvents[] | select(.ph == "X")] | length > 0' "$tmp/sim.trace.json" >/dev/null; then
   ok "loom simulate: table, JSON, trace"
@@ -397,14 +399,14 @@ fi
 
 # Fusion: the demo block's scheduled step on a TPU v4 slice, fused as XLA
 # compiles it and, on the same target with fuses_elementwise false, op by op
-# (the README's 195.5 against 276.9 us).
+# (the README's 185.0 against 276.9 us).
 if run "$loom" targets tpu-v4-2x2x1 --json &&
   sed 's/"fuses_elementwise": true/"fuses_elementwise": false/' "$tmp/out" >"$tmp/unfused.json" &&
   run "$loom" opt "$example" --target tpu-v4-2x2x1 --estimate --passes=async-collectives,schedule -o /dev/null &&
-  grep -q "after  195.523 us" "$tmp/err" "$tmp/out" &&
+  grep -q "after  185.037 us" "$tmp/err" "$tmp/out" &&
   run "$loom" opt "$example" --target "$tmp/unfused.json" --estimate --passes=async-collectives,schedule -o /dev/null &&
   grep -q "after  276.923 us" "$tmp/err" "$tmp/out"; then
-  ok "loom opt --estimate: the demo block fused (195.523 us) and op by op (276.923 us)"
+  ok "loom opt --estimate: the demo block fused (185.037 us) and op by op (276.923 us)"
 else
   fail "fusion on the demo block" "not the README's steps"
 fi

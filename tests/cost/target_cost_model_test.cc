@@ -109,18 +109,63 @@ ENTRY %main {
   ASSERT_TRUE(module.ok());
   const ir::Computation& entry = *(*module)->entry();
   const ComputeTimes fused(model);
-  // multiply reads x and y (8 KiB each) inside the kernel; tanh reads
-  // nothing from memory; add reads x again and writes the result, and
-  // launches the one kernel.
-  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("m")), 2 * 8192 / 1e12);
+  // One kernel, all of it the root's: it reads x (which multiply and add
+  // both take) and y once (8 KiB each), writes the result and launches once.
+  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("m")), 0);
   EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("t")), 0);
-  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("a")), 2 * 8192 / 1e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(fused.Of(*entry.FindInstruction("a")), 3 * 8192 / 1e12 + 1e-6);
   // Unfused, each op is a kernel of its own: 3 + 2 + 3 arrays moved, 3 launches.
   const TargetCostModel unfused_model(Bus());
   const ComputeTimes unfused(unfused_model);
   double total = 0;
   for (const char* name : {"m", "t", "a"}) total += unfused.Of(*entry.FindInstruction(name));
   EXPECT_DOUBLE_EQ(total, 8 * 8192 / 1e12 + 3e-6);
+}
+
+// A dot that reads its layer's bf16 weights through a convert and a
+// dynamic-slice of the f32 stack reads the f32 window, not the stack, and
+// the convert and the slice launch nothing; a softmax is one pass.
+TEST(TargetCostModel, ADotReadsThroughTheOpsFusedIntoItAndASoftmaxIsOnePass) {
+  ComputeSpec compute = SimpleCompute();
+  compute.fuses_elementwise = true;
+  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  auto module = ir::ParseModule(R"(
+HloModule m
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main {
+  %stacked = f32[8,1024,256] parameter(0)
+  %layer = s32[] parameter(1)
+  %z = s32[] constant(0)
+  %window = f32[1,1024,256] dynamic-slice(%stacked, %layer, %z, %z), dynamic_slice_sizes={1,1024,256}
+  %w = f32[1024,256] reshape(%window)
+  %wb = bf16[1024,256] convert(%w)
+  %x = bf16[2,1024] parameter(2)
+  %y = bf16[2,256] dot(%x, %wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s = f32[64,512] parameter(3)
+  %zero = f32[] constant(0)
+  %e = f32[64,512] exponential(%s)
+  %r = f32[64] reduce(%e, %zero), dimensions={1}, to_apply=%add
+  %br = f32[64,512] broadcast(%r), dimensions={0}
+  %p = f32[64,512] divide(%e, %br)
+  ROOT %t = (bf16[2,256], f32[64,512]) tuple(%y, %p)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const ComputeTimes times(model);
+  for (const char* name : {"window", "w", "wb", "e", "r", "br"}) {
+    EXPECT_EQ(times.Of(*entry.FindInstruction(name)), 0) << name;
+  }
+  // 2*2*1024*256 FLOPs at 4e12 (bf16) are far less than the bytes: the f32
+  // window (1 MiB), %x, the two indices and the result, at 1e12 bytes/s.
+  EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("y")),
+                   (1024 * 256 * 4 + 2 * 1024 * 2 + 4 + 4 + 2 * 256 * 2) / 1e12 + 1e-6);
+  // The softmax reads %s and the reduction's initial value once, and writes %p.
+  EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("p")), (2 * 64 * 512 * 4 + 4) / 1e12 + 1e-6);
 }
 
 // A fused kernel (flash attention's form: a product, a softmax-like
