@@ -69,21 +69,6 @@ bool FeedsADotInPlace(Opcode opcode) {
   }
 }
 
-// Whether the chain of ops a dot reads through, from `op` down, starts at a
-// value in memory rather than inside a loop kernel. Reshapes and bitcasts
-// only rename their operand, whoever else reads it.
-bool StartsInMemory(const Instruction& op,
-                    const std::unordered_map<const Instruction*, Uses>& uses) {
-  const Instruction* value = op.operand(0);
-  while (FeedsADotInPlace(value->opcode())) {
-    const bool renames = value->opcode() == Opcode::kReshape || value->opcode() == Opcode::kBitcast;
-    auto it = uses.find(value);
-    if (!renames && (it == uses.end() || it->second.size() != 1)) break;
-    value = value->operand(0);
-  }
-  return !IsLoopFusible(value->opcode()) || FoldsIntoUsers(*value);
-}
-
 bool ReduceRowFitsOnChip(const Instruction& reduce) {
   if (!reduce.shape().IsArray() || reduce.operand_count() != 2) return false;  // variadic: no
   const int64_t outputs = reduce.shape().ElementCount();
@@ -104,7 +89,6 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
   // duplicated op, in several. Users come after their operands, so walking
   // backwards every user's kernel is known when its operand is decided.
   std::unordered_map<const Instruction*, const Instruction*> kernel;
-  std::unordered_set<const Instruction*> in_dot;  // fused into dots
   const auto& instructions = computation.instructions();
   for (auto it = instructions.rbegin(); it != instructions.rend(); ++it) {
     const Instruction& producer = **it;
@@ -115,16 +99,6 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
       continue;
     }
     const Uses& users = found->second;
-    bool only_dots = FeedsADotInPlace(producer.opcode());
-    for (const auto& [user, index] : users) {
-      only_dots &= user->opcode() == Opcode::kDot || in_dot.count(user) > 0;
-    }
-    if (only_dots && StartsInMemory(producer, uses)) {
-      fused_.insert(&producer);
-      in_dot.insert(&producer);
-      kernel[&producer] = users.size() == 1 ? kernel[users.front().first] : nullptr;
-      continue;
-    }
     const bool fusible = IsLoopFusible(producer.opcode()) ||
                          (producer.opcode() == Opcode::kReduce && ReduceRowFitsOnChip(producer));
     if (!fusible) continue;
@@ -132,12 +106,30 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
     bool one_kernel = true;
     bool all_take_in = true;
     for (const auto& [user, index] : users) {
-      all_take_in &= TakesIn(*user, index) && in_dot.count(user) == 0 && !FoldsIntoUsers(*user);
+      all_take_in &= TakesIn(*user, index) && !FoldsIntoUsers(*user);
       one_kernel &= shared != nullptr && kernel[user] == shared;
     }
     if (!all_take_in || (!one_kernel && !Duplicable(producer.opcode()))) continue;
     fused_.insert(&producer);
     kernel[&producer] = one_kernel ? shared : nullptr;
+  }
+  // A kernel whose root only dots read, and which only reads a value in
+  // memory through ops a dot reads through (a convert of a weight's window,
+  // of a value other kernels read too), is the dots' operand fusion instead:
+  // they read that value themselves. One that computes its value (a convert
+  // of a norm's output) stays, and writes the narrower value.
+  for (const auto& owned : instructions) {
+    const Instruction& root = *owned;
+    const auto found = uses.find(&root);
+    if (FusedIntoUsers(root) || !FeedsADotInPlace(root.opcode()) || found == uses.end() ||
+        computation.root() == &root || !root.shape().IsArray()) {
+      continue;
+    }
+    bool only_dots = true;
+    for (const auto& [user, index] : found->second) only_dots &= user->opcode() == Opcode::kDot;
+    const Instruction* start = root.operand(0);
+    while (FusedIntoUsers(*start) && FeedsADotInPlace(start->opcode())) start = start->operand(0);
+    if (only_dots && !FusedIntoUsers(*start)) fused_.insert(&root);
   }
   // Each kernel's reads: the operands, from outside it, of its root and of
   // everything fused into it (a fused op's operand is fused into the same

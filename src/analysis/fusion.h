@@ -41,13 +41,13 @@
 //  - a reduce joins its users' kernel on the same terms, when a row of it
 //    (the elements summed into one result) holds at most
 //    kMaxFusedReduceRow elements, what a kernel keeps on chip;
-//  - a convert, bitcast, reshape, transpose, broadcast, copy, slice or
-//    dynamic-slice whose every user is a dot (or such an op fused into
-//    one) is fused into the dots, when the chain starts at a value already
-//    in memory (a parameter, a loop's state, a collective's or another
-//    kernel's result): one that starts inside a loop kernel (a convert of
-//    a norm's output) stays that kernel's root, which writes the narrower
-//    value;
+//  - a kernel whose root is a convert, bitcast, reshape, transpose,
+//    broadcast, copy, slice or dynamic-slice that only dots read, and that
+//    only passes on, through such ops, a value in memory (a parameter, a
+//    loop's state, a collective's or another kernel's result), is fused
+//    into the dots instead: each reads that value itself. One that computes
+//    its value (a convert of a norm's output) stays a kernel, which writes
+//    the narrower value;
 //  - never the computation's root, nor a value a loop, a collective or a
 //    tuple takes: those cross a kernel boundary.
 // Scalar arithmetic (a loop's counter, a ring's offsets) folds into the

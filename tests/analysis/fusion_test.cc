@@ -259,8 +259,36 @@ ENTRY %main {
     readers.push_back(read.reader->name() + "." + std::to_string(read.index));
   }
   std::sort(readers.begin(), readers.end());
-  EXPECT_EQ(readers,
-            (std::vector<std::string>{"window.0", "window.1", "window.2", "window.3", "y.0"}));
+    EXPECT_EQ(readers, (std::vector<std::string>{"window.0", "window.1", "window.2", "window.3",
+                                               "y.0"}));
+}
+
+TEST(FusionPlan, ADotReadsThroughAConvertOfAValueOtherKernelsReadToo) {
+  // %p is written once, since the tuple takes it too: the dot reads it
+  // through the convert instead of a kernel converting it first.
+  auto module = Parse(R"(
+HloModule saved
+
+ENTRY %main {
+  %s = f32[16,64] parameter(0)
+  %p = f32[16,64] exponential(%s)
+  %pb = bf16[16,64] convert(%p)
+  %v = bf16[64,8] parameter(1)
+  %o = bf16[16,8] dot(%pb, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = (bf16[16,8], f32[16,64]) tuple(%o, %p)
+}
+)");
+  ASSERT_NE(module, nullptr);
+  const ir::Computation& entry = *module->entry();
+  const FusionPlan plan(entry);
+  EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("p")));
+  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("pb")));
+  std::vector<std::string> values;
+  for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction("o"))) {
+    values.push_back(read.reader->operand(read.index)->name());
+  }
+  std::sort(values.begin(), values.end());
+  EXPECT_EQ(values, (std::vector<std::string>{"p", "v"}));
 }
 
 }  // namespace
