@@ -299,4 +299,10 @@ std::string ModelConfigJson(const ModelConfig& m) {
          "\n";
 }
 
+ModelConfig WithLayers(ModelConfig model, int64_t layers) {
+  model.layers = layers;
+  if (model.encoder_layers > 0) model.encoder_layers = layers;
+  return model;
+}
+
 }  // namespace loom::model

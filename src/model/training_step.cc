@@ -122,6 +122,7 @@ struct LayerActs {
   // C, M] (X = the group of devices x Ng x C slots).
   Value probs, xe, ue, ze, acte, yb;
   bool causal = true;  // as the layer's weights say
+  bool cross = false;  // likewise
   // Cross-attention: its norm, input, q [b,S,H,hd], the memory's k and v,
   // the probabilities [b,H,S,S] and the output [T, H*hd].
   NormActs normc;
@@ -261,12 +262,15 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
 // attention core softmax(q k^T) v; "none" the attention's probabilities
 // (in flash attention's form their log-sum-exp, kept in the parameter type
 // as flash attention keeps it) and output too, and recomputes nothing else.
+// A layer with cross-attention (`cross`: an encoder-decoder's decoder) keeps
+// the same of it after the rest: its norm's output and 1/rms, q and the
+// memory's k and v, and with none its probabilities and output.
 struct SavedShape {
   std::vector<int64_t> dims;
   bool in_param_type = false;  // else in the activation type
 };
 std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& model,
-                                    const ParallelPlan& plan) {
+                                    const ParallelPlan& plan, bool cross = false) {
   if (plan.recompute == "full") return {{{s.R, s.M}}};
   std::vector<SavedShape> dims;
   for (int64_t j = 0; j < BlockLayers(model); ++j) {
@@ -301,6 +305,15 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
       dims.push_back(KeepsLogSumExp(model, plan) ? SavedShape{{s.b, s.H, s.S}, true}
                                                  : SavedShape{{s.b, s.H, s.S, s.Sk}});
       dims.push_back({{s.T, s.H * s.hd}});
+    }
+    if (cross) {
+      dims.insert(dims.end(), {{{s.R, s.M}},
+                               {{s.R}},
+                               {{s.b, s.S, s.H, s.hd}},
+                               {{s.b, s.S, s.H, s.hd}},
+                               {{s.b, s.S, s.H, s.hd}}});
+      if (plan.recompute == "none")
+        dims.insert(dims.end(), {{{s.b, s.H, s.S, s.S}}, {{s.T, s.H * s.hd}}});
     }
   }
   return dims;
@@ -1126,6 +1139,7 @@ class StepWriter {
   LayerActs LayerForward(ComputationEmitter& c, const Value& held, const LayerWeights& w) {
     LayerActs a;
     a.causal = w.causal;
+    a.cross = w.cross;
     const Value x = Math(c, held);
     a.norm1 = NormForward(c, x);
     a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
@@ -1558,8 +1572,13 @@ class StepWriter {
         saved.push_back(KeepsLogSumExp(m_, plan_) ? a.lse : a.p);
         saved.push_back(a.o);
       }
+      if (a.cross) {
+        saved.insert(saved.end(), {a.normc.n, a.normc.r, a.qc, a.kx, a.vx});
+        if (plan_.recompute == "none") saved.insert(saved.end(), {a.pc, a.oc});
+      }
     }
-    const std::vector<SavedShape> shapes = SavedShapes(s_, m_, plan_);
+    const std::vector<SavedShape> shapes =
+        SavedShapes(s_, m_, plan_, !acts.empty() && acts.front().cross);
     for (size_t k = 0; k < saved.size(); ++k) {
       saved[k] = shapes[k].in_param_type ? Math(c, saved[k]) : Held(c, saved[k]);
     }
@@ -1581,6 +1600,7 @@ class StepWriter {
                           const LayerWeights& w) {
     LayerActs a;
     a.causal = w.causal;
+    a.cross = w.cross;
     a.norm1 = {Math(c, saved[i]), Math(c, saved[i + 1])};
     i += 2;
     a.q = saved[i++];
@@ -1608,22 +1628,44 @@ class StepWriter {
     }
     if (plan_.recompute != "none") {
       AttentionCore(c, a);
-      return a;
-    }
-    if (KeepsLogSumExp(m_, plan_)) {
-      a.lse = saved[i++];
     } else {
-      a.k = AttendedKv(c, a.kc);
-      a.v = AttendedKv(c, a.vc);
-      a.p = Math(c, saved[i++]);
+      if (KeepsLogSumExp(m_, plan_)) {
+        a.lse = saved[i++];
+      } else {
+        a.k = AttendedKv(c, a.kc);
+        a.v = AttendedKv(c, a.vc);
+        a.p = Math(c, saved[i++]);
+      }
+      a.o = saved[i++];
     }
-    a.o = saved[i++];
+    if (w.cross) RestoredCrossAttention(c, saved, i, w, a);
     return a;
   }
-  // Zero stacks of the saved values: [extents..., SavedShapes...].
-  std::vector<Value> SavedStacks(ComputationEmitter& e, const std::vector<int64_t>& extents) {
+  // Its cross-attention's, from saved[i] on: the input of q's product made
+  // again from the norm's output, and (selective) the attention core
+  // recomputed from q and the memory's k and v.
+  void RestoredCrossAttention(ComputationEmitter& c, const std::vector<Value>& saved, size_t& i,
+                              const LayerWeights& w, LayerActs& a) {
+    a.normc = {Math(c, saved[i]), Math(c, saved[i + 1])};
+    i += 2;
+    a.qc = saved[i++];
+    a.kx = saved[i++];
+    a.vx = saved[i++];
+    a.hc = GatherRows(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.normc.n)));
+    if (plan_.recompute == "none") {
+      a.pc = Math(c, saved[i++]);
+      a.oc = saved[i++];
+      return;
+    }
+    a.pc = SoftmaxLastDim(c, Scores(c, a.qc, a.kx, std::nullopt, false));
+    a.oc = c.Reshape(AttentionOutput(c, a.pc, a.vx), {s_.T, s_.H * s_.hd});
+  }
+  // Zero stacks of the saved values: [extents..., SavedShapes...] (`cross`:
+  // of layers with cross-attention).
+  std::vector<Value> SavedStacks(ComputationEmitter& e, const std::vector<int64_t>& extents,
+                                 bool cross = false) {
     std::vector<Value> stacks;
-    for (const SavedShape& saved : SavedShapes(s_, m_, plan_)) {
+    for (const SavedShape& saved : SavedShapes(s_, m_, plan_, cross)) {
       std::vector<int64_t> full = extents;
       full.insert(full.end(), saved.dims.begin(), saved.dims.end());
       stacks.push_back(e.Full(saved.in_param_type ? P_ : A_, 0, full));
@@ -1731,6 +1773,12 @@ class StepWriter {
     return e.Elements(e.While(carry, condition, body));
   }
 
+  // How many layers a stack's loops run: an encoder-decoder's encoder has
+  // its own count.
+  int64_t StackLayers(const LayerStack& stack) const {
+    return stack.encoder ? m_.encoder_layers : s_.L;
+  }
+
   // What a loop over a stack carries after the weights (and gradients): the
   // chunk's first layer under interleaving, the memory, and its gradient.
   static std::vector<Value> Extras(const std::optional<Value>& chunk, const LayerStack& stack,
@@ -1749,8 +1797,8 @@ class StepWriter {
                                                    const std::vector<Value>& stacked,
                                                    const std::optional<Value>& chunk = {},
                                                    const LayerStack& stack = {}) {
-    const int64_t trips = chunk ? ChunkLayers() : s_.L;
-    const std::vector<Value> stacks = SavedStacks(e, {trips});
+    const int64_t trips = chunk ? ChunkLayers() : StackLayers(stack);
+    const std::vector<Value> stacks = SavedStacks(e, {trips}, stack.memory.has_value());
     const auto kept = static_cast<long>(stacks.size());
     const std::vector<Value> extras = Extras(chunk, stack);
     const auto n = static_cast<long>(stacked.size());
@@ -1802,7 +1850,7 @@ class StepWriter {
                           const std::vector<Value>& stacked, const std::optional<Value>& chunk = {},
                           const LayerStack& stack = {}, const std::vector<Value>& into = {}) {
     const size_t n = stacked.size();
-    const int64_t trips = chunk ? ChunkLayers() : s_.L;
+    const int64_t trips = chunk ? ChunkLayers() : StackLayers(stack);
     const auto kept = static_cast<long>(saved.size());
     std::optional<Value> dmemory;
     if (stack.memory) dmemory = e.Full(P_, 0, stack.memory->dims);
@@ -2923,7 +2971,6 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     LOOM_RETURN_IF_ERROR(refuse(p.pipeline > 1, "pipeline stages"));
     LOOM_RETURN_IF_ERROR(refuse(p.context > 1, "context parallelism"));
     LOOM_RETURN_IF_ERROR(refuse(m.experts > 0, "experts"));
-    LOOM_RETURN_IF_ERROR(refuse(p.recompute != "full", "recompute other than full"));
     LOOM_RETURN_IF_ERROR(refuse(m.kv_heads != m.heads, "grouped-query or multi-query attention"));
     LOOM_RETURN_IF_ERROR(refuse(!m.causal, "a bidirectional decoder (causal false)"));
   }
@@ -3172,13 +3219,19 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   } else if (p.pipeline > 1) {
     kept_layers = sizes.n * sizes.L;
   }
-  for (const SavedShape& saved : SavedShapes(sizes, m, p)) {
-    f.activations += kept_layers * product(saved.dims) * (saved.in_param_type ? element : held);
-  }
-  // An encoder-decoder's encoder keeps each layer's input too (full
-  // recomputation), and the memory every decoder layer reads.
+  const auto kept_of = [&](int64_t layers, bool cross) {
+    int64_t bytes = 0;
+    for (const SavedShape& saved : SavedShapes(sizes, m, p, cross)) {
+      bytes += layers * product(saved.dims) * (saved.in_param_type ? element : held);
+    }
+    return bytes;
+  };
+  f.activations += kept_of(kept_layers, m.encoder_layers > 0);
+  // An encoder-decoder's encoder keeps as much of each of its layers (it
+  // has no cross-attention), and every row of the memory each decoder
+  // layer reads.
   if (m.encoder_layers > 0) {
-    f.activations += (m.encoder_layers + 1) * sizes.R * sizes.M * held;
+    f.activations += kept_of(m.encoder_layers, false) + sizes.T * sizes.M * held;
   }
   return f;
 }

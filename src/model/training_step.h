@@ -366,5 +366,9 @@ Expected<ModelConfig> ModelPreset(std::string_view name);
 Expected<ModelConfig> ParseModelConfig(const std::string& json_text, std::string_view where);
 Expected<ParallelPlan> ParsePlan(const std::string& json_text, std::string_view where);
 std::string ModelConfigJson(const ModelConfig& model);
+// `model` at another depth: `layers` layers, and as many in an
+// encoder-decoder's encoder (what `loom model --layers` and a study's
+// "layers" mean).
+ModelConfig WithLayers(ModelConfig model, int64_t layers);
 
 }  // namespace loom::model

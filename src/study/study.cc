@@ -58,7 +58,7 @@ Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view whe
     const std::string at = fmt::format("{}: models[{}]", where, i);
     Expected<model::ModelConfig> m = ModelOf(json["models"][i], at);
     if (!m.ok()) return Error{fmt::format("{}: {}", at, m.error().message)};
-    if (layers) m->layers = *layers;
+    if (layers) *m = model::WithLayers(*m, *layers);
     models.push_back(std::move(*m));
   }
   std::vector<model::ParallelPlan> plans;

@@ -511,6 +511,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-t5", 2, 2, 1, 1, true, 0, "f32", "full", "adam", 1, "ring", "fused"},
         Case{"tiny-t5", 2, 1, 1, 1, false, 0, "f32", "full", "adafactor"},
         Case{"tiny-t5", 2, 2, 1, 1, true, 3}, Case{"tiny-t5", 1, 2, 1, 2, false, 3},
+        // ... keeping the cross-attention's values instead of recomputing
+        // the layer (selective: its core recomputed; none: nothing).
+        Case{"tiny-t5", 2, 1, 1, 2, true, 0, "f32", "selective"},
+        Case{"tiny-t5", 2, 2, 1, 1, false, 1, "bf16", "none"},
+        Case{"tiny-t5", 2, 2, 1, 1, true, 3, "f32", "none", "adam", 1, "ring", "fused"},
         // ZeRO-2: the layers' gradients reduce-scattered per micro-batch.
         Case{"tiny", 1, 2, 1, 2, false, 2}, Case{"tiny-gqa", 2, 2, 2, 2, false, 2},
         Case{"tiny-bert", 2, 2, 1, 1, true, 2},
@@ -1063,32 +1068,49 @@ TEST(MixtureOfExperts, IdenticalExpertsTakingEveryTokenAreTheDenseMlp) {
 // every encoder weight has a gradient (so the gradients' agreement with
 // finite differences above tests the encoder's path through the
 // cross-attention, not a path that ends at the encoder).
+// That holds for every layer of an encoder deeper than its decoder too: the
+// encoder's loops run its own count of layers.
 TEST(EncoderDecoder, TheDecoderReadsTheEncoder) {
-  ModelConfig m = ModelPreset("tiny-t5").value();
-  m.compute_type = "f32";
-  ParallelPlan plan;
-  plan.optimizer = "none";
-  const auto module = Build(m, plan);
-  std::vector<Tensor> inputs = FullInputs(*module, m, 9);
-  const auto run = RunStep(*module, 1, {inputs});
-  const auto leaves = exec::OutputLeaves(run[0].output);
-  const std::vector<WeightInfo> weights = Weights(m);
-  int64_t encoder_weights = 0;
-  for (size_t w = 0; w < weights.size(); ++w) {
-    if (!weights[w].name.starts_with("enc.")) continue;
-    ++encoder_weights;
-    double largest = 0;
-    for (int64_t e = 0; e < leaves[w + 1]->ElementCount(); ++e) {
-      largest = std::max(largest, std::abs(leaves[w + 1]->GetDouble(e)));
+  for (const int64_t encoder_layers : {2, 3}) {
+    ModelConfig m = ModelPreset("tiny-t5").value();
+    m.compute_type = "f32";
+    m.encoder_layers = encoder_layers;
+    ParallelPlan plan;
+    plan.optimizer = "none";
+    const auto module = Build(m, plan);
+    std::vector<Tensor> inputs = FullInputs(*module, m, 9);
+    const auto run = RunStep(*module, 1, {inputs});
+    const auto leaves = exec::OutputLeaves(run[0].output);
+    const std::vector<WeightInfo> weights = Weights(m);
+    int64_t encoder_weights = 0;
+    for (size_t w = 0; w < weights.size(); ++w) {
+      if (!weights[w].name.starts_with("enc.")) continue;
+      ++encoder_weights;
+      // The largest gradient of each layer of a stacked weight.
+      const Tensor& grad = *leaves[w + 1];
+      const int64_t layers = weights[w].stacked ? grad.shape().dim(0) : 1;
+      if (weights[w].stacked) {
+        EXPECT_EQ(layers, encoder_layers) << weights[w].name;
+      }
+      const int64_t per_layer = grad.ElementCount() / layers;
+      for (int64_t layer = 0; layer < layers; ++layer) {
+        double largest = 0;
+        for (int64_t e = layer * per_layer; e < (layer + 1) * per_layer; ++e) {
+          largest = std::max(largest, std::abs(grad.GetDouble(e)));
+        }
+        EXPECT_GT(largest, 1e-6) << weights[w].name << " layer " << layer << " of "
+                                 << encoder_layers;
+      }
     }
-    EXPECT_GT(largest, 1e-6) << weights[w].name;
+    EXPECT_GT(encoder_weights, 6);
+    if (encoder_layers != 2) continue;
+    for (int64_t e = 0; e < inputs[0].ElementCount(); ++e) {
+      inputs[0].SetInt(e, (inputs[0].GetInt(e) + 1) % m.vocab);
+    }
+    const double other =
+        exec::OutputLeaves(RunStep(*module, 1, {inputs})[0].output)[0]->GetDouble(0);
+    EXPECT_GT(std::abs(other - leaves[0]->GetDouble(0)), 1e-6);
   }
-  EXPECT_GT(encoder_weights, 6);
-  for (int64_t e = 0; e < inputs[0].ElementCount(); ++e) {
-    inputs[0].SetInt(e, (inputs[0].GetInt(e) + 1) % m.vocab);
-  }
-  const double other = exec::OutputLeaves(RunStep(*module, 1, {inputs})[0].output)[0]->GetDouble(0);
-  EXPECT_GT(std::abs(other - leaves[0]->GetDouble(0)), 1e-6);
 }
 
 TEST(FusedAttention, KernelsKeepTheScoresAndComputeTheInlineFormBitwise) {
@@ -1182,23 +1204,27 @@ TEST(GradientAccumulation, RunsEachMicroBatchForwardAndBackwardInOneLoop) {
 // recompute them by the same arithmetic. Selective and none run none of the
 // forward's collectives again in backward.
 TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSums) {
-  ModelConfig m = ModelPreset("tiny-gqa").value();
-  m.compute_type = "f32";
-  const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 5);
-  for (const Case& c : {Case{"tiny-gqa", 2, 1}, Case{"tiny-gqa", 2, 1, 2, 2, true}}) {
+  for (const Case& c : {Case{"tiny-gqa", 2, 1}, Case{"tiny-gqa", 2, 1, 2, 2, true},
+                        Case{"tiny-t5", 2, 1, 1, 1, true}}) {
+    ModelConfig m = ModelPreset(c.preset).value();
+    m.compute_type = "f32";
+    const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 5);
     std::vector<Tensor> first;
     for (const std::string recompute : {"full", "selective", "none"}) {
       ParallelPlan plan = PlanOf(c);
       plan.recompute = recompute;
       const auto module = Build(m, plan);
       // The model-axis sums in the backward loop's body: the forward's two
-      // again under full recomputation, and the backward's two.
+      // (three in a decoder layer with cross-attention) again under full
+      // recomputation, and the backward's as many.
       int64_t sums = 0;
       for (const auto& instruction : module->FindComputation("backward_layer")->instructions()) {
         const ir::Opcode op = instruction->opcode();
         sums += op == ir::Opcode::kAllReduce || op == ir::Opcode::kReduceScatter;
       }
-      EXPECT_EQ(sums, recompute == "full" ? 4 : 2) << recompute;
+      const int64_t per_pass = c.preset == "tiny-t5" ? 3 : 2;
+      EXPECT_EQ(sums, recompute == "full" ? 2 * per_pass : per_pass)
+          << c.preset << " " << recompute;
       const int64_t devices = c.tensor * c.data * c.pipeline;
       std::vector<Tensor> outputs;
       for (const auto& result : RunStep(*module, devices, DeviceInputs(full, m, plan))) {
@@ -1210,7 +1236,8 @@ TEST(Recompute, EveryChoiceComputesTheSameStepAndOnlyFullRecomputesTheForwardsSu
       }
       ASSERT_EQ(outputs.size(), first.size());
       for (size_t o = 0; o < outputs.size(); ++o) {
-        EXPECT_EQ(RelativeDifference(outputs[o], first[o]), 0) << recompute << " output " << o;
+        EXPECT_EQ(RelativeDifference(outputs[o], first[o]), 0)
+            << c.preset << " " << recompute << " output " << o;
       }
     }
   }

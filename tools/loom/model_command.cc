@@ -169,7 +169,7 @@ void AddModelCommand(CLI::App& app) {
   command->add_option(
       "--target", options->target,
       fmt::format("With --memory: the device whose memory to check against: {}", kTargetSpellings));
-  command->add_option("--layers", options->layers, "Override the number of layers")
+  command->add_option("--layers", options->layers, "Override the number of layers (and an encoder-decoder's encoder's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--batch", options->batch, "Override the global batch (sequences)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
@@ -225,7 +225,7 @@ void AddModelCommand(CLI::App& app) {
     if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
-    if (options->layers > 0) m.layers = options->layers;
+    if (options->layers > 0) m = model::WithLayers(m, options->layers);
     if (options->batch > 0) m.batch = options->batch;
     if (options->seq > 0) m.seq = options->seq;
     if (!options->optimizer.empty()) plan.optimizer = options->optimizer;
@@ -256,9 +256,8 @@ void AddModelCommand(CLI::App& app) {
     if (options->memory) {
       const model::InferenceStep serving{options->step, options->context};
       const bool train = options->step == "train";
-      std::string report =
-          MemoryReport(**module, model::Footprint(m, plan, train ? nullptr : &serving),
-                       options->target);
+      std::string report = MemoryReport(
+          **module, model::Footprint(m, plan, train ? nullptr : &serving), options->target);
       // What MFU divides by the step time (the work, not the memory, but
       // the number a reader of a plan's fit asks for next).
       if (train) {
