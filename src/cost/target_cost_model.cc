@@ -115,9 +115,13 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   // of its own.
   if (fusion.FusedIntoUsers(instruction)) return 0;
   const Opcode opcode = instruction.opcode();
-  if (opcode == Opcode::kFusion || ComputeSeconds(instruction) == 0) {
-    return ComputeSeconds(instruction);  // free, scalar, or a kernel the program wrote itself
-  }
+  if (opcode == Opcode::kFusion) return ComputeSeconds(instruction);  // the program's own kernel
+  // A reshape or bitcast renames its operand for free, unless what it
+  // renames is computed in its kernel: then it is that kernel's root.
+  const bool roots_a_kernel =
+      std::any_of(instruction.operands().begin(), instruction.operands().end(),
+                  [&](const ir::Instruction* operand) { return fusion.FusedIntoUsers(*operand); });
+  if (ComputeSeconds(instruction) == 0 && !roots_a_kernel) return 0;  // free or scalar
   // The kernel reads each value from outside it once (as much of it as its
   // readers take), and writes its root's result.
   // (In the order the plan lists them, so that the sum is the same on

@@ -21,6 +21,19 @@ std::unique_ptr<ir::Module> Parse(const std::string& text) {
   return std::move(*module);
 }
 
+// What the kernel rooted at `root` reads, as "reader.index<-value", sorted
+// (a value two of its instructions read, twice).
+std::vector<std::string> KernelReadsOf(const FusionPlan& plan, const ir::Computation& computation,
+                                       const char* root) {
+  std::vector<std::string> reads;
+  for (const OperandRead& read : plan.KernelReads(*computation.FindInstruction(root))) {
+    reads.push_back(read.reader->name() + "." + std::to_string(read.index) + "<-" +
+                    read.reader->operand(read.index)->name());
+  }
+  std::sort(reads.begin(), reads.end());
+  return reads;
+}
+
 constexpr const char* kModule = R"(
 HloModule fusion
 
@@ -78,17 +91,8 @@ TEST(FusionPlan, FusesElementwiseChainsIntoTheirKernel) {
   EXPECT_EQ(plan.fused_count(), 5u);
   // The kernel of %u reads %h and the broadcast's scalar; that of %d reads
   // %h through the convert, and %w2.
-  const auto reads = [&](const char* root) {
-    std::vector<std::string> names;
-    for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction(root))) {
-      names.push_back(read.reader->name() + "." + std::to_string(read.index) + "<-" +
-                      read.reader->operand(read.index)->name());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  };
-  EXPECT_EQ(reads("u"), (std::vector<std::string>{"b.0<-half", "m.0<-h"}));
-  EXPECT_EQ(reads("d"), (std::vector<std::string>{"c.0<-h", "d.1<-w2"}));
+  EXPECT_EQ(KernelReadsOf(plan, entry, "u"), (std::vector<std::string>{"b.0<-half", "m.0<-h"}));
+  EXPECT_EQ(KernelReadsOf(plan, entry, "d"), (std::vector<std::string>{"c.0<-h", "d.1<-w2"}));
   EXPECT_TRUE(plan.KernelReads(*entry.FindInstruction("m")).empty());
 }
 
@@ -177,12 +181,8 @@ TEST(FusionPlan, FusesASoftmaxWithItsReductionsIntoOneKernelWhileARowFitsOnChip)
   }
   EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("c")));
   // It reads %s (by the max and the subtract) and the two initial values.
-  std::vector<std::string> values;
-  for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction("c"))) {
-    values.push_back(read.reader->operand(read.index)->name());
-  }
-  std::sort(values.begin(), values.end());
-  EXPECT_EQ(values, (std::vector<std::string>{"ninf", "s", "s", "zero"}));
+  EXPECT_EQ(KernelReadsOf(plan, entry, "c"),
+            (std::vector<std::string>{"d.0<-s", "m.0<-s", "m.1<-ninf", "z.1<-zero"}));
 
   // A row longer than a kernel keeps on chip: the reductions are kernels of
   // their own, and so is %e, which one of them and the divide both read.
@@ -254,13 +254,9 @@ ENTRY %main {
   for (const char* name : {"window", "w", "wb"}) {
     EXPECT_TRUE(dot_plan.FusedIntoUsers(*dot_entry.FindInstruction(name))) << name;
   }
-  std::vector<std::string> readers;
-  for (const OperandRead& read : dot_plan.KernelReads(*dot_entry.FindInstruction("y"))) {
-    readers.push_back(read.reader->name() + "." + std::to_string(read.index));
-  }
-  std::sort(readers.begin(), readers.end());
-    EXPECT_EQ(readers, (std::vector<std::string>{"window.0", "window.1", "window.2", "window.3",
-                                               "y.0"}));
+  EXPECT_EQ(KernelReadsOf(dot_plan, dot_entry, "y"),
+            (std::vector<std::string>{"window.0<-stacked", "window.1<-layer", "window.2<-z",
+                                      "window.3<-z", "y.0<-x"}));
 }
 
 TEST(FusionPlan, ADotReadsThroughAConvertOfAValueOtherKernelsReadToo) {
@@ -283,12 +279,7 @@ ENTRY %main {
   const FusionPlan plan(entry);
   EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("p")));
   EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("pb")));
-  std::vector<std::string> values;
-  for (const OperandRead& read : plan.KernelReads(*entry.FindInstruction("o"))) {
-    values.push_back(read.reader->operand(read.index)->name());
-  }
-  std::sort(values.begin(), values.end());
-  EXPECT_EQ(values, (std::vector<std::string>{"p", "v"}));
+  EXPECT_EQ(KernelReadsOf(plan, entry, "o"), (std::vector<std::string>{"o.1<-v", "pb.0<-p"}));
 }
 
 }  // namespace

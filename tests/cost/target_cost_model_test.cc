@@ -168,6 +168,31 @@ ENTRY %main {
   EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("p")), (2 * 64 * 512 * 4 + 4) / 1e12 + 1e-6);
 }
 
+// A reshape renames its operand for free, but one whose operand is
+// computed in its kernel (the tuple takes the reshape, not the multiply)
+// roots that kernel: it reads x once and writes the result.
+TEST(TargetCostModel, AReshapeThatRootsAKernelCostsTheKernel) {
+  ComputeSpec compute = SimpleCompute();
+  compute.fuses_elementwise = true;
+  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %x = f32[64,32] parameter(0)
+  %m = f32[64,32] multiply(%x, %x)
+  %r = f32[2048] reshape(%m)
+  %q = f32[2048] reshape(%x)
+  ROOT %t = (f32[2048], f32[2048]) tuple(%r, %q)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const ComputeTimes times(model);
+  EXPECT_EQ(times.Of(*entry.FindInstruction("m")), 0);
+  EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("r")), 2 * 8192 / 1e12 + 1e-6);
+  EXPECT_EQ(times.Of(*entry.FindInstruction("q")), 0);
+}
+
 // A fused kernel (flash attention's form: a product, a softmax-like
 // chain, a product) reads its operands and writes its result once, and
 // runs its dots at the peak: the roofline of the two over the kernel's
