@@ -76,6 +76,37 @@ bool ReduceRowFitsOnChip(const Instruction& reduce) {
   return outputs > 0 && inputs / outputs <= kMaxFusedReduceRow;
 }
 
+// The computation's instructions, each after its operands: program order
+// where that already holds (the text may name an operand before defining
+// it).
+std::vector<const Instruction*> OperandsFirst(const ir::Computation& computation) {
+  std::vector<const Instruction*> order;
+  std::unordered_set<const Instruction*> placed, open;
+  for (const auto& owned : computation.instructions()) {
+    std::vector<std::pair<const Instruction*, int64_t>> stack = {{owned.get(), 0}};
+    while (!stack.empty()) {
+      const Instruction* instruction = stack.back().first;
+      const int64_t next = stack.back().second++;
+      if (placed.count(instruction) > 0) {
+        stack.pop_back();
+      } else if (next < instruction->operand_count()) {
+        const Instruction* operand = instruction->operand(next);
+        open.insert(instruction);
+        if (operand->parent() == &computation && placed.count(operand) == 0 &&
+            open.count(operand) == 0) {
+          stack.emplace_back(operand, 0);
+        }
+      } else {
+        open.erase(instruction);
+        placed.insert(instruction);
+        order.push_back(instruction);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
 }  // namespace
 
 FusionPlan::FusionPlan(const ir::Computation& computation) {
@@ -86,11 +117,11 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
     }
   }
   // The kernel each instruction is computed in, by its root; nullptr for a
-  // duplicated op, in several. Users come after their operands, so walking
-  // backwards every user's kernel is known when its operand is decided.
+  // duplicated op, in several. Walking users before their operands, every
+  // user's kernel is known when its operand is decided.
   std::unordered_map<const Instruction*, const Instruction*> kernel;
-  const auto& instructions = computation.instructions();
-  for (auto it = instructions.rbegin(); it != instructions.rend(); ++it) {
+  const std::vector<const Instruction*> order = OperandsFirst(computation);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction& producer = **it;
     kernel[&producer] = &producer;
     const auto found = uses.find(&producer);
@@ -118,8 +149,8 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
   // of a value other kernels read too), is the dots' operand fusion instead:
   // they read that value themselves. One that computes its value (a convert
   // of a norm's output) stays, and writes the narrower value.
-  for (const auto& owned : instructions) {
-    const Instruction& root = *owned;
+  for (const Instruction* instruction : order) {
+    const Instruction& root = *instruction;
     const auto found = uses.find(&root);
     if (FusedIntoUsers(root) || !FeedsADotInPlace(root.opcode()) || found == uses.end() ||
         computation.root() == &root || !root.shape().IsArray()) {
@@ -134,8 +165,7 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
   // Each kernel's reads: the operands, from outside it, of its root and of
   // everything fused into it (a fused op's operand is fused into the same
   // kernel, or read from memory).
-  for (const auto& owned : instructions) {
-    const Instruction* root = owned.get();
+  for (const Instruction* root : order) {
     if (FusedIntoUsers(*root)) continue;
     std::vector<OperandRead>& reads = reads_[root];
     std::vector<const Instruction*> members = {root};

@@ -282,5 +282,27 @@ ENTRY %main {
   EXPECT_EQ(KernelReadsOf(plan, entry, "o"), (std::vector<std::string>{"o.1<-v", "pb.0<-p"}));
 }
 
+// The text may use a value before the line that defines it: the plan
+// follows the data, not the lines.
+TEST(FusionPlan, FollowsTheDataWhereTheTextUsesAValueBeforeDefiningIt) {
+  auto module = Parse(R"(
+HloModule backwards
+
+ENTRY %main {
+  %x = f32[64,32] parameter(0)
+  ROOT %a = f32[64,32] add(%t, %x)
+  %t = f32[64,32] tanh(%m)
+  %m = f32[64,32] multiply(%x, %x)
+}
+)");
+  ASSERT_NE(module, nullptr);
+  const ir::Computation& entry = *module->entry();
+  const FusionPlan plan(entry);
+  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("m")));
+  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("t")));
+  EXPECT_EQ(KernelReadsOf(plan, entry, "a"),
+            (std::vector<std::string>{"a.1<-x", "m.0<-x", "m.1<-x"}));
+}
+
 }  // namespace
 }  // namespace loom::analysis
