@@ -182,7 +182,13 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
         }
       }
     }
+    members_[root] = static_cast<int64_t>(visited.size()) - 1;
   }
+}
+
+int64_t FusionPlan::MembersBesidesRoot(const Instruction& root) const {
+  const auto it = members_.find(&root);
+  return it == members_.end() ? 0 : it->second;
 }
 
 const std::vector<OperandRead>& FusionPlan::KernelReads(const Instruction& root) const {

@@ -87,12 +87,16 @@ class FusionPlan {
   // outside the kernel, of the root and of the instructions fused into it).
   // A value read twice is listed twice; empty for fused instructions.
   const std::vector<OperandRead>& KernelReads(const ir::Instruction& root) const;
+  // How many instructions the kernel rooted at `root` computes besides it
+  // (0 for fused instructions).
+  int64_t MembersBesidesRoot(const ir::Instruction& root) const;
   // How many instructions of the computation are fused into their users.
   size_t fused_count() const { return fused_.size(); }
 
  private:
   std::unordered_set<const ir::Instruction*> fused_;
   std::unordered_map<const ir::Instruction*, std::vector<OperandRead>> reads_;
+  std::unordered_map<const ir::Instruction*, int64_t> members_;  // besides the root
 };
 
 // Whether `opcode` can be computed inside a loop fusion.

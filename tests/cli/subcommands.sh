@@ -91,6 +91,22 @@ if run "$loom" stats "$example"; then
 else
   fail "loom stats example" "exit status $?"
 fi
+# The kernels over one run: the demo block's two dots and its GELU, one
+# kernel of 13 ops, which together are the estimate's compute (41.227 us).
+if run "$loom" stats "$example" --target tpu-v4-2x2x1 --kernels 3 &&
+  grep -q '3 kernel runs, 41.227 us in all' "$tmp/out" &&
+  grep -q '%gelu in %mlp_block: bf16\[2048,1024\] multiply, 12 op(s) fused into it' "$tmp/out" &&
+  [[ $(grep -c ' dot$' "$tmp/out") -eq 2 ]]; then
+  ok "loom stats --kernels"
+else
+  fail "loom stats --kernels" "not the demo block's three kernels"
+fi
+run "$loom" stats "$example" --kernels 3
+if [[ $? -eq 1 ]] && grep -q -- "--kernels needs --target" "$tmp/err"; then
+  ok "loom stats --kernels without --target: error"
+else
+  fail "loom stats --kernels without --target" "not refused with its reason"
+fi
 
 # opt: the demo block's pairs are rewritten (without a target, by the size
 # threshold), the output verifies, and every decision is explained.

@@ -8,6 +8,8 @@
 
 #include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
+#include "cost/kernel_times.h"
+#include "cost/target_cost_model.h"
 #include "loom/command.h"
 #include "support/saturating.h"
 #include "support/units.h"
@@ -102,6 +104,27 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
 }
 
+// The kernels that take the longest on one device of `target` over one run.
+void PrintKernels(const ir::Module& module, const cost::Target& target, size_t count) {
+  const cost::TargetCostModel model(target);
+  const cost::KernelTimes top = cost::TopKernels(module, model, count);
+  fmt::print(
+      "\nkernels on {} (one device, one run, loops times their trip counts: the cost model's "
+      "compute, no transfer; {} kernel runs, {} in all)\n",
+      target.name(), top.kernel_runs, FormatSeconds(top.total_seconds));
+  fmt::print("  {:>6} {:>12} {:>10} {:>12}  {}\n", "share", "total", "runs", "each", "kernel");
+  for (const cost::KernelTime& kernel : top.kernels) {
+    const ir::Instruction& root = *kernel.root;
+    const std::string fused =
+        kernel.fused > 0 ? fmt::format(", {} op(s) fused into it", kernel.fused) : "";
+    fmt::print("  {:>5.1f}% {:>12} {:>10} {:>12}  %{} in %{}: {} {}{}\n",
+               top.total_seconds > 0 ? 100 * kernel.Total() / top.total_seconds : 0,
+               FormatSeconds(kernel.Total()), kernel.runs, FormatSeconds(kernel.seconds_per_run),
+               root.name(), root.parent()->name(), root.shape().ToString(),
+               ir::OpcodeName(root.opcode()), fused);
+  }
+}
+
 }  // namespace
 
 void AddStatsCommand(CLI::App& app) {
@@ -116,12 +139,23 @@ void AddStatsCommand(CLI::App& app) {
                       "Also write the numbers as JSON to this file ('-': to stdout, instead of "
                       "the text); a sum that saturated is 9223372036854775807, with "
                       "\"saturated\": true");
-  command->callback([input, json] {
+  auto target = std::make_shared<std::string>();
+  command->add_option(
+      "--target", *target,
+      std::string("With --kernels: price the kernels on this target: ") + kTargetSpellings);
+  auto kernels = std::make_shared<size_t>(0);
+  command->add_option("--kernels", *kernels,
+                      "Also list the N kernels that take the most compute over one run on one "
+                      "device of --target (with what its compiler fuses into each)");
+  command->callback([input, json, target, kernels] {
+    if (*kernels > 0 && target->empty()) throw CommandError("--kernels needs --target");
     ir::VerifyReport report;
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(*input, &report);
     const analysis::ModuleStats stats = analysis::ComputeStats(*module, report);
     const int64_t peak_live_bytes = analysis::PeakLiveBytes(*module);
     if (*json != "-") PrintStats(*input, *module, stats, peak_live_bytes);
+    if (*json != "-" && *kernels > 0)
+      PrintKernels(*module, ResolveTarget(*target, *module), *kernels);
     if (!json->empty())
       WriteOutput(*json, StatsJson(*module, stats, peak_live_bytes).dump(2) + "\n");
   });
