@@ -169,7 +169,9 @@ void AddModelCommand(CLI::App& app) {
   command->add_option(
       "--target", options->target,
       fmt::format("With --memory: the device whose memory to check against: {}", kTargetSpellings));
-  command->add_option("--layers", options->layers, "Override the number of layers (and an encoder-decoder's encoder's)")
+  command
+      ->add_option("--layers", options->layers,
+                   "Override the number of layers (and an encoder-decoder's encoder's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--batch", options->batch, "Override the global batch (sequences)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
