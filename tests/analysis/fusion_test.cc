@@ -34,6 +34,26 @@ std::vector<std::string> KernelReadsOf(const FusionPlan& plan, const ir::Computa
   return reads;
 }
 
+// A module's entry computation and the fusion plan of it.
+class Planned {
+ public:
+  explicit Planned(const std::string& text) : module_(Parse(text)) {
+    if (module_ != nullptr) plan_ = std::make_unique<FusionPlan>(*module_->entry());
+  }
+  bool ok() const { return plan_ != nullptr; }
+  bool Fused(const char* name) const {
+    return plan_->FusedIntoUsers(*module_->entry()->FindInstruction(name));
+  }
+  std::vector<std::string> Reads(const char* root) const {
+    return KernelReadsOf(*plan_, *module_->entry(), root);
+  }
+  const FusionPlan& plan() const { return *plan_; }
+
+ private:
+  std::unique_ptr<ir::Module> module_;
+  std::unique_ptr<FusionPlan> plan_;
+};
+
 constexpr const char* kModule = R"(
 HloModule fusion
 
@@ -64,40 +84,35 @@ ENTRY %main {
 )";
 
 TEST(FusionPlan, FusesElementwiseChainsIntoTheirKernel) {
-  auto module = Parse(kModule);
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
-  const auto fused = [&](const char* name) {
-    return plan.FusedIntoUsers(*entry.FindInstruction(name));
-  };
+  const Planned module(kModule);
+  ASSERT_TRUE(module.ok());
   // multiply -> tanh -> exponential feed one user each: one kernel.
-  EXPECT_TRUE(fused("m"));
-  EXPECT_TRUE(fused("t"));
-  EXPECT_TRUE(fused("e"));
+  EXPECT_TRUE(module.Fused("m"));
+  EXPECT_TRUE(module.Fused("t"));
+  EXPECT_TRUE(module.Fused("e"));
   // A broadcast is duplicated into each of its consumers.
-  EXPECT_TRUE(fused("b"));
+  EXPECT_TRUE(module.Fused("b"));
   // %u has two users (the reduce and the negate): it stays a kernel.
-  EXPECT_FALSE(fused("u"));
+  EXPECT_FALSE(module.Fused("u"));
   // Dots never fuse, nor does a value the tuple takes; the convert of a
   // dot's result that only another dot reads is read through by that dot.
-  EXPECT_FALSE(fused("h"));
-  EXPECT_TRUE(fused("c"));
-  EXPECT_FALSE(fused("d"));
-  EXPECT_FALSE(fused("n"));
+  EXPECT_FALSE(module.Fused("h"));
+  EXPECT_TRUE(module.Fused("c"));
+  EXPECT_FALSE(module.Fused("d"));
+  EXPECT_FALSE(module.Fused("n"));
   // The reduce, whose result the tuple takes, roots a kernel of its own
   // (an input fusion).
-  EXPECT_FALSE(fused("r"));
-  EXPECT_EQ(plan.fused_count(), 5u);
+  EXPECT_FALSE(module.Fused("r"));
+  EXPECT_EQ(module.plan().fused_count(), 5u);
   // The kernel of %u reads %h and the broadcast's scalar; that of %d reads
   // %h through the convert, and %w2.
-  EXPECT_EQ(KernelReadsOf(plan, entry, "u"), (std::vector<std::string>{"b.0<-half", "m.0<-h"}));
-  EXPECT_EQ(KernelReadsOf(plan, entry, "d"), (std::vector<std::string>{"c.0<-h", "d.1<-w2"}));
-  EXPECT_TRUE(plan.KernelReads(*entry.FindInstruction("m")).empty());
+  EXPECT_EQ(module.Reads("u"), (std::vector<std::string>{"b.0<-half", "m.0<-h"}));
+  EXPECT_EQ(module.Reads("d"), (std::vector<std::string>{"c.0<-h", "d.1<-w2"}));
+  EXPECT_TRUE(module.Reads("m").empty());
 }
 
 TEST(FusionPlan, FusesAReducesInputAndADynamicUpdateSlicesUpdateOnly) {
-  auto module = Parse(R"(
+  const Planned module(R"(
 HloModule fusion2
 
 %add (a: f32[], b: f32[]) -> f32[] {
@@ -120,13 +135,11 @@ ENTRY %main {
   ROOT %out = (f32[64], f32[128,16]) tuple(%r, %dus)
 }
 )");
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
-  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("sq")));
-  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("update")));
+  ASSERT_TRUE(module.ok());
+  EXPECT_TRUE(module.Fused("sq"));
+  EXPECT_TRUE(module.Fused("update"));
   // The buffer updated in place is not computed inside the update.
-  EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("big")));
+  EXPECT_FALSE(module.Fused("big"));
 }
 
 constexpr const char* kSoftmax = R"(
@@ -170,35 +183,31 @@ std::string SoftmaxWithRows(int64_t row) {
 }
 
 TEST(FusionPlan, FusesASoftmaxWithItsReductionsIntoOneKernelWhileARowFitsOnChip) {
-  auto module = Parse(SoftmaxWithRows(2048));
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
+  const Planned module(SoftmaxWithRows(2048));
+  ASSERT_TRUE(module.ok());
   // The convert that narrows the probabilities roots the kernel: the dot
   // reads them as the kernel wrote them, since the chain starts inside it.
   for (const char* name : {"m", "bm", "d", "e", "z", "bz", "p"}) {
-    EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction(name))) << name;
+    EXPECT_TRUE(module.Fused(name)) << name;
   }
-  EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("c")));
+  EXPECT_FALSE(module.Fused("c"));
   // It reads %s (by the max and the subtract) and the two initial values.
-  EXPECT_EQ(KernelReadsOf(plan, entry, "c"),
+  EXPECT_EQ(module.Reads("c"),
             (std::vector<std::string>{"d.0<-s", "m.0<-s", "m.1<-ninf", "z.1<-zero"}));
 
   // A row longer than a kernel keeps on chip: the reductions are kernels of
   // their own, and so is %e, which one of them and the divide both read.
-  auto wide = Parse(SoftmaxWithRows(2 * kMaxFusedReduceRow));
-  ASSERT_NE(wide, nullptr);
-  const ir::Computation& wide_entry = *wide->entry();
-  const FusionPlan wide_plan(wide_entry);
+  const Planned wide(SoftmaxWithRows(2 * kMaxFusedReduceRow));
+  ASSERT_TRUE(wide.ok());
   for (const char* name : {"m", "z", "e"}) {
-    EXPECT_FALSE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction(name))) << name;
+    EXPECT_FALSE(wide.Fused(name)) << name;
   }
-  EXPECT_TRUE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction("d")));
-  EXPECT_TRUE(wide_plan.FusedIntoUsers(*wide_entry.FindInstruction("p")));
+  EXPECT_TRUE(wide.Fused("d"));
+  EXPECT_TRUE(wide.Fused("p"));
 }
 
 TEST(FusionPlan, ADotReadsItsWeightsWindowThroughTheSliceAndTheConvert) {
-  auto module = Parse(R"(
+  const Planned module(R"(
 HloModule stacked
 
 ENTRY %main {
@@ -217,24 +226,19 @@ ENTRY %main {
   ROOT %out = (bf16[16,32], bf16[32,64]) tuple(%y, %t)
 }
 )");
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
-  const auto fused = [&](const char* name) {
-    return plan.FusedIntoUsers(*entry.FindInstruction(name));
-  };
+  ASSERT_TRUE(module.ok());
   // %wb has a user that is not a dot (the transpose, whose result the
   // tuple takes): it stays a kernel, and the chain under it fuses into it.
-  EXPECT_FALSE(fused("wb"));
-  EXPECT_TRUE(fused("w"));
-  EXPECT_TRUE(fused("window"));
+  EXPECT_FALSE(module.Fused("wb"));
+  EXPECT_TRUE(module.Fused("w"));
+  EXPECT_TRUE(module.Fused("window"));
   // The normed input's convert starts inside the multiply's kernel: it
   // roots it, and writes the bf16 value the dot reads.
-  EXPECT_TRUE(fused("n"));
-  EXPECT_FALSE(fused("nb"));
+  EXPECT_TRUE(module.Fused("n"));
+  EXPECT_FALSE(module.Fused("nb"));
 
   // Without the transpose, the dot reads the f32 window itself.
-  auto only_dot = Parse(R"(
+  const Planned only_dot(R"(
 HloModule stacked
 
 ENTRY %main {
@@ -248,13 +252,11 @@ ENTRY %main {
   ROOT %y = bf16[16,32] dot(%x, %wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
 )");
-  ASSERT_NE(only_dot, nullptr);
-  const ir::Computation& dot_entry = *only_dot->entry();
-  const FusionPlan dot_plan(dot_entry);
+  ASSERT_TRUE(only_dot.ok());
   for (const char* name : {"window", "w", "wb"}) {
-    EXPECT_TRUE(dot_plan.FusedIntoUsers(*dot_entry.FindInstruction(name))) << name;
+    EXPECT_TRUE(only_dot.Fused(name)) << name;
   }
-  EXPECT_EQ(KernelReadsOf(dot_plan, dot_entry, "y"),
+  EXPECT_EQ(only_dot.Reads("y"),
             (std::vector<std::string>{"window.0<-stacked", "window.1<-layer", "window.2<-z",
                                       "window.3<-z", "y.0<-x"}));
 }
@@ -262,7 +264,7 @@ ENTRY %main {
 TEST(FusionPlan, ADotReadsThroughAConvertOfAValueOtherKernelsReadToo) {
   // %p is written once, since the tuple takes it too: the dot reads it
   // through the convert instead of a kernel converting it first.
-  auto module = Parse(R"(
+  const Planned module(R"(
 HloModule saved
 
 ENTRY %main {
@@ -274,18 +276,16 @@ ENTRY %main {
   ROOT %out = (bf16[16,8], f32[16,64]) tuple(%o, %p)
 }
 )");
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
-  EXPECT_FALSE(plan.FusedIntoUsers(*entry.FindInstruction("p")));
-  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("pb")));
-  EXPECT_EQ(KernelReadsOf(plan, entry, "o"), (std::vector<std::string>{"o.1<-v", "pb.0<-p"}));
+  ASSERT_TRUE(module.ok());
+  EXPECT_FALSE(module.Fused("p"));
+  EXPECT_TRUE(module.Fused("pb"));
+  EXPECT_EQ(module.Reads("o"), (std::vector<std::string>{"o.1<-v", "pb.0<-p"}));
 }
 
 // The text may use a value before the line that defines it: the plan
 // follows the data, not the lines.
 TEST(FusionPlan, FollowsTheDataWhereTheTextUsesAValueBeforeDefiningIt) {
-  auto module = Parse(R"(
+  const Planned module(R"(
 HloModule backwards
 
 ENTRY %main {
@@ -295,13 +295,10 @@ ENTRY %main {
   %m = f32[64,32] multiply(%x, %x)
 }
 )");
-  ASSERT_NE(module, nullptr);
-  const ir::Computation& entry = *module->entry();
-  const FusionPlan plan(entry);
-  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("m")));
-  EXPECT_TRUE(plan.FusedIntoUsers(*entry.FindInstruction("t")));
-  EXPECT_EQ(KernelReadsOf(plan, entry, "a"),
-            (std::vector<std::string>{"a.1<-x", "m.0<-x", "m.1<-x"}));
+  ASSERT_TRUE(module.ok());
+  EXPECT_TRUE(module.Fused("m"));
+  EXPECT_TRUE(module.Fused("t"));
+  EXPECT_EQ(module.Reads("a"), (std::vector<std::string>{"a.1<-x", "m.0<-x", "m.1<-x"}));
 }
 
 }  // namespace
