@@ -42,6 +42,13 @@ Target Bus() {
   return Target("bus", "", SimpleCompute(), bus);
 }
 
+// The bus target, its compiler fusing as XLA does.
+Target Fusing() {
+  ComputeSpec compute = SimpleCompute();
+  compute.fuses_elementwise = true;
+  return Target("fusing", "", compute, Bus().topology());
+}
+
 TEST(TargetCostModel, RingOverAWrappingDimensionUsesBothDirections) {
   const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
   // (N-1) a + (N-1)/N B / (2 bw)
@@ -91,9 +98,7 @@ TEST(TargetCostModel, BusCarriesEveryByteOnOneMedium) {
 }
 
 TEST(TargetCostModel, AFusingTargetPricesAnElementwiseChainAsOneKernel) {
-  ComputeSpec compute = SimpleCompute();
-  compute.fuses_elementwise = true;
-  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  const TargetCostModel model(Fusing());
   EXPECT_TRUE(model.FusesElementwise());
   EXPECT_FALSE(TargetCostModel(Bus()).FusesElementwise());
   auto module = ir::ParseModule(R"(
@@ -126,9 +131,7 @@ ENTRY %main {
 // dynamic-slice of the f32 stack reads the f32 window, not the stack, and
 // the convert and the slice launch nothing; a softmax is one pass.
 TEST(TargetCostModel, ADotReadsThroughTheOpsFusedIntoItAndASoftmaxIsOnePass) {
-  ComputeSpec compute = SimpleCompute();
-  compute.fuses_elementwise = true;
-  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  const TargetCostModel model(Fusing());
   auto module = ir::ParseModule(R"(
 HloModule m
 %add (a: f32[], b: f32[]) -> f32[] {
@@ -172,9 +175,7 @@ ENTRY %main {
 // computed in its kernel (the tuple takes the reshape, not the multiply)
 // roots that kernel: it reads x once and writes the result.
 TEST(TargetCostModel, AReshapeThatRootsAKernelCostsTheKernel) {
-  ComputeSpec compute = SimpleCompute();
-  compute.fuses_elementwise = true;
-  const TargetCostModel model(Target("fusing", "", compute, Bus().topology()));
+  const TargetCostModel model(Fusing());
   auto module = ir::ParseModule(R"(
 HloModule m
 ENTRY %main {
