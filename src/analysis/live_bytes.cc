@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/fusion.h"
 #include "support/saturating.h"
 
 namespace loom::analysis {
@@ -90,9 +91,12 @@ struct Schedule {
 // values it aliases) and finds when each buffer is last read.
 class BufferAssigner {
  public:
-  BufferAssigner(const Computation& computation, bool parameters_own_bytes)
+  // `fusion`, when not null, says which instructions write no buffer.
+  BufferAssigner(const Computation& computation, bool parameters_own_bytes,
+                 const FusionPlan* fusion)
       : computation_(computation),
         parameters_own_bytes_(parameters_own_bytes),
+        fusion_(fusion),
         end_(computation.instruction_count()),
         last_reads_(ComputeLastReads(computation)) {}
 
@@ -116,6 +120,7 @@ class BufferAssigner {
 
  private:
   ValueBuffers BuffersOf(const Instruction& instruction, int64_t position) {
+    if (IsFused(instruction)) return NameOperands(instruction);
     const Opcode opcode = instruction.opcode();
     switch (opcode) {
       case Opcode::kParameter:
@@ -164,6 +169,21 @@ class BufferAssigner {
     return value;
   }
 
+  bool IsFused(const Instruction& instruction) const {
+    return fusion_ != nullptr && fusion_->FusedIntoUsers(instruction);
+  }
+
+  // A fused instruction's value is computed where its kernel reads it: it
+  // names the buffers its own operands name (one array: fusible ops make no
+  // tuples).
+  ValueBuffers NameOperands(const Instruction& instruction) const {
+    std::vector<Buffer> buffers;
+    for (const Instruction* operand : instruction.operands()) {
+      for (const Buffer& buffer : Flatten(ValueOf(operand))) buffers.push_back(buffer);
+    }
+    return {std::move(buffers)};
+  }
+
   // Entry parameters are live from the start to the end; a callee's are the
   // caller's buffers, already counted there: 0 bytes here.
   ValueBuffers DefineParameter(const Instruction& parameter, int64_t position) {
@@ -207,7 +227,8 @@ class BufferAssigner {
 
   // dynamic-update-slice may write into operand 0 when nothing reads that
   // buffer after it (the values defined so far say when each buffer is last
-  // read; an entry parameter is read at the end).
+  // read; an entry parameter is read at the end). Its operand 0 is never
+  // fused into it (analysis/fusion.h), so it is a buffer of its own.
   bool CanUpdateInPlace(const Instruction& update, int64_t position) const {
     for (const Buffer& buffer : Flatten(ValueOf(update.operand(0)))) {
       auto it = last_read_.find(buffer);
@@ -241,6 +262,7 @@ class BufferAssigner {
 
   const Computation& computation_;
   const bool parameters_own_bytes_;
+  const FusionPlan* const fusion_;
   const int64_t end_;
   const LastReads last_reads_;
   std::unordered_map<const Instruction*, ValueBuffers> values_;
@@ -252,8 +274,13 @@ class BufferAssigner {
 // Peaks of computations, each callee's computed once.
 class PeakModel {
  public:
+  explicit PeakModel(Fusion fusion) : fusion_(fusion) {}
+
   int64_t PeakOf(const Computation& computation, bool parameters_own_bytes) {
-    const Schedule schedule = BufferAssigner(computation, parameters_own_bytes).Assign();
+    std::optional<FusionPlan> plan;
+    if (fusion_ == Fusion::kFused) plan.emplace(computation);
+    const Schedule schedule =
+        BufferAssigner(computation, parameters_own_bytes, plan ? &*plan : nullptr).Assign();
     int64_t live = schedule.start_bytes;
     int64_t peak = live;
     const auto& instructions = computation.instructions();
@@ -296,14 +323,15 @@ class PeakModel {
     return peak;
   }
 
+  const Fusion fusion_;
   std::unordered_map<const Computation*, int64_t> callee_peaks_;
 };
 
 }  // namespace
 
-int64_t PeakLiveBytes(const ir::Module& module) {
+int64_t PeakLiveBytes(const ir::Module& module, Fusion fusion) {
   if (module.entry() == nullptr) return 0;
-  return PeakModel().PeakOf(*module.entry(), /*parameters_own_bytes=*/true);
+  return PeakModel(fusion).PeakOf(*module.entry(), /*parameters_own_bytes=*/true);
 }
 
 }  // namespace loom::analysis

@@ -2,7 +2,8 @@
 // reuses buffers would need to run the module in its text order.
 //
 // The model is not Loom's interpreter, which keeps every value until the end;
-// it is what a runtime with XLA-like buffer assignment and no fusion holds:
+// it is what a runtime with XLA-like buffer assignment holds, without fusion
+// or with it:
 //
 //   - The text order of a computation is its schedule. A value occupies its
 //     buffers from the instruction that defines it until the last instruction
@@ -29,6 +30,11 @@
 //   - Fusion bodies, reducers and other called computations add nothing: they
 //     run element by element without buffers of their own.
 //   - Constants are ordinary values.
+//   - With Fusion::kFused, an instruction that analysis::FusionPlan computes
+//     inside its users' kernels (an elementwise chain, a softmax's
+//     reductions, the convert of a weight only dots read) writes no buffer:
+//     it adds 0 bytes and names its operands' buffers, so they stay live
+//     until the kernel that reads them runs.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +43,14 @@
 
 namespace loom::analysis {
 
+// Whether intermediate values that a fusing compiler keeps on chip take
+// memory (kNone: every instruction writes its result) or not (kFused: as
+// XLA on TPUs and GPUs fuses them, cost::CostModel::FusesElementwise).
+enum class Fusion { kNone, kFused };
+
 // The peak, over the entry computation's schedule, of the bytes live on one
 // device, under the model above. The module must have passed the verifier
 // (operands defined before use, no recursive calls). 0 without an entry.
-int64_t PeakLiveBytes(const ir::Module& module);
+int64_t PeakLiveBytes(const ir::Module& module, Fusion fusion = Fusion::kNone);
 
 }  // namespace loom::analysis

@@ -107,7 +107,9 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
   row.target = target->name();
   const model::MemoryFootprint memory = model::Footprint(c.model, c.plan);
   row.memory_bytes = memory.total();
-  row.peak_bytes = analysis::PeakLiveBytes(**module);
+  row.peak_bytes = analysis::PeakLiveBytes(**module, target->compute().fuses_elementwise
+                                                         ? analysis::Fusion::kFused
+                                                         : analysis::Fusion::kNone);
   row.fits = static_cast<double>(row.peak_bytes) <= target->compute().memory_bytes;
   const auto simulated = std::chrono::steady_clock::now();
   Expected<std::array<sim::SimReport, 3>> reports = SimulatePipelines(**module, *target, options);

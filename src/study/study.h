@@ -57,7 +57,7 @@ struct StudyRow {
   // and bubbles included, over each dot type's peak: sim::SimReport::mfu).
   std::array<double, 3> step{}, exposed{}, mfu{}, hfu{};
   int64_t memory_bytes = 0;     // per device, by the plan's arithmetic (model::Footprint)
-  int64_t peak_bytes = 0;       // the step's peak live bytes (analysis::PeakLiveBytes)
+  int64_t peak_bytes = 0;       // the step's peak live bytes, fused as the target fuses
   bool fits = true;             // that peak within the target device's memory (as `loom model`)
   double simulate_seconds = 0;  // wall time of the three simulations
   std::string error;            // a case that could not run says why (the rest is empty)

@@ -13,14 +13,14 @@ namespace loom::analysis {
 namespace {
 
 // PeakLiveBytes of `text`, which must parse and verify (-1 when it does not).
-int64_t PeakOf(const std::string& text) {
+int64_t PeakOf(const std::string& text, Fusion fusion = Fusion::kNone) {
   auto module = ir::ParseModule(text);
   EXPECT_TRUE(module.ok()) << module.error().ToString();
   if (!module.ok()) return -1;
   auto report = ir::VerifyModule(**module);
   EXPECT_TRUE(report.ok()) << report.error().ToString();
   if (!report.ok()) return -1;
-  return PeakLiveBytes(**module);
+  return PeakLiveBytes(**module, fusion);
 }
 
 TEST(LiveBytesTest, OperandsAndResultAreLiveTogether) {
@@ -164,6 +164,67 @@ ENTRY %e {
 }
 )"),
             3 * 4096);
+}
+
+constexpr char kChain[] = R"(
+HloModule m
+ENTRY %e {
+  %a = f32[1024] parameter(0)
+  %b = f32[1024] negate(%a)
+  %c = f32[1024] exponential(%b)
+  ROOT %d = f32[1024] multiply(%c, %c)
+}
+)";
+
+TEST(LiveBytesTest, AFusedChainWritesOnlyItsKernelsResult) {
+  // Unfused, %a, %b and %c are live at %c. Fused, %b and %c are computed in
+  // %d's kernel, which reads %a and writes %d: 2 x 4 KiB.
+  EXPECT_EQ(PeakOf(kChain), 3 * 4096);
+  EXPECT_EQ(PeakOf(kChain, Fusion::kFused), 2 * 4096);
+}
+
+TEST(LiveBytesTest, AFusedSoftmaxKeepsItsIntermediatesOnChip) {
+  // %s and %w are 64 KiB each, live throughout. Fused, the softmax is one
+  // kernel rooted at %p: it reads %s and the two constants and writes %p
+  // (64 KiB); then %y (1 KiB) is live with %p: 3 x 64 KiB + 1 KiB. Unfused,
+  // %d, %e and their broadcasts are arrays of their own.
+  const std::string softmax = R"(
+HloModule m
+%max {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %r = f32[] maximum(%x, %y)
+}
+%add {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %r = f32[] add(%x, %y)
+}
+ENTRY %e {
+  %s = f32[16,1024] parameter(0)
+  %w = f32[1024,16] parameter(1)
+  %ninf = f32[] constant(-inf)
+  %m = f32[16] reduce(%s, %ninf), dimensions={1}, to_apply=%max
+  %bm = f32[16,1024] broadcast(%m), dimensions={0}
+  %d = f32[16,1024] subtract(%s, %bm)
+  %e = f32[16,1024] exponential(%d)
+  %zero = f32[] constant(0)
+  %z = f32[16] reduce(%e, %zero), dimensions={1}, to_apply=%add
+  %bz = f32[16,1024] broadcast(%z), dimensions={0}
+  %p = f32[16,1024] divide(%e, %bz)
+  ROOT %y = f32[16,16] dot(%p, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  EXPECT_EQ(PeakOf(softmax, Fusion::kFused), 3 * 65536 + 1024);
+  EXPECT_GT(PeakOf(softmax), 4 * 65536);
+}
+
+TEST(LiveBytesTest, AnUpdateWritesInPlaceWhenFusedToo) {
+  // The update's kernel reads %p and writes into %z, a buffer of its own
+  // (a dynamic-update-slice's operand 0 is never fused into it): as
+  // unfused.
+  EXPECT_EQ(PeakOf(UpdateModule("ROOT %r = f32[4096] bitcast(%u)"), Fusion::kFused),
+            4096 + 4 + 4 + 16384);
 }
 
 TEST(LiveBytesTest, ZeroWithoutAnEntry) {

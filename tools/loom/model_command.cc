@@ -35,10 +35,11 @@ namespace {
 
 // The --memory report of `module`: the footprint by category, the
 // program's peak live bytes, and against `target`'s device memory when one
-// is named.
+// is named: there the peak is the one with what the target's compiler fuses
+// kept on chip (analysis/live_bytes.h), after the peak with nothing fused.
 std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint& f,
                          const std::string& target) {
-  const int64_t peak = analysis::PeakLiveBytes(module);
+  int64_t peak = analysis::PeakLiveBytes(module);
   std::string text = fmt::format("memory of one device, {}:\n", module.name());
   const auto line = [&](std::string_view what, int64_t bytes) {
     text += fmt::format("  {:<40} {:>12}\n", what, FormatBytes(bytes));
@@ -51,6 +52,10 @@ std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint&
   line("peak live bytes of the program", peak);
   if (!target.empty()) {
     const cost::Target device = ResolveTarget(target, module);
+    if (device.compute().fuses_elementwise) {
+      peak = analysis::PeakLiveBytes(module, analysis::Fusion::kFused);
+      line(fmt::format("peak live bytes, fused as on {}", device.name()), peak);
+    }
     const auto capacity = static_cast<int64_t>(device.compute().memory_bytes);
     const int64_t need = std::max(peak, f.total());
     text += need <= capacity
