@@ -173,6 +173,32 @@ std::vector<int64_t> ZeroShardDims(const WeightInfo& w, const ParallelPlan& plan
   return dims;
 }
 
+// The dimension of Adafactor state `state` (AdafactorState's order) of `w`
+// that is w's dimension `dim`: a matrix's row means drop its last
+// dimension, its column means the one before; a vector's state is its
+// shape. None where the state's mean dropped `dim`.
+std::optional<int64_t> AdafactorStateDim(const WeightInfo& w, size_t state, int64_t dim) {
+  const auto rank = static_cast<int64_t>(w.dims.size());
+  if (rank - (w.stacked ? 1 : 0) < 2) return dim;
+  const int64_t dropped = state == 0 ? rank - 1 : rank - 2;
+  if (dim == dropped) return std::nullopt;
+  return dim > dropped ? dim - 1 : dim;
+}
+
+// The dims of Adafactor state `state` of `w` on a device: its local dims,
+// under ZeRO over `parts` devices cut where the weight is (ZeroCutOf), when
+// it keeps that dimension. `parts` 1: not cut.
+std::vector<int64_t> AdafactorStateDims(const WeightInfo& w, const WeightInfo& state_info,
+                                        size_t state, const ParallelPlan& plan, int64_t parts) {
+  std::vector<int64_t> dims = LocalDims(state_info, plan);
+  if (plan.zero_stage == 0 || parts == 1 || w.expert_dim >= 0) return dims;
+  const ZeroCut cut = *ZeroCutOf(w, plan, parts);
+  if (const std::optional<int64_t> d = AdafactorStateDim(w, state, cut.dim)) {
+    dims[static_cast<size_t>(*d)] = cut.padded / parts;
+  }
+  return dims;
+}
+
 // The mesh's axes, outermost first: device = ((stage * data + d) *
 // context + c) * model + j.
 constexpr size_t kMeshAxes = 4;
@@ -769,6 +795,14 @@ class StepWriter {
                                 : c.ScalarInt(0));
     }
     return c.DynamicSlice(PaddedForCut(c, i, weight), starts, sizes);
+  }
+
+  // Weight `i` updated on this device's shard (OwnShard), whole again where
+  // the step holds it whole: under ZeRO-1 and -2, all-gathered and its
+  // padding dropped.
+  Value GatheredIfZero(ComputationEmitter& c, size_t i, const Value& updated) {
+    if (!ShardedByZero(i) || IsShard(i)) return updated;
+    return UnpaddedFromCut(c, i, c.AllGather(updated, ShardDim(i), *GradientGroups(i).groups));
   }
 
   // This device's rows of x [n*T, C] under sequence parallelism, of each
@@ -2586,17 +2620,25 @@ class StepWriter {
     return c.Reshape(c.Transpose(by_device, {1, 0, 2}), {rows});
   }
 
-  // Adafactor on weight `i` (its local shard w, gradient g, and state as
-  // AdafactorState lists it): returns (w, state...) updated. Means over a
-  // dimension the model axis splits are summed over that axis.
+  // Adafactor on weight `i` (its local shard w, or under ZeRO this device's
+  // shard of it, gradient g, and state as AdafactorState lists it, cut as
+  // AdafactorStateDims says): returns (w, state...) updated. Means over a
+  // dimension the model axis splits are summed over that axis, and over one
+  // ZeRO cuts, over the devices that share the weight. ZeRO's padding is
+  // zeros with zero gradients: it stays zero, and adds only its squares'
+  // floor, 1e-30 an element, to the means (far below the rounding of any
+  // real gradient's square).
   std::vector<Value> Adafactor(ComputationEmitter& c, size_t i, const Value& w, const Value& g,
                                const std::vector<Value>& state, const Value& step) {
     const WeightInfo info = infos_[i];
     const int64_t rank = w.rank(), first = info.stacked ? 1 : 0;
+    const std::optional<int64_t> zero_dim =
+        ShardedByZero(i) ? std::optional<int64_t>(ShardDim(i)) : std::nullopt;
     // Mean of x over its dimension `dim`, which is the weight's `of`.
     const auto mean = [&](const Value& x, int64_t dim, int64_t of) {
       Value sum = c.ReduceSum(x, {dim});
       if (of == info.split_dim && plan_.tensor > 1) sum = c.AllReduce(sum, tensor_groups_);
+      if (of == zero_dim) sum = c.AllReduce(sum, *GradientGroups(i).groups);
       return c.Scale(sum, 1.0 / static_cast<double>(info.dims[static_cast<size_t>(of)]));
     };
     // The decay 1 - t^-0.8 and its complement t^-0.8, t the step.
@@ -2637,6 +2679,7 @@ class StepWriter {
     for (int64_t d = 0; d < first; ++d) per_layer.push_back(d);
     Value squares = c.ReduceSum(c.Mul(u, u), layer_dims);
     if (info.split_dim >= 0 && plan_.tensor > 1) squares = c.AllReduce(squares, tensor_groups_);
+    if (zero_dim) squares = c.AllReduce(squares, *GradientGroups(i).groups);
     // An MoE layer's experts are one weight, over the expert-parallel devices.
     if (info.expert_dim >= 0) squares = c.AllReduce(squares, data_groups_);
     const Value rms = c.Unary("sqrt", c.Scale(squares, 1.0 / count));
@@ -2698,8 +2741,11 @@ std::string StepWriter::Write() {
   if (plan_.optimizer == "adafactor") {
     for (size_t i = 0; i < weights.size(); ++i) {
       factored.emplace_back();
-      for (const WeightInfo& state : AdafactorState(m_, i)) {
-        factored.back().push_back(e.Parameter(P_, LocalDims(state, plan_), state.name));
+      const std::vector<WeightInfo> states = AdafactorState(m_, i);
+      for (size_t k = 0; k < states.size(); ++k) {
+        const std::vector<int64_t> dims =
+            AdafactorStateDims(infos_[i], states[k], k, plan_, GradientGroups(i).extent);
+        factored.back().push_back(e.Parameter(P_, dims, states[k].name));
       }
     }
   }
@@ -2742,30 +2788,24 @@ std::string StepWriter::Write() {
   } else if (plan_.optimizer == "adafactor") {
     std::vector<Value> states;
     for (size_t i = 0; i < weights.size(); ++i) {
-      const std::vector<Value> updated = Adafactor(e, i, weights[i], grads[i], factored[i], step);
-      outputs.push_back(updated[0]);
+      const std::vector<Value> updated =
+          Adafactor(e, i, OwnShard(e, i, weights[i]), grads[i], factored[i], step);
+      outputs.push_back(GatheredIfZero(e, i, updated[0]));
       states.insert(states.end(), updated.begin() + 1, updated.end());
     }
     outputs.insert(outputs.end(), states.begin(), states.end());
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
-      Value updated = e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
-      if (ShardedByZero(i) && !IsShard(i)) {
-        updated =
-            UnpaddedFromCut(e, i, e.AllGather(updated, ShardDim(i), *GradientGroups(i).groups));
-      }
-      outputs.push_back(updated);
+      const Value updated =
+          e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
+      outputs.push_back(GatheredIfZero(e, i, updated));
     }
   } else {
     std::vector<Value> new_w, new_m, new_v;
     for (size_t i = 0; i < weights.size(); ++i) {
-      std::vector<Value> updated =
+      const std::vector<Value> updated =
           Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
-      if (ShardedByZero(i) && !IsShard(i)) {
-        updated[0] =
-            UnpaddedFromCut(e, i, e.AllGather(updated[0], ShardDim(i), *GradientGroups(i).groups));
-      }
-      new_w.push_back(updated[0]);
+      new_w.push_back(GatheredIfZero(e, i, updated[0]));
       new_m.push_back(updated[1]);
       new_v.push_back(updated[2]);
     }
@@ -3041,9 +3081,6 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));
   LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "adafactor", "sgd", "none"}, "optimizer"));
-  if (p.optimizer == "adafactor" && p.zero_stage != 0) {
-    return Error{"adafactor with ZeRO (its factored state sharded) is not built: zero_stage 0"};
-  }
   LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
   LOOM_RETURN_IF_ERROR(one_of(p.context_form, {"ring", "all-gather"}, "context_form"));
   LOOM_RETURN_IF_ERROR(one_of(p.schedule, {"gpipe", "1f1b"}, "schedule"));
@@ -3163,6 +3200,19 @@ Expected<OptimizerShard> OptimizerShardOf(const ModelConfig& model, const Parall
   return OptimizerShard{cut->dim, sum.extent, device / sum.inner % sum.extent, cut->padded};
 }
 
+Expected<OptimizerShard> AdafactorStateShardOf(const ModelConfig& model, const ParallelPlan& plan,
+                                               size_t weight, size_t state, int64_t device) {
+  Expected<OptimizerShard> shard = OptimizerShardOf(model, plan, weight, device);
+  if (!shard.ok() || shard->parts == 1) return shard;
+  if (state >= AdafactorState(model, weight).size()) {
+    return Error{fmt::format("weight {} has no Adafactor state {}", weight, state)};
+  }
+  const std::optional<int64_t> dim = AdafactorStateDim(Weights(model)[weight], state, shard->dim);
+  if (!dim) return OptimizerShard{};
+  shard->dim = *dim;
+  return shard;
+}
+
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                           const InferenceStep* serving) {
   const auto size_of = [](const std::string& type) -> int64_t {
@@ -3204,6 +3254,12 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       const int64_t whole = product(LocalDims(weights[i], p)) * element;
       const int64_t shard = product(ZeroShardDims(weights[i], p, parts)) * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
+      if (p.optimizer == "adafactor") {
+        const std::vector<WeightInfo> states = AdafactorState(m, i);
+        for (size_t k = 0; k < states.size(); ++k) {
+          f.optimizer += product(AdafactorStateDims(weights[i], states[k], k, p, parts)) * element;
+        }
+      }
       if (p.zero_stage >= 2 && weights[i].stacked) f.gradients += shard - whole;
       if (p.zero_stage == 3 && weights[i].stacked) f.weights += shard - whole;
     }

@@ -360,6 +360,14 @@ std::vector<WeightInfo> Weights(const ModelConfig& model);
 // each split where the weight is; for a vector, "v.NAME" like the weight.
 std::vector<WeightInfo> AdafactorState(const ModelConfig& model, size_t weight);
 
+// Under ZeRO, how Adafactor's state `state` (AdafactorState's order) of
+// weight `weight` is cut on `device`: as the weight's optimizer state
+// (OptimizerShardOf), in the state's own dimensions, where the state keeps
+// the dimension the weight is cut along; where its mean dropped that
+// dimension, not cut (parts 1): every device of the group holds it whole.
+Expected<OptimizerShard> AdafactorStateShardOf(const ModelConfig& model, const ParallelPlan& plan,
+                                               size_t weight, size_t state, int64_t device);
+
 // Presets: model configurations and plans by name, and their JSON forms.
 std::vector<std::string> ModelPresetNames();
 Expected<ModelConfig> ModelPreset(std::string_view name);
