@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "analysis/flops.h"
@@ -47,6 +49,11 @@ struct GatherMatch {
   // chain keeps every dimension in place and the dimension is not
   // contracted (a piece's product is then a block of the output).
   bool step_chunks_allowed = false;
+  // Where the gathered value feeds other dots too (each through a chain of
+  // its own): those dots' matches, after this one in the computation's
+  // order. Each gets a ring of its own from the same shard, and the
+  // all-gather goes once none is left.
+  std::vector<GatherMatch> siblings;
 };
 
 // dot [-> traceable ops] -> reduce-scatter or all-reduce.
@@ -125,6 +132,61 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
                               });
   found.match = std::move(match);
   return found;
+}
+
+// Every dot the all-gather of `primary` feeds, each through a chain of
+// traceable ops that nothing else reads, matched (MatchGather) and in the
+// computation's order; an error naming what else reads the gathered value
+// when something does.
+Expected<std::vector<GatherMatch>> FindGatherConsumers(const GatherMatch& primary,
+                                                       const ir::DeviceGrid& grid) {
+  Instruction& gather = *primary.gather;
+  ir::Computation& computation = *gather.parent();
+  const auto other_user = [](const Instruction& user) {
+    return Error{fmt::format("the gathered value has other users (%{}, {}) than dots", user.name(),
+                             ir::OpcodeName(user.opcode()))};
+  };
+  const auto uses_once = [](const Instruction& user, const Instruction& value) {
+    return std::count(user.operands().begin(), user.operands().end(), &value) == 1;
+  };
+  if (computation.root() == &gather) return other_user(gather);
+  std::vector<GatherMatch> consumers;
+  for (Instruction* user : computation.Users(&gather)) {
+    if (!uses_once(*user, gather)) return other_user(*user);
+    Instruction* value = &gather;
+    Instruction* next = user;
+    while (IsTraceableOp(*next)) {
+      const std::vector<Instruction*> users = computation.Users(next);
+      if (computation.root() == next || users.size() != 1 || !uses_once(*users.front(), *next)) {
+        return other_user(*next);
+      }
+      value = next;
+      next = users.front();
+    }
+    if (next->opcode() != Opcode::kDot) return other_user(*next);
+    const int64_t operand = next->operand(0) == value ? 0 : 1;
+    std::optional<Found<GatherMatch>> found = MatchGather(*next, operand, grid);
+    if (!found || !found->match.ok()) {
+      return Error{fmt::format("the gathered value also feeds %{}, which cannot take a ring ({})",
+                               next->name(),
+                               found ? found->match.error().message : "no all-gather above it")};
+    }
+    consumers.push_back(std::move(*found->match));
+  }
+  std::unordered_map<const Instruction*, size_t> position;
+  for (const auto& instruction : computation.instructions()) {
+    position.emplace(instruction.get(), position.size());
+  }
+  std::sort(consumers.begin(), consumers.end(), [&](const GatherMatch& a, const GatherMatch& b) {
+    return position.at(a.dot) < position.at(b.dot);
+  });
+  for (size_t i = 1; i < consumers.size(); ++i) {
+    if (consumers[i].dot == consumers[i - 1].dot) {
+      return Error{
+          fmt::format("the gathered value feeds both operands of %{}", consumers[i].dot->name())};
+    }
+  }
+  return consumers;
 }
 
 // The elementwise op a reduction computation applies, when it is one
@@ -706,8 +768,15 @@ struct Pending {
 };
 
 std::string DescribeGather(const GatherMatch& m) {
-  return fmt::format("all-gather -> dot ({} {} dimension {}, N={})", m.operand == 0 ? "lhs" : "rhs",
-                     DimClassName(m.dim.dim_class), m.operand_dim, m.ring.size());
+  std::string text =
+      fmt::format("all-gather -> dot ({} {} dimension {}, N={})", m.operand == 0 ? "lhs" : "rhs",
+                  DimClassName(m.dim.dim_class), m.operand_dim, m.ring.size());
+  for (const GatherMatch& sibling : m.siblings) {
+    text += fmt::format(" and -> %{} ({} {} dimension {})", sibling.dot->name(),
+                        sibling.operand == 0 ? "lhs" : "rhs", DimClassName(sibling.dim.dim_class),
+                        sibling.operand_dim);
+  }
+  return text;
 }
 
 std::string DescribeScatter(const ScatterMatch& m) {
@@ -737,7 +806,12 @@ Candidate DescribeCandidate(const AnyMatch& any) {
   if (const auto* g = std::get_if<GatherMatch>(&any)) {
     Candidate c = CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
                               g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
-    if (g->step_chunks_allowed) {
+    bool step_chunks_allowed = g->step_chunks_allowed;
+    for (const GatherMatch& sibling : g->siblings) {
+      c.dot_flops += analysis::DotFlops(*sibling.dot);
+      step_chunks_allowed &= sibling.step_chunks_allowed;
+    }
+    if (step_chunks_allowed) {
       c.step_chunk_extent =
           g->gather->operand(0)->shape().dim(g->gather->attrs().dimensions->front());
     }
@@ -805,6 +879,9 @@ class Rewriter {
            std::vector<Decision>& decisions)
       : options_(options), grid_(grid), names_(module), decisions_(decisions) {}
 
+  // Whether `dot` was replaced by a ring made at another dot's visit.
+  bool Removed(const Instruction* dot) const { return removed_dots_.count(dot) > 0; }
+
   // Rewrites at most one candidate of `dot`; true when it did.
   Expected<bool> VisitDot(Instruction& dot) {
     std::vector<Pending> pending;
@@ -843,12 +920,19 @@ class Rewriter {
     // Described before the rewrite, which removes the instructions the
     // match points at.
     std::string form = Describe(best->match);
+    const std::vector<std::string> siblings = SiblingDots(best->match);
     LOOM_RETURN_IF_ERROR(Apply(*best));
     RecordDescribed(
-        best->candidate, std::move(form), true,
+        best->candidate, form, true,
         fmt::format("{}; {}",
                     RewriteSummary(best->verdict, best->candidate.kind, best->candidate.group_size),
                     best->verdict.reason));
+    for (const std::string& sibling : siblings) {
+      decisions_.push_back({best->candidate.computation, best->candidate.collective, sibling, form,
+                            true,
+                            fmt::format("a ring of its own, from the shard %{}'s ring reads too",
+                                        best->candidate.dot)});
+    }
     return true;
   }
 
@@ -862,11 +946,26 @@ class Rewriter {
       return;
     }
     AnyMatch match = std::move(*found.match);
-    if (const auto* g = std::get_if<GatherMatch>(&match);
+    if (auto* g = std::get_if<GatherMatch>(&match);
         g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
-      Record(DescribeCandidate(match), match, false,
-             "the gathered value has other users (keep_gather_for_other_users=false)");
-      return;
+      Expected<std::vector<GatherMatch>> consumers = FindGatherConsumers(*g, grid_);
+      if (!consumers.ok()) {
+        Record(DescribeCandidate(match), match, false,
+               fmt::format("{} (keep_gather_for_other_users=false)", consumers.error().message));
+        return;
+      }
+      // The dots share one candidate, the first dot's: a ring for each.
+      if (consumers->front().dot != &dot) {
+        Record(DescribeCandidate(match), match, false,
+               fmt::format("the gathered value feeds %{} too: a ring for each dot is the "
+                           "candidate there",
+                           consumers->front().dot->name()));
+        return;
+      }
+      GatherMatch shared = std::move(consumers->front());
+      shared.siblings.assign(std::make_move_iterator(consumers->begin() + 1),
+                             std::make_move_iterator(consumers->end()));
+      match = std::move(shared);
     }
     Candidate candidate = DescribeCandidate(match);
     if (options_.deterministic) {
@@ -890,10 +989,15 @@ class Rewriter {
   // Deterministic mode: why the rewrite of `match` would sum in another
   // order than the original program on the executor, if it would.
   static std::optional<std::string> ReordersASum(const AnyMatch& match) {
-    if (const auto* g = std::get_if<GatherMatch>(&match);
-        g != nullptr && g->dim.dim_class == DimClass::kContracting) {
-      return "deterministic: a ring along a contracting dimension adds N partial products where "
-             "the dot sums its contraction in one order";
+    if (const auto* g = std::get_if<GatherMatch>(&match); g != nullptr) {
+      bool contracting = g->dim.dim_class == DimClass::kContracting;
+      for (const GatherMatch& sibling : g->siblings) {
+        contracting |= sibling.dim.dim_class == DimClass::kContracting;
+      }
+      if (contracting) {
+        return "deterministic: a ring along a contracting dimension adds N partial products "
+               "where the dot sums its contraction in one order";
+      }
     }
     if (const auto* s = std::get_if<ScatterMatch>(&match); s != nullptr && !s->blocks_are_chunks) {
       return fmt::format(
@@ -938,8 +1042,16 @@ class Rewriter {
 
   Status Apply(const Pending& p) {
     if (const auto* g = std::get_if<GatherMatch>(&p.match)) {
-      return GatherRing(*g, p.verdict.step_chunks, names_)
-          .Emit(p.verdict.direction, p.verdict.form);
+      // Each dot its own ring, built before it (its other operand is
+      // defined there); the gather goes with the last.
+      LOOM_RETURN_IF_ERROR(
+          GatherRing(*g, p.verdict.step_chunks, names_).Emit(p.verdict.direction, p.verdict.form));
+      for (const GatherMatch& sibling : g->siblings) {
+        removed_dots_.insert(sibling.dot);
+        LOOM_RETURN_IF_ERROR(GatherRing(sibling, p.verdict.step_chunks, names_)
+                                 .Emit(p.verdict.direction, p.verdict.form));
+      }
+      return Status{};
     }
     if (const auto* x = std::get_if<AllToAllMatch>(&p.match)) {
       return EmitPairwiseExchange(*x, p.verdict.rounds_per_product, names_);
@@ -951,6 +1063,15 @@ class Rewriter {
       return EmitChunkedReduction(chunked, p.verdict.chunks, names_);
     }
     return ScatterRing(s, p.verdict.step_chunks, names_).Emit(p.verdict.direction, p.verdict.form);
+  }
+
+  // The other dots a shared all-gather's rings replace (GatherMatch::siblings).
+  static std::vector<std::string> SiblingDots(const AnyMatch& match) {
+    std::vector<std::string> names;
+    if (const auto* g = std::get_if<GatherMatch>(&match)) {
+      for (const GatherMatch& sibling : g->siblings) names.push_back(sibling.dot->name());
+    }
+    return names;
   }
 
   static std::string Describe(const AnyMatch& match) {
@@ -972,6 +1093,8 @@ class Rewriter {
   const ir::DeviceGrid grid_;
   ir::NameTable names_;
   std::vector<Decision>& decisions_;
+  // Dots a shared gather's rings replaced before their own visit.
+  std::unordered_set<const Instruction*> removed_dots_;
 };
 
 }  // namespace
@@ -995,6 +1118,7 @@ Expected<bool> CollectiveMatmul::Run(ir::Module& module) {
       if (instruction->opcode() == Opcode::kDot) dots.push_back(instruction.get());
     }
     for (Instruction* dot : dots) {
+      if (rewriter.Removed(dot)) continue;
       LOOM_ASSIGN_OR_RETURN(bool rewritten, rewriter.VisitDot(*dot));
       changed |= rewritten;
     }

@@ -26,6 +26,23 @@
 // block; a contracting one slices its contracting dimension and sums the N
 // partial products (in f32 for narrower float types).
 //
+// An all-gather whose value feeds several dots (a layer's gathered input
+// read by the recomputed forward's product and by the weight gradient's,
+// which contracts the gathered rows) gets a ring for each dot, each from the
+// same shard, built before its dot; the all-gather goes with the last. The
+// shard crosses the network once per dot instead of once, each time behind
+// that dot's product. Before:
+//
+//   %g  = f32[8,3] all-gather(f32[2,3] %x), dimensions={0}, ...
+//   %y  = f32[8,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+//   %dw = f32[3,5] dot(%g, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+//
+// after: %y's ring (as above, the windows updating blocks of %y), then
+// %dw's (the windows' partial products of %dw summed), no all-gather. Any
+// other user of the gathered value (or of a value between it and a dot)
+// keeps the all-gather, and the pair is declined (or, with
+// keep_gather_for_other_users, kept for it).
+//
 // dot -> reduce-scatter (the accumulator travels). Before:
 //
 //   %p = f32[256,96] dot(%a, %b), ...
@@ -178,10 +195,11 @@ struct CollectiveMatmulOptions {
   // Collectives whose whole buffer is smaller than this are left alone (a
   // stand-in for a cost model when no gate is given).
   int64_t min_bytes = 1 << 20;
-  // An all-gather (or a value between it and the dot) with other users:
-  // when true the gather stays for them and the dot gets a ring anyway (the
-  // data then crosses the network twice); when false the pair is declined,
-  // as XLA does.
+  // An all-gather (or a value between it and the dot) with other users than
+  // dots: when true the gather stays for them and the dot gets a ring anyway
+  // (the data then crosses the network twice); when false the pair is
+  // declined, as XLA does. (Where every user is a dot, each dot gets a ring
+  // either way: see above.)
   bool keep_gather_for_other_users = false;
   // Only rewrites whose every sum is folded in the order the original
   // program folds it on the executor (exec/collectives.h: the ring order of
