@@ -807,6 +807,7 @@ Candidate DescribeCandidate(const AnyMatch& any) {
     Candidate c = CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
                               g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
     bool step_chunks_allowed = g->step_chunks_allowed;
+    c.dots += static_cast<int64_t>(g->siblings.size());
     for (const GatherMatch& sibling : g->siblings) {
       c.dot_flops += analysis::DotFlops(*sibling.dot);
       step_chunks_allowed &= sibling.step_chunks_allowed;
@@ -928,10 +929,10 @@ class Rewriter {
                     RewriteSummary(best->verdict, best->candidate.kind, best->candidate.group_size),
                     best->verdict.reason));
     for (const std::string& sibling : siblings) {
-      decisions_.push_back({best->candidate.computation, best->candidate.collective, sibling, form,
-                            true,
-                            fmt::format("a ring of its own, from the shard %{}'s ring reads too",
-                                        best->candidate.dot)});
+      decisions_.push_back(
+          {best->candidate.computation, best->candidate.collective, sibling, form, true,
+           fmt::format("its own ring from the all-gather's shard, rewritten with %{}",
+                       best->candidate.dot)});
     }
     return true;
   }
@@ -948,10 +949,13 @@ class Rewriter {
     AnyMatch match = std::move(*found.match);
     if (auto* g = std::get_if<GatherMatch>(&match);
         g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
-      Expected<std::vector<GatherMatch>> consumers = FindGatherConsumers(*g, grid_);
+      Expected<std::vector<GatherMatch>> consumers =
+          options_.ring_per_dot ? FindGatherConsumers(*g, grid_)
+                                : Error{"the gathered value has other users"};
       if (!consumers.ok()) {
         Record(DescribeCandidate(match), match, false,
-               fmt::format("{} (keep_gather_for_other_users=false)", consumers.error().message));
+               fmt::format("{} (other-users=decline{})", consumers.error().message,
+                           options_.ring_per_dot ? "" : ", dot-users=decline"));
         return;
       }
       // The dots share one candidate, the first dot's: a ring for each.

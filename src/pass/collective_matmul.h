@@ -142,7 +142,10 @@ struct Candidate {
   // transfer (GateVerdict::step_chunks): the size of the dimension those
   // chunks cut; 0 when they cannot.
   int64_t step_chunk_extent = 0;
-  int64_t dot_flops = 0;
+  int64_t dot_flops = 0;  // of every dot the rewrite replaces
+  // How many dots the rewrite replaces: more than one for an all-gather
+  // that feeds several (a ring for each).
+  int64_t dots = 1;
   // How the collective's dimension enters the dot: "free", "batch" or
   // "contracting" (all-gather, or an all-to-all before the dot); "lhs
   // free", "rhs free" or "batch" (the output dimension a reduce-scatter,
@@ -198,9 +201,12 @@ struct CollectiveMatmulOptions {
   // An all-gather (or a value between it and the dot) with other users than
   // dots: when true the gather stays for them and the dot gets a ring anyway
   // (the data then crosses the network twice); when false the pair is
-  // declined, as XLA does. (Where every user is a dot, each dot gets a ring
-  // either way: see above.)
+  // declined, as XLA does.
   bool keep_gather_for_other_users = false;
+  // An all-gather whose every user is a dot (each through a chain nothing
+  // else reads): when true each dot gets a ring (see above); when false the
+  // pairs are treated as having other users.
+  bool ring_per_dot = true;
   // Only rewrites whose every sum is folded in the order the original
   // program folds it on the executor (exec/collectives.h: the ring order of
   // its reduce-scatter and all-reduce; the dot kernels' order within a

@@ -68,6 +68,8 @@ struct Enumeration {
   std::map<std::string, std::string> description;  // by Choice::Key: "all-gather -> dot (...)"
   // By Choice::Key: the counts of chunks per ring step to search, ascending.
   std::map<std::string, std::vector<int64_t>> step_chunk_counts;
+  // The Choice::Keys of all-gathers whose rings replace several dots.
+  std::set<std::string> shared;
 };
 
 Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matching,
@@ -107,6 +109,7 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
         }
       }
     }
+    if (c.dots > 1) found.shared.insert(Choice{c.computation, c.collective, c.dot}.Key());
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
         for (int64_t g : rounds) {
@@ -142,9 +145,12 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
 }
 
 // `base` with one choice applied; null when the choice is no candidate there
-// any more. `decision` receives the pass's record of the rewrite.
+// any more. `decisions` receives the pass's records of the rewrite: the
+// choice's first, then one for each other dot its all-gather's rings
+// replace.
 Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice& choice,
-                                            CollectiveMatmulOptions matching, Decision* decision) {
+                                            CollectiveMatmulOptions matching,
+                                            std::vector<Decision>* decisions) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, ir::CloneModule(base));
   matching.gate = [&](const Candidate& c) {
     GateVerdict verdict = choice.Verdict(Matches(c, choice));
@@ -154,8 +160,10 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
   CollectiveMatmul pass(matching);
   LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(*module));
   if (!changed) return std::unique_ptr<ir::Module>();
-  for (const Decision& d : pass.Decisions()) {
-    if (d.rewritten && decision != nullptr) *decision = d;
+  if (decisions != nullptr) {
+    for (const Decision& d : pass.Decisions()) {
+      if (d.rewritten) decisions->push_back(d);
+    }
   }
   return module;
 }
@@ -305,7 +313,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
 
   struct Accepted {
     Choice choice;
-    Decision decision;
+    std::vector<Decision> decisions;  // the choice's, then its siblings' (Apply)
     double before = 0, after = 0;
   };
   std::vector<Accepted> accepted;
@@ -333,14 +341,14 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
         continue;  // re-sorted on the next pass
       }
       if (!(best.step < current_step * (1 - options_.min_gain))) break;
-      Decision decision;
+      std::vector<Decision> decisions;
       LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> next,
-                            Apply(*current, best.choice, matching_, &decision));
+                            Apply(*current, best.choice, matching_, &decisions));
       if (!next) {
         trials.erase(trials.begin());
         continue;
       }
-      accepted.push_back({best.choice, decision, current_step, best.step});
+      accepted.push_back({best.choice, std::move(decisions), current_step, best.step});
       done.insert(best.choice.Key());
       current_step = best.step;
       current = std::move(next);
@@ -353,32 +361,43 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     return OkStatus();
   };
   LOOM_RETURN_IF_ERROR(greedy());
-  // The first move can be a trap: the best rewrite alone may leave nothing
-  // that pays beside it, where two others together pay more (an exchange
-  // that hides the all-to-all the others would have broken up). Once more
-  // without the first move's candidate; the better of the two stays.
-  if (!accepted.empty()) {
-    const std::string excluded = accepted.front().choice.Key();
+  // The greedy search once more from the program as given, never taking the
+  // `excluded` candidates; the better of the two stays.
+  auto retry_without = [&](const std::set<std::string>& excluded) -> Status {
     std::vector<Accepted> kept = std::move(accepted);
     std::set<std::string> kept_done = std::move(done);
     std::unique_ptr<ir::Module> kept_module = std::move(current);
     const double kept_step = current_step;
     accepted.clear();
-    done = {excluded};
+    done = excluded;
     trials = first_trials;
     seen = first_seen;
     round = 0;
     current_step = baseline;
     LOOM_ASSIGN_OR_RETURN(current, ir::CloneModule(module));
     LOOM_RETURN_IF_ERROR(greedy());
-    done.erase(excluded);
+    for (const std::string& key : excluded) done.erase(key);
     if (!(current_step < kept_step * (1 - options_.min_gain))) {
       accepted = std::move(kept);
       done = std::move(kept_done);
       current = std::move(kept_module);
       current_step = kept_step;
     }
-  }
+    return OkStatus();
+  };
+  // The first move can be a trap: the best rewrite alone may leave nothing
+  // that pays beside it, where two others together pay more (an exchange
+  // that hides the all-to-all the others would have broken up). Once more
+  // without the first move's candidate.
+  if (!accepted.empty()) LOOM_RETURN_IF_ERROR(retry_without({accepted.front().choice.Key()}));
+  // An all-gather's rings for several dots send its shard once per dot and
+  // each pays alone, so the greedy search takes them early, and they can
+  // leave the transfers' streams too busy for the pairs that pay more
+  // together. Once more without any of them.
+  const bool took_shared = std::any_of(accepted.begin(), accepted.end(), [&](const Accepted& a) {
+    return enumeration.shared.count(a.choice.Key()) > 0;
+  });
+  if (took_shared) LOOM_RETURN_IF_ERROR(retry_without(enumeration.shared));
 
   // Every candidate rewritten in one form, as collective-matmul does
   // without a target: kept instead when it beats the greedy choice.
@@ -438,11 +457,14 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     current_step = forced->seconds;
   } else {
     for (const Accepted& a : accepted) {
-      Decision d = a.decision;
-      d.reason = fmt::format("{}: step {} -> {} ({}) on {}{}", a.choice.Ring(),
-                             FormatSeconds(a.before), FormatSeconds(a.after),
-                             Change(a.before, a.after), on, chunk_curve[a.choice.Key()]);
-      decisions_.push_back(d);
+      for (Decision d : a.decisions) {
+        const std::string step =
+            fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(), FormatSeconds(a.before),
+                        FormatSeconds(a.after), Change(a.before, a.after), on);
+        d.reason = d.dot == a.choice.dot ? step + chunk_curve[a.choice.Key()]
+                                         : fmt::format("{}: {}", d.reason, step);
+        decisions_.push_back(d);
+      }
     }
   }
   // The declined: every candidate of the original program not rewritten.

@@ -196,6 +196,8 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       LOOM_ASSIGN_OR_RETURN(config.min_bytes, ParseBytes(kName, key, value));
     } else if (key == "other-users") {
       config.keep_gather_for_other_users = value == "keep";
+    } else if (key == "dot-users") {
+      config.ring_per_dot = value == "ring-each";
     } else if (key == "forms") {
       // A named copy: clang 14 cannot capture a structured binding.
       const std::string forms = "+" + value + "+";
@@ -334,7 +336,10 @@ const std::vector<PassEntry>& PassTable() {
             "without --target: an all-to-all exchange multiplies this many rounds per product "
             "(when it divides the group size); with --target the gate chooses"},
            {"other-users", OptionType::kChoice, "decline|keep", "", "decline",
-            "an all-gather with other users: decline, or keep it for them"},
+            "an all-gather with other users than dots: decline, or keep it for them"},
+           {"dot-users", OptionType::kChoice, "ring-each|decline", "", "ring-each",
+            "an all-gather that feeds several dots (and nothing else): a ring for each dot, "
+            "from the same shard, or decline"},
            {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce|all-to-all", "",
             "all-gather+reduce-scatter+all-reduce+all-to-all", "which collectives to decompose"},
            {"deterministic", OptionType::kChoice, "true|false", "", "false",
