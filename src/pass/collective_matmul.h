@@ -41,7 +41,9 @@
 // %dw's (the windows' partial products of %dw summed), no all-gather. Any
 // other user of the gathered value (or of a value between it and a dot)
 // keeps the all-gather, and the pair is declined (or, with
-// keep_gather_for_other_users, kept for it).
+// keep_gather_for_other_users, kept for it). The registry's dot-users=auto
+// turns this off under a gate judged by the estimate, which sees no link
+// contention and so overvalues sending a shard once per dot.
 //
 // dot -> reduce-scatter (the accumulator travels). Before:
 //
