@@ -21,27 +21,28 @@ std::string_view PipelineName(Pipeline pipeline) {
   return "";
 }
 
-std::string_view PipelinePasses(Pipeline pipeline) {
+std::string_view PipelinePasses(Pipeline pipeline, std::string_view full) {
   switch (pipeline) {
     case Pipeline::kAsWritten:
       return "";
     case Pipeline::kAsyncSchedule:
       return "async-collectives,schedule";
     case Pipeline::kFull:
-      return "collective-matmul,async-collectives,schedule";
+      return full;
   }
   return "";
 }
 
 Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& module, Pipeline pipeline,
-                                            const cost::Target& target, bool deterministic) {
+                                            const cost::Target& target, bool deterministic,
+                                            std::string_view full) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> copy, ir::CloneModule(module));
   if (pipeline == Pipeline::kAsWritten) return copy;
   pass::PassContext context;
   context.cost_model = std::make_shared<cost::TargetCostModel>(target);
   context.deterministic = deterministic;
   LOOM_ASSIGN_OR_RETURN(pass::Pipeline passes,
-                        pass::ParsePipeline(std::string(PipelinePasses(pipeline)), context));
+                        pass::ParsePipeline(std::string(PipelinePasses(pipeline, full)), context));
   LOOM_RETURN_IF_ERROR(passes.Run(*copy).status());
   return copy;
 }
@@ -49,11 +50,12 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& module, Pipeline p
 Expected<std::array<sim::SimReport, 3>> SimulatePipelines(const ir::Module& module,
                                                           const cost::Target& target,
                                                           const sim::SimOptions& options,
-                                                          bool deterministic) {
+                                                          bool deterministic,
+                                                          std::string_view full) {
   std::array<sim::SimReport, 3> reports;
   for (size_t i = 0; i < kPipelines.size(); ++i) {
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> program,
-                          Apply(module, kPipelines[i], target, deterministic));
+                          Apply(module, kPipelines[i], target, deterministic, full));
     LOOM_ASSIGN_OR_RETURN(reports[i], sim::Simulate(*program, target, options));
   }
   return reports;

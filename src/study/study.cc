@@ -4,13 +4,16 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "analysis/live_bytes.h"
 #include "cost/target.h"
+#include "cost/target_cost_model.h"
 #include "ir/parser.h"
 #include "ir/shape.h"
+#include "pass/registry.h"
 #include "sim/report.h"
 #include "study/pipelines.h"
 #include "study/svg.h"
@@ -30,15 +33,34 @@ Expected<model::ModelConfig> ModelOf(const Json& entry, std::string_view where) 
 
 }  // namespace
 
+namespace {
+
+// Whether `c`'s full pipeline parses, with its passes' options, for its
+// target (a pass that needs a cost model gets one).
+Status CheckPipeline(const StudyCase& c, std::string_view where) {
+  Expected<cost::Target> target = cost::FindTarget(c.target, model::Devices(c.plan));
+  if (!target.ok()) return OkStatus();  // that case's row says so
+  pass::PassContext context;
+  context.cost_model = std::make_shared<cost::TargetCostModel>(*target);
+  Expected<pass::Pipeline> pipeline = pass::ParsePipeline(c.full_pipeline, context);
+  if (!pipeline.ok()) {
+    return Error{fmt::format("{}: full_pipeline: {}", where, pipeline.error().message)};
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view where) {
   const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return Error{fmt::format("{}: not a JSON object", where)};
   }
   for (const auto& [key, value] : json.items()) {
-    if (key != "models" && key != "plans" && key != "targets" && key != "layers") {
-      return Error{
-          fmt::format("{}: unknown key '{}' (models, plans, targets, layers)", where, key)};
+    if (key != "models" && key != "plans" && key != "targets" && key != "layers" &&
+        key != "full_pipeline") {
+      return Error{fmt::format(
+          "{}: unknown key '{}' (models, plans, targets, layers, full_pipeline)", where, key)};
     }
   }
   for (const char* key : {"models", "plans", "targets"}) {
@@ -69,6 +91,13 @@ Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view whe
     if (!json["plans"][i].contains("name")) plan.name = model::PlanName(plan);
     plans.push_back(std::move(plan));
   }
+  std::string full_pipeline(kFullPipelinePasses);
+  if (json.contains("full_pipeline")) {
+    if (!json["full_pipeline"].is_string()) {
+      return Error{fmt::format("{}: 'full_pipeline' must be a string of passes", where)};
+    }
+    full_pipeline = json["full_pipeline"].get<std::string>();
+  }
   StudySpec spec;
   for (const model::ModelConfig& m : models) {
     for (const model::ParallelPlan& p : plans) {
@@ -76,10 +105,11 @@ Expected<StudySpec> ParseStudySpec(const std::string& text, std::string_view whe
         if (!json["targets"][i].is_string()) {
           return Error{fmt::format("{}: targets[{}] must be a string", where, i)};
         }
-        spec.cases.push_back({m, p, json["targets"][i].get<std::string>()});
+        spec.cases.push_back({m, p, json["targets"][i].get<std::string>(), full_pipeline});
       }
     }
   }
+  LOOM_RETURN_IF_ERROR(CheckPipeline(spec.cases.front(), where));
   return spec;
 }
 
@@ -112,7 +142,9 @@ StudyRow RunCase(const StudyCase& c, const sim::SimOptions& options) {
                                                          : analysis::Fusion::kNone);
   row.fits = static_cast<double>(row.peak_bytes) <= target->compute().memory_bytes;
   const auto simulated = std::chrono::steady_clock::now();
-  Expected<std::array<sim::SimReport, 3>> reports = SimulatePipelines(**module, *target, options);
+  row.full_pipeline = c.full_pipeline;
+  Expected<std::array<sim::SimReport, 3>> reports =
+      SimulatePipelines(**module, *target, options, /*deterministic=*/false, c.full_pipeline);
   if (!reports.ok()) return fail(reports.error().message);
   row.simulate_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - simulated).count();
@@ -139,7 +171,15 @@ std::vector<StudyRow> RunStudy(const StudySpec& spec, const sim::SimOptions& opt
 }
 
 std::string StudyMarkdown(const std::vector<StudyRow>& rows) {
-  std::string out =
+  std::string out;
+  // A variant of the full pipeline is named above the table.
+  for (const StudyRow& r : rows) {
+    if (r.error.empty() && r.full_pipeline != kFullPipelinePasses) {
+      out = fmt::format("full pipeline: `{}`\n\n", r.full_pipeline);
+      break;
+    }
+  }
+  out +=
       "| model | plan | target | devices | build | instructions | as written | async+schedule | "
       "full pipeline | full / async+schedule | full / as written | exposed: async+schedule → "
       "full | MFU: async+schedule → full | HFU: async+schedule → full | memory per device "
@@ -205,6 +245,7 @@ std::string StudyJson(const std::vector<StudyRow>& rows) {
             {"mfu", r.mfu[i]},
             {"hfu", r.hfu[i]}};
       }
+      pipelines[std::string(PipelineName(Pipeline::kFull))]["passes"] = r.full_pipeline;
       row["pipelines"] = pipelines;
       row["speedup_over_async_schedule"] = r.Speedup(1);
       row["speedup_over_as_written"] = r.Speedup(0);

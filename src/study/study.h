@@ -9,11 +9,15 @@
 //    "plans": [{"tensor": 8, "data": 2}, {"tensor": 8, "data": 4,
 //              "sequence_parallel": true}],
 //    "targets": ["dgx-h100:auto", "tpu-v4:auto"],
-//    "layers": 4}
+//    "layers": 4,
+//    "full_pipeline": "collective-matmul{judge=simulate},async-collectives,schedule"}
 // models: presets or model objects (ParseModelConfig); plans: plan objects
 // (ParsePlan); targets: any --target spelling, a family being sized to each
 // plan's devices; layers (optional): every model's layer count, to keep the
-// simulations short (the step then scales with the layers it has). Every
+// simulations short (the step then scales with the layers it has);
+// full_pipeline (optional): the passes of the full pipeline, a variant of
+// study/pipelines.h's kFullPipelinePasses, checked when the spec is read.
+// Every
 // model runs under every plan on every target; a case that cannot run (the
 // plan does not divide the model, the simulation is too large) is a row
 // that says why.
@@ -28,6 +32,7 @@
 
 #include "model/training_step.h"
 #include "sim/options.h"
+#include "study/pipelines.h"
 #include "support/status.h"
 
 namespace loom::study {
@@ -36,6 +41,7 @@ struct StudyCase {
   model::ModelConfig model;
   model::ParallelPlan plan;
   std::string target;  // as given in the spec
+  std::string full_pipeline = std::string(kFullPipelinePasses);
 };
 
 struct StudySpec {
@@ -60,6 +66,7 @@ struct StudyRow {
   int64_t peak_bytes = 0;       // the step's peak live bytes, fused as the target fuses
   bool fits = true;             // that peak within the target device's memory (as `loom model`)
   double simulate_seconds = 0;  // wall time of the three simulations
+  std::string full_pipeline;    // the full pipeline's passes
   std::string error;            // a case that could not run says why (the rest is empty)
 
   double Speedup(size_t over) const { return step[2] > 0 ? step[over] / step[2] : 0; }

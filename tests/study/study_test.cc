@@ -30,13 +30,37 @@ TEST(StudySpec, IsTheCrossProductAndNamesWhatIsWrong) {
   EXPECT_EQ(error(R"({"models": ["tiny"], "plans": [{}], "targets": []})"),
             "s.json: 'targets' must be a non-empty array");
   EXPECT_EQ(error(R"({"models": ["tiny"], "plans": [{}], "targets": ["x"], "chips": 1})"),
-            "s.json: unknown key 'chips' (models, plans, targets, layers)");
+            "s.json: unknown key 'chips' (models, plans, targets, layers, full_pipeline)");
+  EXPECT_EQ(error(R"({"models": ["tiny"], "plans": [{}], "targets": ["dgx-h100"],
+      "full_pipeline": "collective-matmul{judge=guess}"})")
+                .rfind("s.json: full_pipeline: ", 0),
+            0u);
+  EXPECT_EQ(error(R"({"models": ["tiny"], "plans": [{}], "targets": ["x"], "full_pipeline": 1})"),
+            "s.json: 'full_pipeline' must be a string of passes");
   EXPECT_EQ(error(R"({"models": ["nope"], "plans": [{}], "targets": ["x"]})")
                 .rfind("s.json: models[0]: no model preset 'nope'", 0),
             0u);
   EXPECT_EQ(error(R"({"models": ["tiny"], "plans": [{"tensor": "2"}], "targets": ["x"]})"),
             "s.json: plans[0]: 'tensor' must be an integer");
   EXPECT_EQ(error("[1]"), "s.json: not a JSON object");
+}
+
+// A variant of the full pipeline runs in its place, and the reports name it:
+// async+schedule as the "full" pipeline gives exactly async+schedule's step.
+TEST(Study, RunsAVariantOfTheFullPipelineAndNamesIt) {
+  Expected<StudySpec> spec = ParseStudySpec(R"({"models": ["tiny"],
+      "plans": [{"tensor": 2, "sequence_parallel": true}], "targets": ["dgx-h100:auto"],
+      "full_pipeline": "async-collectives,schedule"})",
+                                            "s.json");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const std::vector<StudyRow> rows = RunStudy(*spec, sim::SimOptions{}, {});
+  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_TRUE(rows[0].error.empty()) << rows[0].error;
+  EXPECT_EQ(rows[0].step[2], rows[0].step[1]);
+  EXPECT_EQ(StudyMarkdown(rows).rfind("full pipeline: `async-collectives,schedule`\n\n| model", 0),
+            0u);
+  const nlohmann::json json = nlohmann::json::parse(StudyJson(rows));
+  EXPECT_EQ(json["cases"][0]["pipelines"]["full pipeline"]["passes"], "async-collectives,schedule");
 }
 
 TEST(Study, SimulatesEveryCaseInThreePipelinesAndWritesItsReports) {

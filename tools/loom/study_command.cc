@@ -46,7 +46,7 @@ void AddStudyCommand(CLI::App& app) {
   command
       ->add_option("spec", flags->spec,
                    "A JSON file: {\"models\": [...], \"plans\": [...], \"targets\": [...], "
-                   "\"layers\": N}")
+                   "\"layers\": N, \"full_pipeline\": \"PASSES\"} (the last two optional)")
       ->required();
   command->add_option("-o,--output-dir", flags->output_dir,
                       "Write study.md, study.csv, study.json, speedup.svg, exposed.svg and "
