@@ -807,7 +807,6 @@ Candidate DescribeCandidate(const AnyMatch& any) {
     Candidate c = CandidateOf(CandidateKind::kAllGather, *g->gather, *g->dot, g->ring,
                               g->gather->shape().ByteSize(), DimClassName(g->dim.dim_class));
     bool step_chunks_allowed = g->step_chunks_allowed;
-    c.dots += static_cast<int64_t>(g->siblings.size());
     for (const GatherMatch& sibling : g->siblings) {
       c.dot_flops += analysis::DotFlops(*sibling.dot);
       step_chunks_allowed &= sibling.step_chunks_allowed;

@@ -145,9 +145,6 @@ struct Candidate {
   // chunks cut; 0 when they cannot.
   int64_t step_chunk_extent = 0;
   int64_t dot_flops = 0;  // of every dot the rewrite replaces
-  // How many dots the rewrite replaces: more than one for an all-gather
-  // that feeds several (a ring for each).
-  int64_t dots = 1;
   // How the collective's dimension enters the dot: "free", "batch" or
   // "contracting" (all-gather, or an all-to-all before the dot); "lhs
   // free", "rhs free" or "batch" (the output dimension a reduce-scatter,

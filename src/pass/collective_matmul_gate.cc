@@ -68,8 +68,6 @@ struct Enumeration {
   std::map<std::string, std::string> description;  // by Choice::Key: "all-gather -> dot (...)"
   // By Choice::Key: the counts of chunks per ring step to search, ascending.
   std::map<std::string, std::vector<int64_t>> step_chunk_counts;
-  // The Choice::Keys of all-gathers whose rings replace several dots.
-  std::set<std::string> shared;
 };
 
 Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matching,
@@ -109,7 +107,6 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
         }
       }
     }
-    if (c.dots > 1) found.shared.insert(Choice{c.computation, c.collective, c.dot}.Key());
     for (RingDirection direction : directions) {
       for (RingForm form : forms) {
         for (int64_t g : rounds) {
@@ -390,14 +387,6 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // that hides the all-to-all the others would have broken up). Once more
   // without the first move's candidate.
   if (!accepted.empty()) LOOM_RETURN_IF_ERROR(retry_without({accepted.front().choice.Key()}));
-  // An all-gather's rings for several dots send its shard once per dot and
-  // each pays alone, so the greedy search takes them early, and they can
-  // leave the transfers' streams too busy for the pairs that pay more
-  // together. Once more without any of them.
-  const bool took_shared = std::any_of(accepted.begin(), accepted.end(), [&](const Accepted& a) {
-    return enumeration.shared.count(a.choice.Key()) > 0;
-  });
-  if (took_shared) LOOM_RETURN_IF_ERROR(retry_without(enumeration.shared));
 
   // Every candidate rewritten in one form, as collective-matmul does
   // without a target: kept instead when it beats the greedy choice.
