@@ -374,6 +374,18 @@ if run "$loom" model --model tiny --tensor 2 --sequence-parallel -o "$tmp/bf16.h
 else
   fail "loom model bf16 SP step" "no rewrite, or not bitwise the original"
 fi
+# --baseline's full pipeline as a variant: async+schedule in its place is
+# async+schedule's step exactly; a pipeline that does not parse says which.
+if run "$loom" model --model tiny --tensor 2 --sequence-parallel -o "$tmp/sp.hlo" &&
+  run "$loom" simulate "$tmp/sp.hlo" --target dgx-h100:auto --baseline \
+    --full-pipeline async-collectives,schedule &&
+  grep -q "full pipeline over async+schedule: 1.000x" "$tmp/out" &&
+  ! run "$loom" simulate "$tmp/sp.hlo" --target dgx-h100:auto --baseline --full-pipeline nope &&
+  grep -q "the full pipeline: unknown pass 'nope'" "$tmp/err"; then
+  ok "loom simulate --baseline --full-pipeline: a variant in the full pipeline's place"
+else
+  fail "loom simulate --baseline --full-pipeline" "no variant, or no error naming it"
+fi
 if run "$loom" model --model tiny --tensor 2 --memory --target dgx-h100 &&
   grep -q "fits dgx-h100" "$tmp/out" &&
   grep -Eq "^  peak live bytes, fused as on dgx-h100 +[0-9.]+ MiB$" "$tmp/out" &&

@@ -29,6 +29,7 @@ struct SimulateFlags {
   std::string json;
   bool compare = false;
   bool baseline = false;
+  std::string full_pipeline = std::string(study::kFullPipelinePasses);
   bool deterministic = false;
   bool every_device = false;
   std::vector<std::string> compute_scale;
@@ -154,6 +155,11 @@ void AddSimulateCommand(CLI::App& app) {
   command->add_flag("--baseline", flags->baseline,
                     "Simulate the module three ways: as written, with async-collectives,schedule, "
                     "and with collective-matmul,async-collectives,schedule, all for --target");
+  command
+      ->add_option("--full-pipeline", flags->full_pipeline,
+                   "With --baseline: the full pipeline's passes, a variant of the default "
+                   "(e.g. collective-matmul{judge=simulate},async-collectives,schedule)")
+      ->capture_default_str();
   command->add_flag("--deterministic", flags->deterministic,
                     "With --baseline: the pipeline keeps every sum in the original's order "
                     "(as loom opt --deterministic)");
@@ -184,6 +190,9 @@ void AddSimulateCommand(CLI::App& app) {
   command->callback([flags] {
     if (flags->deterministic && !flags->baseline) {
       throw CommandError("simulate: --deterministic goes with --baseline");
+    }
+    if (flags->full_pipeline != study::kFullPipelinePasses && !flags->baseline) {
+      throw CommandError("simulate: --full-pipeline goes with --baseline");
     }
     if (flags->compare && flags->baseline) {
       throw CommandError("simulate: --compare and --baseline do not go together");
@@ -218,8 +227,12 @@ void AddSimulateCommand(CLI::App& app) {
       const std::string& path = flags->modules.front();
       for (const study::Pipeline pipeline : study::kPipelines) {
         Expected<std::unique_ptr<ir::Module>> program =
-            study::Apply(module, pipeline, target, flags->deterministic);
-        if (!program.ok()) throw CommandError(program.error().ToString());
+            study::Apply(module, pipeline, target, flags->deterministic, flags->full_pipeline);
+        if (!program.ok()) {
+          throw CommandError(fmt::format("simulate --baseline: the {}: {}",
+                                         study::PipelineName(pipeline),
+                                         program.error().ToString()));
+        }
         reports.push_back(SimulateOne(**program, path, target, options));
       }
       if (flags->json != "-") PrintBaseline(reports);
