@@ -93,11 +93,14 @@ else
 fi
 # The kernels over one run: the demo block's two dots and its GELU, one
 # kernel of 13 ops, which together are the estimate's compute (41.227 us).
+# Fused, the GELU's intermediates take no buffers: the peak is the 5 MiB of
+# parameters, %h and %gelu (or %x.full and %h), 5 + 2 x 4 = 13 MiB.
 if run "$loom" stats "$example" --target tpu-v4-2x2x1 --kernels 3 &&
   grep -q '3 kernel runs, 41.227 us in all' "$tmp/out" &&
+  grep -qE 'peak live bytes: +13\.00 MiB fused as on tpu-v4-2x2x1' "$tmp/out" &&
   grep -q '%gelu in %mlp_block: bf16\[2048,1024\] multiply, 12 op(s) fused into it' "$tmp/out" &&
   [[ $(grep -c ' dot$' "$tmp/out") -eq 2 ]]; then
-  ok "loom stats --kernels"
+  ok "loom stats --kernels (and the peak fused as on the target)"
 else
   fail "loom stats --kernels" "not the demo block's three kernels"
 fi

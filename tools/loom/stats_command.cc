@@ -5,6 +5,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/live_bytes.h"
 #include "analysis/module_stats.h"
@@ -28,13 +29,24 @@ std::string BytesSentByKind(const analysis::DynamicStats& dynamic) {
   return by_kind.empty() ? text : fmt::format("{} ({})", text, by_kind);
 }
 
-void PrintDynamicStats(const analysis::DynamicStats& dynamic, int64_t peak_live_bytes) {
+// The module's peak live bytes, and with a target whose compiler fuses, the
+// peak with what it fuses kept on chip (analysis/live_bytes.h).
+struct Peaks {
+  int64_t unfused = 0;
+  std::optional<int64_t> fused;
+  std::string target;  // the fused peak's
+};
+
+void PrintDynamicStats(const analysis::DynamicStats& dynamic, const Peaks& peaks) {
   fmt::print("\nper device, dynamic (loop bodies times their trip counts)\n");
   fmt::print("  bytes sent:        {}\n", BytesSentByKind(dynamic));
   fmt::print("  dot FLOPs:         {:.3f} GFLOP ({} dots run)\n",
              static_cast<double>(dynamic.dot_flops) / 1e9, dynamic.dot_count);
   fmt::print("  peak live bytes:   {} (text order, buffers freed after their last use)\n",
-             FormatBytes(peak_live_bytes));
+             FormatBytes(peaks.unfused));
+  if (peaks.fused) {
+    fmt::print("  peak live bytes:   {} fused as on {}\n", FormatBytes(*peaks.fused), peaks.target);
+  }
   if (dynamic.unknown_trip_count_loops > 0) {
     fmt::print("  note: {} while loop(s) with an unknown trip count counted once per run\n",
                dynamic.unknown_trip_count_loops);
@@ -52,9 +64,9 @@ nlohmann::json CollectivesJson(const std::map<std::string, analysis::CollectiveS
 }
 
 nlohmann::json StatsJson(const ir::Module& module, const analysis::ModuleStats& stats,
-                         int64_t peak_live_bytes) {
+                         const Peaks& peaks) {
   const analysis::DynamicStats& dynamic = stats.dynamic;
-  return {
+  nlohmann::json json = {
       {"module", module.name()},
       {"devices", stats.devices},
       {"computations", stats.computation_count},
@@ -70,13 +82,17 @@ nlohmann::json StatsJson(const ir::Module& module, const analysis::ModuleStats& 
         {"dots", dynamic.dot_count},
         {"dot_flops", dynamic.dot_flops},
         {"unknown_trip_count_loops", dynamic.unknown_trip_count_loops},
-        {"peak_live_bytes", peak_live_bytes}}},
+        {"peak_live_bytes", peaks.unfused}}},
       {"saturated", stats.saturated},
   };
+  if (peaks.fused) {
+    json["dynamic"]["peak_live_bytes_fused"] = {{"bytes", *peaks.fused}, {"target", peaks.target}};
+  }
+  return json;
 }
 
 void PrintStats(const std::string& path, const ir::Module& module,
-                const analysis::ModuleStats& stats, int64_t peak_live_bytes) {
+                const analysis::ModuleStats& stats, const Peaks& peaks) {
   fmt::print("module {} ({})\n", module.name(), path);
   fmt::print("  devices: {}   computations: {}   instructions: {}   entry parameters: {}\n",
              stats.devices, stats.computation_count, stats.instruction_count,
@@ -95,7 +111,7 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);
-  PrintDynamicStats(stats.dynamic, peak_live_bytes);
+  PrintDynamicStats(stats.dynamic, peaks);
   if (stats.saturated) {
     fmt::print(
         "  note: some numbers exceed the 64-bit range; each of those is shown as its largest "
@@ -142,7 +158,9 @@ void AddStatsCommand(CLI::App& app) {
   auto target = std::make_shared<std::string>();
   command->add_option(
       "--target", *target,
-      std::string("With --kernels: price the kernels on this target: ") + kTargetSpellings);
+      std::string("Also give the peak live bytes with what this target's compiler fuses kept on "
+                  "chip; with --kernels, price the kernels on it: ") +
+          kTargetSpellings);
   auto kernels = std::make_shared<size_t>(0);
   command->add_option("--kernels", *kernels,
                       "Also list the N kernels that take the most compute over one run on one "
@@ -152,12 +170,16 @@ void AddStatsCommand(CLI::App& app) {
     ir::VerifyReport report;
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(*input, &report);
     const analysis::ModuleStats stats = analysis::ComputeStats(*module, report);
-    const int64_t peak_live_bytes = analysis::PeakLiveBytes(*module);
-    if (*json != "-") PrintStats(*input, *module, stats, peak_live_bytes);
-    if (*json != "-" && *kernels > 0)
-      PrintKernels(*module, ResolveTarget(*target, *module), *kernels);
-    if (!json->empty())
-      WriteOutput(*json, StatsJson(*module, stats, peak_live_bytes).dump(2) + "\n");
+    Peaks peaks{analysis::PeakLiveBytes(*module), std::nullopt, ""};
+    std::optional<cost::Target> device;
+    if (!target->empty()) device = ResolveTarget(*target, *module);
+    if (device && device->compute().fuses_elementwise) {
+      peaks.fused = analysis::PeakLiveBytes(*module, analysis::Fusion::kFused);
+      peaks.target = device->name();
+    }
+    if (*json != "-") PrintStats(*input, *module, stats, peaks);
+    if (*json != "-" && *kernels > 0) PrintKernels(*module, *device, *kernels);
+    if (!json->empty()) WriteOutput(*json, StatsJson(*module, stats, peaks).dump(2) + "\n");
   });
 }
 
