@@ -949,12 +949,12 @@ class Rewriter {
     if (auto* g = std::get_if<GatherMatch>(&match);
         g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
       Expected<std::vector<GatherMatch>> consumers =
-          options_.ring_per_dot ? FindGatherConsumers(*g, grid_)
-                                : Error{"the gathered value has other users"};
+          options_.ring_per_dot.value_or(true) ? FindGatherConsumers(*g, grid_)
+                                               : Error{"the gathered value has other users"};
       if (!consumers.ok()) {
         Record(DescribeCandidate(match), match, false,
                fmt::format("{} (other-users=decline{})", consumers.error().message,
-                           options_.ring_per_dot ? "" : ", dot-users=decline"));
+                           options_.ring_per_dot.value_or(true) ? "" : ", dot-users=decline"));
         return;
       }
       // The dots share one candidate, the first dot's: a ring for each.

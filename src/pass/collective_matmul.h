@@ -41,9 +41,8 @@
 // %dw's (the windows' partial products of %dw summed), no all-gather. Any
 // other user of the gathered value (or of a value between it and a dot)
 // keeps the all-gather, and the pair is declined (or, with
-// keep_gather_for_other_users, kept for it). The registry's dot-users=auto
-// turns this off under a gate judged by the estimate, which sees no link
-// contention and so overvalues sending a shard once per dot.
+// keep_gather_for_other_users, kept for it). Unless told
+// (ring_per_dot), a gate judged by the estimate declines these.
 //
 // dot -> reduce-scatter (the accumulator travels). Before:
 //
@@ -101,6 +100,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -204,8 +204,10 @@ struct CollectiveMatmulOptions {
   bool keep_gather_for_other_users = false;
   // An all-gather whose every user is a dot (each through a chain nothing
   // else reads): when true each dot gets a ring (see above); when false the
-  // pairs are treated as having other users.
-  bool ring_per_dot = true;
+  // pairs are treated as having other users. Unset: true, except under a
+  // gate judged by the estimate (GatedCollectiveMatmul), which sees no link
+  // contention and so overvalues sending a shard once per dot.
+  std::optional<bool> ring_per_dot;
   // Only rewrites whose every sum is folded in the order the original
   // program folds it on the executor (exec/collectives.h: the ring order of
   // its reduce-scatter and all-reduce; the dot kernels' order within a

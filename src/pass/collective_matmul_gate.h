@@ -106,7 +106,14 @@ class GatedCollectiveMatmul : public Pass {
   GatedCollectiveMatmul(CollectiveMatmulOptions matching,
                         std::shared_ptr<const cost::TargetCostModel> model,
                         StepGateOptions options = {})
-      : matching_(std::move(matching)), model_(std::move(model)), options_(std::move(options)) {}
+      : matching_(std::move(matching)), model_(std::move(model)), options_(std::move(options)) {
+    // A ring for each dot sends the shard once per dot; the estimate, one
+    // device's view without link contention, does not see what that costs
+    // the transfers beside it (taken, GPT-3 175B on 512 TPU v4 chips
+    // simulated 0.4% slower than async+schedule), so unless told the gate
+    // takes them only when the simulator judges.
+    if (!matching_.ring_per_dot) matching_.ring_per_dot = options_.judge == StepJudge::kSimulator;
+  }
 
   std::string_view name() const override { return "collective-matmul"; }
   Expected<bool> Run(ir::Module& module) override;

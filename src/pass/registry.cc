@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <optional>
 #include <string>
 
 #include "pass/async_collectives.h"
@@ -183,7 +182,6 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
   CollectiveMatmulOptions config;
   config.deterministic = context.deterministic;
   StepGateOptions gate;
-  std::optional<bool> ring_per_dot;
   for (const auto& [key, value] : options) {
     if (key == "deterministic") {
       config.deterministic = value == "true";
@@ -199,7 +197,7 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
     } else if (key == "other-users") {
       config.keep_gather_for_other_users = value == "keep";
     } else if (key == "dot-users" && value != "auto") {
-      ring_per_dot = value == "ring-each";
+      config.ring_per_dot = value == "ring-each";
     } else if (key == "forms") {
       // A named copy: clang 14 cannot capture a structured binding.
       const std::string forms = "+" + value + "+";
@@ -228,13 +226,6 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       LOOM_ASSIGN_OR_RETURN(gate.max_unrolled_steps, ParseCount(kName, key, value));
     }
   }
-  // A ring for each dot sends the shard once per dot; the estimate, one
-  // device's view without link contention, does not see what that costs the
-  // transfers beside it (simulated, GPT-3 175B on 512 TPU v4 chips took it
-  // and got 0.4% slower than async+schedule), so a gate judged by it
-  // declines them unless told.
-  config.ring_per_dot =
-      ring_per_dot.value_or(!context.cost_model || gate.judge == StepJudge::kSimulator);
   // With a target, the whole scheduled step decides; direction and form given
   // as options are then fixed, the rest chosen per candidate.
   if (context.cost_model) {

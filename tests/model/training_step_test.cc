@@ -205,9 +205,6 @@ struct Case {
   int64_t layers = 0;  // 0: the preset's (or a layer a chunk, where it has too few)
 };
 
-// Device `device`'s part of weight `index` (or of its update), or of its
-// optimizer state: its weight shard, then under ZeRO its block of that (the
-// state always; the weight itself, for a layer weight under stage 3).
 // The block of `local` that `shard` leaves a device: block `index` of the
 // dimension padded with zeros to `padded`.
 Tensor ZeroBlock(const Tensor& local, const OptimizerShard& shard) {
@@ -216,6 +213,10 @@ Tensor ZeroBlock(const Tensor& local, const OptimizerShard& shard) {
   const int64_t to = std::min(from + size, local.shape().dim(shard.dim));
   return Positions(local, shard.dim, from, std::max(from, to), size);
 }
+
+// Device `device`'s part of weight `index` (or of its update), or of its
+// optimizer state: its weight shard, then under ZeRO its block of that (the
+// state always; the weight itself, for a layer weight under stage 3).
 
 Tensor DevicePart(const Tensor& full, const ModelConfig& m, const ParallelPlan& plan, size_t index,
                   bool state, int64_t device) {
