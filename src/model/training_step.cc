@@ -907,13 +907,18 @@ class StepWriter {
     return c.BroadcastLike(row, like, {0, 1, 2});
   }
 
-  // q k^T / sqrt(hd), q [b,S,H,hd], k [b,C,H,hd] -> [b,H,S,C], with the
-  // keys a query may not see at -inf when causal: those later than it,
+  // q k^T / sqrt(hd), q [b,S,H,hd], k [b,C,H,hd] -> [b,H,S,C] in P, with
+  // the keys a query may not see at -inf when causal: those later than it,
   // `offset` (s32, or none for 0) being the first query's position less
-  // the first key's.
+  // the first key's. The product is written in `written` (it accumulates
+  // in f32 either way): flash attention keeps it on chip in P; scores a
+  // kernel writes out are in the activation type, as Megatron's baddbmm
+  // and fused softmax and JAX's bf16 einsum write them, the scaling, mask
+  // and softmax then in P inside the softmax's kernel.
   Value Scores(ComputationEmitter& c, const Value& q, const Value& k,
-               const std::optional<Value>& offset, bool causal) {
-    Value scores = c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+               const std::optional<Value>& offset, bool causal, std::string_view written) {
+    Value scores =
+        Math(c, c.Dot(c.Convert(q, C_), c.Convert(k, C_), {{0, 2}, {0, 2}, {3}, {3}}, written));
     scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));
     if (!causal) return scores;
     const std::vector<int64_t> dims = scores.dims;
@@ -927,7 +932,14 @@ class StepWriter {
   Value AttentionProbabilities(ComputationEmitter& c, const Value& q, const Value& k, bool causal) {
     std::optional<Value> offset;
     if (causal && plan_.context > 1) offset = ChunkStart(c);
-    return SoftmaxLastDim(c, Scores(c, q, k, offset, causal));
+    return MaterialisedSoftmax(c, q, k, offset, causal);
+  }
+  // The probabilities of materialised attention (no flash form): the
+  // scores written out and softmaxed, the probabilities written in the
+  // activation type (what the products and the backward read).
+  Value MaterialisedSoftmax(ComputationEmitter& c, const Value& q, const Value& k,
+                            const std::optional<Value>& offset, bool causal) {
+    return Held(c, SoftmaxLastDim(c, Scores(c, q, k, offset, causal, A_)));
   }
   // Softmax over the last dimension of [b,H,Q,C] scores.
   Value SoftmaxLastDim(ComputationEmitter& c, const Value& scores) {
@@ -1029,7 +1041,7 @@ class StepWriter {
   RunningSoftmax FlashBlock(ComputationEmitter& c, const Value& q, const Value& k, const Value& v,
                             const std::optional<Value>& offset,
                             const std::optional<RunningSoftmax>& so_far, bool causal) {
-    const Value scores = Scores(c, q, ExpandKv(c, k), offset, causal);
+    const Value scores = Scores(c, q, ExpandKv(c, k), offset, causal, P_);
     const Value largest = c.ReduceMax(scores, {3});
     const Value m = so_far ? c.Binary("maximum", so_far->m, largest) : largest;
     const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, m, scores)));
@@ -1114,7 +1126,7 @@ class StepWriter {
                                         const std::optional<Value>& offset, bool causal) {
     const Value &q = in[0], &dO = in[3], &lse = in[4], &delta = in[5];
     const Value keys = ExpandKv(c, in[1]);
-    const Value scores = Scores(c, q, keys, offset, causal);
+    const Value scores = Scores(c, q, keys, offset, causal, P_);
     const Value p = c.Unary("exponential", c.Sub(scores, Lanes(c, lse, scores)));
     const Value dp = c.Dot(c.Convert(dO, C_), ExpandKv(c, in[2]), {{0, 2}, {0, 2}, {3}, {3}}, P_);
     const Value ds = c.Scale(c.Mul(p, c.Sub(dp, Lanes(c, delta, dp))),
@@ -1151,16 +1163,21 @@ class StepWriter {
     return {dq, ScatterKvGrad(c, ReduceKv(c, dk)), ScatterKvGrad(c, ReduceKv(c, dv))};
   }
   // The gradients of q [b,S,H,hd], k and v [b,C,H,hd] of o = p v, p =
-  // softmax(q k^T / sqrt(hd)) [b,H,S,C], from dO [b,S,H,hd].
+  // softmax(q k^T / sqrt(hd)) [b,H,S,C] (materialised, in the activation
+  // type), from dO [b,S,H,hd]. dp and ds are written in the activation
+  // type as the scores are (Megatron's softmax backward reads and writes
+  // them so); ds = p (dp - rowsum(dp p)) / sqrt(hd) is made in P.
   std::tuple<Value, Value, Value> SoftmaxAttentionBackward(ComputationEmitter& c, const Value& p,
                                                            const Value& q, const Value& k,
                                                            const Value& v, const Value& dO) {
-    const Value dp = c.Dot(c.Convert(dO, C_), c.Convert(v, C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
+    const Value dp =
+        Math(c, c.Dot(c.Convert(dO, C_), c.Convert(v, C_), {{0, 2}, {0, 2}, {3}, {3}}, A_));
     const Value dv = c.Transpose(
         c.Dot(c.Convert(p, C_), c.Convert(dO, C_), {{0, 1}, {0, 2}, {2}, {1}}, P_), {0, 2, 1, 3});
-    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, p), {3}), dp);
-    const Value ds =
-        c.Scale(c.Mul(p, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd)));
+    const Value pm = Math(c, p);
+    const Value row_dot = Lanes(c, c.ReduceSum(c.Mul(dp, pm), {3}), dp);
+    const Value ds = Held(
+        c, c.Scale(c.Mul(pm, c.Sub(dp, row_dot)), 1.0 / std::sqrt(static_cast<double>(s_.hd))));
     const Value dq = c.Transpose(
         c.Dot(c.Convert(ds, C_), c.Convert(k, C_), {{0, 1}, {0, 2}, {3}, {1}}, P_), {0, 2, 1, 3});
     const Value dk = c.Transpose(
@@ -1196,7 +1213,7 @@ class StepWriter {
     const Value kv = c.Reshape(MatMul(c, w.memory, w.wkvc), {s_.b, s_.S, s_.H, 2, s_.hd});
     a.kx = c.Reshape(c.Slice(kv, 3, 0, 1), {s_.b, s_.S, s_.H, s_.hd});
     a.vx = c.Reshape(c.Slice(kv, 3, 1, 1), {s_.b, s_.S, s_.H, s_.hd});
-    a.pc = SoftmaxLastDim(c, Scores(c, a.qc, a.kx, std::nullopt, false));
+    a.pc = MaterialisedSoftmax(c, a.qc, a.kx, std::nullopt, false);
     a.oc = c.Reshape(AttentionOutput(c, a.pc, a.vx), {s_.T, s_.H * s_.hd});
     a.x1 = c.Add(a.x1, SumOverModel(c, MatMul(c, a.oc, w.woc, A_)));
   }
@@ -1278,10 +1295,7 @@ class StepWriter {
                                    c.ScalarInt(0)};
     const Value keys = c.DynamicUpdateSlice(k_cache, Held(c, k), at);
     const Value values = c.DynamicUpdateSlice(v_cache, Held(c, v), at);
-    Value scores =
-        c.Dot(c.Convert(q, C_), c.Convert(ExpandKv(c, keys), C_), {{0, 2}, {0, 2}, {3}, {3}}, P_);
-    scores = c.Scale(scores, 1.0 / std::sqrt(static_cast<double>(s_.hd)));  // [b,H,1,context+1]
-    const Value p = SoftmaxLastDim(c, scores);
+    const Value p = MaterialisedSoftmax(c, q, ExpandKv(c, keys), std::nullopt, false);
     const Value o = c.Transpose(
         c.Dot(c.Convert(p, C_), c.Convert(ExpandKv(c, values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
         {0, 2, 1, 3});
@@ -1668,7 +1682,7 @@ class StepWriter {
       } else {
         a.k = AttendedKv(c, a.kc);
         a.v = AttendedKv(c, a.vc);
-        a.p = Math(c, saved[i++]);
+        a.p = saved[i++];
       }
       a.o = saved[i++];
     }
@@ -1687,11 +1701,11 @@ class StepWriter {
     a.vx = saved[i++];
     a.hc = GatherRows(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.normc.n)));
     if (plan_.recompute == "none") {
-      a.pc = Math(c, saved[i++]);
+      a.pc = saved[i++];
       a.oc = saved[i++];
       return;
     }
-    a.pc = SoftmaxLastDim(c, Scores(c, a.qc, a.kx, std::nullopt, false));
+    a.pc = MaterialisedSoftmax(c, a.qc, a.kx, std::nullopt, false);
     a.oc = c.Reshape(AttentionOutput(c, a.pc, a.vx), {s_.T, s_.H * s_.hd});
   }
   // Zero stacks of the saved values: [extents..., SavedShapes...] (`cross`:
