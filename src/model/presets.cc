@@ -56,6 +56,11 @@ ModelConfig Experts(ModelConfig m, int64_t experts, int64_t top_k, double capaci
   m.moe_every = every;
   return m;
 }
+// GShard's auxiliary load-balancing loss at `weight`.
+ModelConfig WithAuxLoss(ModelConfig m, double weight) {
+  m.aux_loss_weight = weight;
+  return m;
+}
 
 // Attention in fused kernels (flash attention), where the published run
 // had them; the source says so, or says it is assumed.
@@ -77,11 +82,14 @@ std::vector<ModelConfig> Presets() {
               "a small Llama-like decoder for tests (not a published model)"),
       Encoder(Decoder("tiny-bert", 2, 64, 128, 4, 1, 32, 80, 8, 4, "swiglu", "layernorm",
                       "a small BERT-like multi-query encoder for tests (not a published model)")),
-      Experts(Decoder("tiny-moe", 4, 32, 48, 4, 4, 8, 64, 16, 4, "gelu", "layernorm",
-                      "a small decoder with 4 experts, top-2, every other layer, capacity "
-                      "factor 1 (tokens dropped), routing groups of 8 positions, for tests (not "
-                      "a published model)"),
-              4, 2, 1.0, 2, 8),
+      WithAuxLoss(Experts(Decoder("tiny-moe", 4, 32, 48, 4, 4, 8, 64, 16, 4, "gelu", "layernorm",
+                                  "a small decoder with 4 experts, top-2, every other layer, "
+                                  "capacity factor 1 (tokens dropped), routing groups of 8 "
+                                  "positions, the auxiliary loss at 0.1 (ten times Switch's "
+                                  "weight, so that tests see it), for tests (not a published "
+                                  "model)"),
+                          4, 2, 1.0, 2, 8),
+                  0.1),
       Decoder("gpt3-175b", 96, 12288, 49152, 96, 96, 128, 51200, 2048, 1536, "gelu", "layernorm",
               "Brown et al. 2020, table 2.1 (batch 3.2M tokens = 1536 x 2048)"),
       Decoder("megatron-8.3b", 72, 3072, 12288, 32, 32, 96, 51200, 1024, 512, "gelu", "layernorm",
@@ -127,15 +135,18 @@ std::vector<ModelConfig> Presets() {
                   "128 (490B parameters), T5's vocabulary of 32128, 512 positions on both sides, "
                   "batch 2048, RMSNorm and GELU (T5.1.1's gated GELU not modelled)"),
           64),
-      Experts(Decoder("glam-1.2t", 64, 8192, 32768, 128, 128, 64, 256000, 1024, 1024, "gelu",
-                      "layernorm",
-                      "Du et al. 2022 (GLaM 64B/64E): 64 layers, every other one 64 experts with "
-                      "top-2 gating, d_model 8192, d_ff 32768, 128 heads, 1024 positions, "
-                      "SentencePiece vocabulary of 256K; its FFN taken as GELU with two matrices "
-                      "(which gives its 1.2T parameters); capacity factor 2 (GShard's), batch "
-                      "1024 sequences (1M tokens), LayerNorm and routing groups of a whole "
-                      "sequence assumed"),
-              64, 2, 2.0, 2),
+      WithAuxLoss(
+          Experts(Decoder("glam-1.2t", 64, 8192, 32768, 128, 128, 64, 256000, 1024, 1024, "gelu",
+                          "layernorm",
+                          "Du et al. 2022 (GLaM 64B/64E): 64 layers, every other one 64 experts "
+                          "with top-2 gating, d_model 8192, d_ff 32768, 128 heads, 1024 positions, "
+                          "SentencePiece vocabulary of 256K; its FFN taken as GELU with two "
+                          "matrices (which gives its 1.2T parameters); capacity factor 2 and the "
+                          "auxiliary load-balancing loss (GShard's), batch 1024 sequences (1M "
+                          "tokens), LayerNorm, routing groups of a whole sequence and the "
+                          "auxiliary loss's weight 0.01 (Switch's) assumed"),
+                  64, 2, 2.0, 2),
+          0.01),
       Encoder(Decoder("speech-10b", 48, 4096, 16384, 32, 32, 128, 1024, 1024, 1024, "gelu",
                       "layernorm",
                       "ASSUMED throughout: Wang et al. 2023 report a ~10B speech model with no "
@@ -201,14 +212,33 @@ Expected<ModelConfig> ModelPreset(std::string_view name) {
 }
 
 Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view where) {
-  LOOM_ASSIGN_OR_RETURN(
-      const nlohmann::json json,
-      ParseObject(text, where,
-                  {"preset",         "name",         "layers",     "d_model",         "d_ff",
-                   "heads",          "kv_heads",     "head_dim",   "vocab",           "seq",
-                   "batch",          "mlp",          "norm",       "causal",          "attention",
-                   "encoder_layers", "experts",      "top_k",      "capacity_factor", "moe_every",
-                   "expert_group",   "compute_type", "param_type", "activation_type", "source"}));
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseObject(text, where,
+                                                               {"preset",
+                                                                "name",
+                                                                "layers",
+                                                                "d_model",
+                                                                "d_ff",
+                                                                "heads",
+                                                                "kv_heads",
+                                                                "head_dim",
+                                                                "vocab",
+                                                                "seq",
+                                                                "batch",
+                                                                "mlp",
+                                                                "norm",
+                                                                "causal",
+                                                                "attention",
+                                                                "encoder_layers",
+                                                                "experts",
+                                                                "top_k",
+                                                                "capacity_factor",
+                                                                "moe_every",
+                                                                "expert_group",
+                                                                "aux_loss_weight",
+                                                                "compute_type",
+                                                                "param_type",
+                                                                "activation_type",
+                                                                "source"}));
   ModelConfig m;
   std::string preset;
   LOOM_RETURN_IF_ERROR(Read(json, "preset", &preset, where));
@@ -235,6 +265,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "capacity_factor", &m.capacity_factor, where));
   LOOM_RETURN_IF_ERROR(Read(json, "moe_every", &m.moe_every, where));
   LOOM_RETURN_IF_ERROR(Read(json, "expert_group", &m.expert_group, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "aux_loss_weight", &m.aux_loss_weight, where));
   LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
@@ -291,6 +322,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"capacity_factor", m.capacity_factor},
                                 {"moe_every", m.moe_every},
                                 {"expert_group", m.expert_group},
+                                {"aux_loss_weight", m.aux_loss_weight},
                                 {"compute_type", m.compute_type},
                                 {"param_type", m.param_type},
                                 {"activation_type", ActivationType(m)},

@@ -1327,19 +1327,23 @@ class StepWriter {
     Value dx;
     std::vector<Value> weights;  // in Weights order
     Value dmemory;               // cross-attention: this device's part of the memory's gradient
+    Value aux;                   // MoE: this device's part of the auxiliary loss (MoeBackward)
   };
 
   // dout and dx in the activation type, as the layer's output and input.
   LayerGrads LayerBackward(ComputationEmitter& c, const LayerActs& a, const LayerWeights& w,
-                           const Value& dout) {
+                           const Value& dout, const std::optional<Value>& aux_scale) {
     // MLP: out = x1 + act . w2 (its rows of the sum under sequence
     // parallelism: the gradient of every row is gathered back).
     const bool own_rows = w.moe && ExpertsOnOwnRows();
     const Value dy2 = own_rows ? dout : GatherRows(c, dout);
     std::vector<Value> mlp_grads;  // after dg2
-    Value dh2;
+    Value dh2, aux;
     if (w.moe) {
-      std::tie(dh2, mlp_grads) = MoeBackward(c, a, w, dy2);
+      MoeGrads moe = MoeBackward(c, a, w, dy2, aux_scale);
+      dh2 = moe.dh;
+      mlp_grads = std::move(moe.weights);
+      aux = moe.aux;
     } else {
       const Value dw2 = WeightGrad(c, a.act, dy2);
       const Value dact = MatMulT(c, dy2, w.w2);
@@ -1374,6 +1378,7 @@ class StepWriter {
     LayerGrads grads;
     grads.dx = Held(c, c.Add(dx1, dx_norm));
     grads.dmemory = cross.dmemory;
+    grads.aux = aux;
     grads.weights = {dg1};
     grads.weights.insert(grads.weights.end(), dprojection.begin(), dprojection.end());
     grads.weights.push_back(dwo);
@@ -1396,17 +1401,21 @@ class StepWriter {
   // The block's backward from dout: dx and the weights' gradients in
   // Weights order (its first layer's first).
   LayerGrads BlockBackward(ComputationEmitter& c, const std::vector<LayerActs>& acts,
-                           const std::vector<LayerWeights>& block, const Value& dout) {
+                           const std::vector<LayerWeights>& block, const Value& dout,
+                           const std::optional<Value>& aux_scale) {
     std::vector<std::vector<Value>> per_layer(block.size());
-    Value d = dout, dmemory;
+    Value d = dout, dmemory, aux;
+    const auto add = [&](Value& sum, const Value& part) {
+      if (!part.name.empty()) sum = sum.name.empty() ? part : c.Add(sum, part);
+    };
     for (size_t j = block.size(); j-- > 0;) {
-      LayerGrads g = LayerBackward(c, acts[j], block[j], d);
+      LayerGrads g = LayerBackward(c, acts[j], block[j], d, aux_scale);
       per_layer[j] = std::move(g.weights);
       d = g.dx;
-      if (g.dmemory.name.empty()) continue;
-      dmemory = dmemory.name.empty() ? g.dmemory : c.Add(dmemory, g.dmemory);
+      add(dmemory, g.dmemory);
+      add(aux, g.aux);
     }
-    LayerGrads grads{d, {}, dmemory};
+    LayerGrads grads{d, {}, dmemory, aux};
     for (const std::vector<Value>& weights : per_layer) {
       grads.weights.insert(grads.weights.end(), weights.begin(), weights.end());
     }
@@ -1538,9 +1547,17 @@ class StepWriter {
   }
   // Its backward from dy [T, M] (the output's gradient, every token): the
   // gradient of h2 (this device's part of the sum over the model axis, in
-  // the activation type) and those of the router and the experts.
-  std::pair<Value, std::vector<Value>> MoeBackward(ComputationEmitter& c, const LayerActs& a,
-                                                   const LayerWeights& w, const Value& dy) {
+  // the activation type), those of the router and the experts, and with
+  // the auxiliary loss (`aux_scale`: 1, or 0 where a pipeline's bubble
+  // runs the layer) this device's part of it, as the loss's token sums
+  // count it (AuxLoss).
+  struct MoeGrads {
+    Value dh;
+    std::vector<Value> weights;
+    Value aux;
+  };
+  MoeGrads MoeBackward(ComputationEmitter& c, const LayerActs& a, const LayerWeights& w,
+                       const Value& dy, const std::optional<Value>& aux_scale) {
     const int64_t T = a.h2.dim(0), groups = T / s_.Gs, E = m_.experts;
     const Routing r = Route(c, a.probs);
     const Value dyg = c.Reshape(dy, {groups, s_.Gs, s_.M});
@@ -1590,12 +1607,45 @@ class StepWriter {
       const Value part = c.Mul(r.masks[j], c.Broadcast(draw[j], by_expert, {0, 1}));
       dprobs = j == 0 ? part : c.Add(dprobs, part);
     }
+    Value aux;
+    if (aux_scale) {
+      const AuxLossParts parts = AuxLoss(c, r, a.probs, *aux_scale);
+      aux = parts.value;
+      dprobs = c.Add(dprobs, parts.dprobs);
+    }
     dprobs = c.Reshape(dprobs, {T, E});
     const Value dlogits =
         c.Mul(a.probs, c.Sub(dprobs, PerRow(c, c.ReduceSum(c.Mul(dprobs, a.probs), {1}), dprobs)));
     grads.insert(grads.begin(), WeightGrad(c, a.h2, dlogits));
     const Value dh = c.Add(c.Reshape(dh_dispatch, {T, s_.M}), MatMulT(c, dlogits, w.router, A_));
-    return {dh, grads};
+    return {dh, grads, aux};
+  }
+  // GShard's load-balancing loss over this device's routing groups
+  // (ModelConfig::aux_loss_weight): per group E sum_e f_e P_e, f_e the
+  // share of its G tokens whose first choice is e (counts, so no gradient)
+  // and P_e e's mean probability, averaged over the batch's groups. The
+  // loss the step reports is a sum over tokens divided by the batch's
+  // tokens, which are G per group, so this device's part of that sum is
+  // (weight E / G) sum_g sum_e count_ge psum_ge; its gradient of the
+  // reported loss by p_gte is weight E count_ge / (G tokens). Where every
+  // device of the model axis routes every row, the probabilities'
+  // gradient is each device's part of a sum over the axis (the experts'
+  // outputs are), so each takes 1 / tensor of this one.
+  struct AuxLossParts {
+    Value value, dprobs;  // dprobs [Ng, G, E]
+  };
+  AuxLossParts AuxLoss(ComputationEmitter& c, const Routing& r, const Value& probs,
+                       const Value& scale) {
+    const int64_t E = m_.experts, G = s_.Gs, groups = probs.dim(0) / G;
+    const Value count = c.ReduceSum(r.masks[0], {1});                       // [Ng, E]
+    const Value psum = c.ReduceSum(c.Reshape(probs, {groups, G, E}), {1});  // [Ng, E]
+    const double weight = m_.aux_loss_weight * static_cast<double>(E);
+    const Value value = c.Mul(
+        c.Scale(c.ReduceSum(c.Mul(count, psum), {0, 1}), weight / static_cast<double>(G)), scale);
+    const double share = ExpertsOnOwnRows() ? 1 : 1.0 / static_cast<double>(plan_.tensor);
+    const Value per_token = c.Scale(c.Mul(count, c.Broadcast(scale, count.dims, {})),
+                                    share * weight / (static_cast<double>(G) * BatchTokens()));
+    return {value, c.BroadcastLike(per_token, r.masks[0], {0, 2})};
   }
 
   // --- what backward reads of the forward ----------------------------------------------
@@ -1889,14 +1939,19 @@ class StepWriter {
   // Megatron accumulates into its main gradients, and those sums returned:
   // the loop then touches its own layers' entries only, not a whole zeroed
   // stack added to the sums each micro-batch.
+  // The auxiliary loss, where the model has one, is this device's part of
+  // it over the loop's layers (MoeBackward), `aux_scale` (a scalar of `e`,
+  // 1 where absent) scaling it and its gradient: 0 in a pipeline's bubble.
   struct StackGrads {
     Value dx;
     std::vector<Value> weights;
     Value dmemory;
+    Value aux;
   };
   StackGrads BackwardLoop(ComputationEmitter& e, const Value& dx, const std::vector<Value>& saved,
                           const std::vector<Value>& stacked, const std::optional<Value>& chunk = {},
-                          const LayerStack& stack = {}, const std::vector<Value>& into = {}) {
+                          const LayerStack& stack = {}, const std::vector<Value>& into = {},
+                          const std::optional<Value>& aux_scale = {}) {
     const size_t n = stacked.size();
     const int64_t trips = chunk ? ChunkLayers() : StackLayers(stack);
     const auto kept = static_cast<long>(saved.size());
@@ -1910,6 +1965,9 @@ class StepWriter {
       init.push_back(into.empty() ? e.Full(P_, 0, GradDims(stack.first + k)) : into[k]);
     }
     init.insert(init.end(), extras.begin(), extras.end());
+    // The auxiliary loss's sum and scale ride last.
+    const bool aux = AuxLossOn();
+    if (aux) init.insert(init.end(), {e.Full(P_, 0, {}), aux_scale.value_or(e.Full(P_, 1, {}))});
     const long first_weight = 2 + kept;
     const auto end_of_grads = first_weight + 2 * static_cast<long>(n);
     const std::vector<Value> done = Loop(
@@ -1919,18 +1977,25 @@ class StepWriter {
                                            in.begin() + first_weight + static_cast<long>(n));
           const std::vector<Value> grads(in.begin() + first_weight + static_cast<long>(n),
                                          in.begin() + end_of_grads);
-          std::vector<Value> carried(in.begin() + end_of_grads, in.end());
+          std::vector<Value> carried(in.begin() + end_of_grads, in.end() - (aux ? 2 : 0));
+          std::optional<Value> aux_sum, scale;
+          if (aux) {
+            aux_sum = in[in.size() - 2];
+            scale = in.back();
+          }
           const Value entry = c.Sub(c.ScalarInt(trips - 1), in[0]);
           const Value layer = chunk ? c.Add(carried[0], entry) : entry;
           LayerStack here = stack;
           if (stack.memory) here.memory = carried[carried.size() - 2];
           const std::vector<LayerWeights> block = SliceLayer(c, weights, layer, here);
           LayerGrads g =
-              BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1]);
-          // An empty slot hands its gradient back, and gives its weights none.
+              BlockBackward(c, Restored(c, LoadAll(c, stacks, entry), block), block, in[1], scale);
+          // An empty slot hands its gradient back, and gives its weights
+          // (and the auxiliary loss) none.
           if (const std::optional<Value> empty = EmptySlot(c, layer, stack)) {
             g.dx = Where(c, *empty, in[1], g.dx);
             for (Value& grad : g.weights) grad = Masked(c, c.Unary("not", *empty), grad);
+            if (aux) g.aux = Masked(c, c.Unary("not", *empty), g.aux);
           }
           std::vector<Value> out = {g.dx};
           out.insert(out.end(), stacks.begin(), stacks.end());
@@ -1951,12 +2016,25 @@ class StepWriter {
           }
           if (stack.memory) carried.back() = c.Add(carried.back(), g.dmemory);
           out.insert(out.end(), carried.begin(), carried.end());
+          if (aux) out.insert(out.end(), {c.Add(*aux_sum, g.aux), *scale});
           return out;
         });
     const auto grads = done.begin() + first_weight + static_cast<long>(n);
-    StackGrads result{done[1], std::vector<Value>(grads, grads + static_cast<long>(n)), {}};
-    if (stack.memory) result.dmemory = done.back();
+    StackGrads result{done[1], std::vector<Value>(grads, grads + static_cast<long>(n)), {}, {}};
+    const size_t tail = aux ? 2 : 0;
+    if (stack.memory) result.dmemory = done[done.size() - 1 - tail];
+    if (aux) result.aux = done[done.size() - 2];
     return result;
+  }
+  // Whether the step adds MoE's auxiliary load-balancing loss.
+  bool AuxLossOn() const { return m_.experts > 0 && m_.aux_loss_weight > 0; }
+  // `loss` (a token sum of this device's) with this device's part of the
+  // auxiliary loss added, summed over the model axis where its devices
+  // route their own rows (else each routes them all, as the loss counts
+  // every row once there).
+  Value WithAux(ComputationEmitter& c, const Value& loss, const Value& aux) {
+    if (aux.name.empty()) return loss;
+    return c.Add(loss, ExpertsOnOwnRows() ? c.AllReduce(aux, tensor_groups_) : aux);
   }
 
   // --- the pipeline ---------------------------------------------------------------------
@@ -2025,13 +2103,13 @@ class StepWriter {
   // The backward pipeline from dxl [Tb, M] (the loss's gradient of the last
   // stage's outputs), micro-batches in reverse, the last stage first: returns
   // the gradient of the first stage's inputs [Tb, M] (meaningful on stage 0)
-  // and this stage's stacked weight gradients summed over micro-batches.
+  // and this stage's stacked weight gradients summed over micro-batches
+  // (and its part of the auxiliary loss, none in the bubble's iterations).
   // With interleaved stages the forward's work in reverse order, passes
   // last: stage 0 hands each pass but the first back round to the last
   // stage, which keeps it for the pass before.
-  std::pair<Value, std::vector<Value>> PipelineBackward(ComputationEmitter& e, const Value& dxl,
-                                                        const std::vector<Value>& saved,
-                                                        const std::vector<Value>& stacked) {
+  StackGrads PipelineBackward(ComputationEmitter& e, const Value& dxl,
+                              const std::vector<Value>& saved, const std::vector<Value>& stacked) {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes(), works = n * passes;
     const size_t w = stacked.size();
     const auto kept = static_cast<long>(saved.size());
@@ -2042,13 +2120,16 @@ class StepWriter {
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (size_t k = 0; k < w; ++k) init.push_back(e.Full(P_, 0, GradDims(3 + k)));
+    const bool aux = AuxLossOn();  // its sum rides last
+    if (aux) init.push_back(e.Full(P_, 0, {}));
     const long first_weight = fixed + kept;
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value &j = in[0], &received = in[1], &dxl_all = in[2], &dx0 = in[3];
       const std::vector<Value> stacks(in.begin() + fixed, in.begin() + first_weight);
       const std::vector<Value> weights(in.begin() + first_weight,
                                        in.begin() + first_weight + static_cast<long>(w));
-      const std::vector<Value> sums(in.begin() + first_weight + static_cast<long>(w), in.end());
+      const std::vector<Value> sums(in.begin() + first_weight + static_cast<long>(w),
+                                    in.end() - (aux ? 1 : 0));
       const Value stage = StageIndex(c);
       // The k-th work this stage takes back, k = j - (P - 1 - stage), is
       // its work n v - 1 - k of the forward.
@@ -2082,7 +2163,7 @@ class StepWriter {
                                          : Load(c, stack, work.micro));
       }
       const StackGrads stage_grads =
-          BackwardLoop(c, dout, kept_values, weights, work.chunk, {}, sums);
+          BackwardLoop(c, dout, kept_values, weights, work.chunk, {}, sums, c.Convert(valid, P_));
       const Value& dx = stage_grads.dx;
       const std::vector<Value>& grads = stage_grads.weights;
       std::vector<Value> next = {
@@ -2092,11 +2173,15 @@ class StepWriter {
       next.insert(next.end(), stacks.begin(), stacks.end());
       next.insert(next.end(), weights.begin(), weights.end());
       next.insert(next.end(), grads.begin(), grads.end());  // the sums, accumulated
+      if (aux) next.push_back(c.Add(in.back(), stage_grads.aux));
       return next;
     };
     const std::vector<Value> done = Loop(e, "pipeline_backward", init, works + stages - 1, step);
+    const auto grads = done.begin() + first_weight + static_cast<long>(w);
     return {e.Reshape(done[3], {n * s_.R, s_.M}),
-            std::vector<Value>(done.begin() + first_weight + static_cast<long>(w), done.end())};
+            std::vector<Value>(grads, grads + static_cast<long>(w)),
+            {},
+            aux ? done.back() : Value{}};
   }
 
   // The final norm, the head and the loss on the last layer's output xl
@@ -2201,7 +2286,7 @@ class StepWriter {
     const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked, {}, {}, stacked_sums);
     std::vector<Value> grads = summed({EmbedGrad(c, in, back.dx), head.dgf, head.dwout}, 3);
     grads.insert(grads.end(), back.weights.begin(), back.weights.end());
-    return {head.loss, grads};
+    return {WithAux(c, head.loss, back.aux), grads};
   }
 
   // An encoder-decoder's: the encoder over the tokens, its final norm (the
@@ -2287,17 +2372,19 @@ class StepWriter {
     const Embedded in = Embed(e, tokens, weights[0]);
     const auto [xl, saved] = PipelineForward(e, in.x0, stacked);
     const Head head = MicroBatchedHead(e, xl, targets, weights[1], weights[2]);
-    const auto [dx0, stacked_grads] = PipelineBackward(e, head.dxl, saved, stacked);
-    return StageLossAndGrads(e, head.loss, EmbedGrad(e, in, dx0), head.dgf, head.dwout,
-                             stacked_grads);
+    const StackGrads back = PipelineBackward(e, head.dxl, saved, stacked);
+    return StageLossAndGrads(e, head.loss, EmbedGrad(e, in, back.dx), head.dgf, head.dwout,
+                             back.weights, back.aux);
   }
   // A stage's loss and gradients in Weights order: the embedding's counts
   // on stage 0, the loss and the head's on the last stage (every stage
-  // computed them, masked or not), the stage's layers' as they are.
+  // computed them, masked or not), the stage's layers' (and its part of
+  // the auxiliary loss) as they are.
   std::pair<Value, std::vector<Value>> StageLossAndGrads(ComputationEmitter& e, const Value& loss,
                                                          const Value& dembed, const Value& dgf,
                                                          const Value& dwout,
-                                                         const std::vector<Value>& stacked) {
+                                                         const std::vector<Value>& stacked,
+                                                         const Value& aux) {
     const Value stage = StageIndex(e);
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
@@ -2305,7 +2392,7 @@ class StepWriter {
     const int64_t last = plan_.pipeline - 1;
     std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, dgf), on_stage(last, dwout)};
     grads.insert(grads.end(), stacked.begin(), stacked.end());
-    return {on_stage(last, loss), grads};
+    return {WithAux(e, on_stage(last, loss), aux), grads};
   }
 
   // --- the 1F1B schedule ------------------------------------------------------------------
@@ -2343,6 +2430,7 @@ class StepWriter {
     Value targets, gf, wout;            // what the head reads
     std::vector<Value> saved;           // the ring of saved values [K, L / v, ...]
     std::vector<Value> weights, grads;  // the stage's stacked weights, their gradients' sums
+    Value aux;                          // the auxiliary loss's sum, where the model has one
   };
   static constexpr long kScheduleFixed = 14;  // the values before `saved`
   static std::vector<Value> Flat(const Schedule& s) {
@@ -2352,6 +2440,7 @@ class StepWriter {
     for (const auto* part : {&s.saved, &s.weights, &s.grads}) {
       flat.insert(flat.end(), part->begin(), part->end());
     }
+    if (!s.aux.name.empty()) flat.push_back(s.aux);
     return flat;
   }
   static Schedule Unflat(const std::vector<Value>& flat, const Schedule& like) {
@@ -2364,6 +2453,7 @@ class StepWriter {
       part->assign(at, at + static_cast<long>(count));
       at += static_cast<long>(count);
     }
+    if (!like.aux.name.empty()) s.aux = *at;
     return s;
   }
   // Forward work j (or, `backward`, backward work j: the same group's
@@ -2472,7 +2562,8 @@ class StepWriter {
       }
       const StackGrads grads =
           BackwardLoop(c, Masked(c, valid, dout), LoadAll(c, s.saved, work.slot), s.weights,
-                       work.chunk, {}, s.grads);
+                       work.chunk, {}, s.grads, c.Convert(valid, P_));
+      if (!s.aux.name.empty()) s.aux = c.Add(s.aux, grads.aux);
       // Stage 0's input gradient of a first pass is the embedding's.
       Value embedded = c.Binary("and", valid, on_first);
       if (work.pass) embedded = c.Binary("and", embedded, Is(c, *work.pass, 0));
@@ -2547,7 +2638,8 @@ class StepWriter {
                .wout = weights[2],
                .saved = SavedStacks(e, {RingSlots(plan_), ChunkLayers()}),
                .weights = stacked,
-               .grads = {}};
+               .grads = {},
+               .aux = AuxLossOn() ? e.Full(P_, 0, {}) : Value{}};
     for (size_t k = 0; k < stacked.size(); ++k) s.grads.push_back(e.Full(P_, 0, GradDims(3 + k)));
     const int64_t works = n * passes, first_backward = passes * stages - 1;
     const int64_t iterations = first_backward + stages - 1 + works;
@@ -2581,7 +2673,7 @@ class StepWriter {
       s = RunIterations(e, s, e.ScalarInt(blocks_to), blocks_to, iterations - blocks_to);
     }
     s = ScheduleIteration(e, e.ScalarInt(iterations), s, PhaseAt(iterations));
-    return StageLossAndGrads(e, s.loss, s.dembed, s.dgf, s.dwout, s.grads);
+    return StageLossAndGrads(e, s.loss, s.dembed, s.dgf, s.dwout, s.grads, s.aux);
   }
 
   // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
@@ -3027,6 +3119,13 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
     LOOM_RETURN_IF_ERROR(refuse(m.experts > 0, "experts"));
     LOOM_RETURN_IF_ERROR(refuse(m.kv_heads != m.heads, "grouped-query or multi-query attention"));
     LOOM_RETURN_IF_ERROR(refuse(!m.causal, "a bidirectional decoder (causal false)"));
+  }
+  if (!(m.aux_loss_weight >= 0) || !std::isfinite(m.aux_loss_weight)) {
+    return Error{fmt::format("aux_loss_weight must be >= 0, is {}", m.aux_loss_weight)};
+  }
+  if (m.aux_loss_weight > 0 && m.experts == 0) {
+    return Error{fmt::format("aux_loss_weight ({}) balances experts, and the model has none",
+                             m.aux_loss_weight)};
   }
   if (m.experts > 0) {
     LOOM_RETURN_IF_ERROR(Positive(m.moe_every, "moe_every"));

@@ -123,13 +123,20 @@ struct ModelConfig {
   // expert_group positions of a sequence (C = ceil(capacity_factor * top_k
   // * group / E); the later ones dropped, top-1 choices placed first), the
   // experts' outputs summed by the gates. The layer loop then runs blocks
-  // of moe_every layers, the last of each with experts. No auxiliary
-  // load-balancing loss.
+  // of moe_every layers, the last of each with experts.
   int64_t experts = 0;
   int64_t top_k = 2;
   double capacity_factor = 2.0;
   int64_t moe_every = 2;
-  int64_t expert_group = 0;          // positions per routing group; 0: the whole sequence
+  int64_t expert_group = 0;  // positions per routing group; 0: the whole sequence
+  // GShard's auxiliary load-balancing loss (Lepikhin et al. 2021,
+  // algorithm 1; Switch's, Fedus et al. 2022, eq. 4), added to the loss
+  // with this weight: per routing group E sum_e f_e P_e, f_e the share of
+  // the group's tokens whose first choice is expert e and P_e e's mean
+  // router probability over them, averaged over the batch's groups and
+  // summed over the MoE layers. f_e counts, so the gradient flows through
+  // P_e alone. 0: none.
+  double aux_loss_weight = 0;
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
   std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
   // What the activations are held and sent in: the residual stream between

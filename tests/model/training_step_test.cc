@@ -1019,6 +1019,49 @@ TEST(Adafactor, UpdatesByTheFactoredRule) {
 // bitwise; and the flash form agrees with the materialized softmax within
 // rounding (it exponentiates against a running maximum and normalises at
 // the end).
+// GShard's auxiliary loss, E sum_e f_e P_e per routing group, is 1 when
+// the router gives every expert 1 / E (a zero router: P_e = 1 / E, and
+// the f_e sum to 1), whatever the tokens choose. So with the routers zero
+// the step's loss is the loss without it plus the weight once per MoE
+// layer (tiny-moe: 2 of its 4 layers), on one device and partitioned (the
+// experts over the data axis, with the model axis routing its own rows
+// under sequence parallelism, or all of them without, and over stages).
+TEST(MixtureOfExperts, AuxiliaryLossOfUniformRoutersIsItsWeightPerLayer) {
+  ModelConfig m = ModelPreset("tiny-moe").value();
+  m.compute_type = "f64";
+  m.param_type = "f64";
+  ASSERT_GT(m.aux_loss_weight, 0);
+  const double weight = m.aux_loss_weight;
+  ModelConfig without = m;
+  without.aux_loss_weight = 0;
+  const std::vector<WeightInfo> weights = Weights(m);
+  for (const Case& c : {Case{"tiny-moe", 1, 1}, Case{"tiny-moe", 2, 2, 1, 1, true},
+                        Case{"tiny-moe", 2, 2}, Case{"tiny-moe", 1, 2, 2, 2},
+                        Case{.preset = "tiny-moe",
+                        .tensor = 1,
+                        .data = 2,
+                        .pipeline = 2,
+                        .micro_batches = 2,
+                        .schedule = "1f1b"}}) {
+    ParallelPlan plan = PlanOf(c);
+    plan.optimizer = "none";
+    ParallelPlan one;
+    one.optimizer = "none";
+    std::vector<Tensor> full = FullInputs(*Build(m, one), m, 5);
+    for (size_t w = 0; w < weights.size(); ++w) {
+      if (weights[w].name.ends_with("router"))
+        full[3 + w] = Tensor::Zeros(full[3 + w].shape()).value();
+    }
+    const auto loss = [&](const ModelConfig& model) {
+      const auto module = Build(model, plan);
+      const auto results = RunStep(*module, Devices(plan), DeviceInputs(full, model, plan));
+      return exec::OutputLeaves(results[0].output)[0]->GetDouble(0);
+    };
+    EXPECT_NEAR(loss(m) - loss(without), 2 * weight, 1e-12)
+        << "tp=" << c.tensor << " dp=" << c.data << " pp=" << c.pipeline;
+  }
+}
+
 // An MoE layer whose experts are all one MLP, every token sent to every
 // expert (top_k = E) with room for all (capacity >= the group), computes
 // that MLP: the gates sum to one. So the MoE model with every expert of its
@@ -1031,11 +1074,13 @@ TEST(MixtureOfExperts, IdenticalExpertsTakingEveryTokenAreTheDenseMlp) {
   dense.compute_type = "f64";
   dense.param_type = "f64";
   dense.experts = 0;
+  dense.aux_loss_weight = 0;
   ModelConfig moe = ModelPreset("tiny-moe").value();
   moe.compute_type = "f64";
   moe.param_type = "f64";
   moe.top_k = moe.experts;
   moe.capacity_factor = 2;  // C = 2 * 4 * 8 / 4 = 16 slots for a group of 8
+  moe.aux_loss_weight = 0;  // the dense model has no balancing loss
   ParallelPlan plan;
   plan.optimizer = "none";
   const auto dense_module = Build(dense, plan);
