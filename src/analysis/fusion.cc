@@ -21,6 +21,7 @@ bool IsLoopFusible(Opcode opcode) {
     case Opcode::kTranspose:
     case Opcode::kSlice:
     case Opcode::kDynamicSlice:
+    case Opcode::kGather:
     case Opcode::kConcatenate:
     case Opcode::kPad:
     case Opcode::kReverse:
@@ -47,6 +48,8 @@ bool TakesIn(const Instruction& user, int64_t index) {
   if (IsLoopFusible(user.opcode())) return true;
   if (user.opcode() == Opcode::kReduce) return index < user.operand_count() / 2;  // not the inits
   if (user.opcode() == Opcode::kDynamicUpdateSlice) return index == 1;
+  // A scatter computes its updates in its own kernel (XLA's scatter fusion).
+  if (user.opcode() == Opcode::kScatter) return user.operand_count() == 3 && index == 2;
   return false;
 }
 

@@ -32,10 +32,11 @@
 //
 // The rules, XLA's loop, input and operand fusion simplified:
 //  - a loop-fusible producer (elementwise, convert, select, clamp, compare,
-//    broadcast, iota, transpose, slice, dynamic-slice, concatenate, pad,
-//    reverse, reshape, bitcast) joins its users' kernel when every user
+//    broadcast, iota, transpose, slice, dynamic-slice, gather, concatenate,
+//    pad, reverse, reshape, bitcast) joins its users' kernel when every user
 //    takes it in (a loop-fusible op, a reduce's input, a
-//    dynamic-update-slice's update, computed in place) and all of them are
+//    dynamic-update-slice's update or a scatter's updates, computed in
+//    place) and all of them are
 //    in that one kernel; a broadcast or an iota, which read little or
 //    nothing, is duplicated into each kernel that uses it instead;
 //  - a reduce joins its users' kernel on the same terms, when a row of it

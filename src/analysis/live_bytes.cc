@@ -144,6 +144,11 @@ class BufferAssigner {
       case Opcode::kDynamicUpdateSlice:
         if (CanUpdateInPlace(instruction, position)) return ValueOf(instruction.operand(0));
         return Define(instruction, position, 0);
+      case Opcode::kScatter:
+        if (instruction.operand_count() == 3 && CanUpdateInPlace(instruction, position)) {
+          return ValueOf(instruction.operand(0));
+        }
+        return Define(instruction, position, 0);
       default:
         break;
     }
@@ -225,10 +230,11 @@ class BufferAssigner {
     return {Flatten(start)};
   }
 
-  // dynamic-update-slice may write into operand 0 when nothing reads that
-  // buffer after it (the values defined so far say when each buffer is last
-  // read; an entry parameter is read at the end). Its operand 0 is never
-  // fused into it (analysis/fusion.h), so it is a buffer of its own.
+  // dynamic-update-slice (and a scatter) may write into operand 0 when
+  // nothing reads that buffer after it (the values defined so far say when
+  // each buffer is last read; an entry parameter is read at the end). Its
+  // operand 0 is never fused into it (analysis/fusion.h), so it is a buffer
+  // of its own.
   bool CanUpdateInPlace(const Instruction& update, int64_t position) const {
     for (const Buffer& buffer : Flatten(ValueOf(update.operand(0)))) {
       auto it = last_read_.find(buffer);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -80,6 +81,14 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   double bytes = OperandBytes(instruction) + result_bytes;
   if (opcode == Opcode::kDynamicUpdateSlice) {
     bytes = 2 * static_cast<double>(instruction.operand(1)->shape().ByteSize());  // in place
+  } else if (opcode == Opcode::kGather) {
+    // The windows it reads, the indices, the result.
+    bytes = 2 * result_bytes + static_cast<double>(instruction.operand(1)->shape().ByteSize());
+  } else if (opcode == Opcode::kScatter && instruction.operand_count() == 3) {
+    // In place: the indices and the updates read, the windows they land on
+    // read and written.
+    bytes = static_cast<double>(instruction.operand(1)->shape().ByteSize()) +
+            3 * static_cast<double>(instruction.operand(2)->shape().ByteSize());
   } else if (opcode == Opcode::kDynamicSlice || opcode == Opcode::kSlice ||
              opcode == Opcode::kBroadcast || opcode == Opcode::kIota) {
     bytes = 2 * result_bytes;
@@ -88,6 +97,18 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
 }
 
 namespace {
+
+// What an op that updates operand 0 in place writes: dynamic-update-slice's
+// update, a scatter's updates; nullopt for any other op.
+std::optional<double> InPlaceUpdateBytes(const ir::Instruction& instruction) {
+  if (instruction.opcode() == Opcode::kDynamicUpdateSlice) {
+    return static_cast<double>(instruction.operand(1)->shape().ByteSize());
+  }
+  if (instruction.opcode() == Opcode::kScatter && instruction.operand_count() == 3) {
+    return static_cast<double>(instruction.operand(2)->shape().ByteSize());
+  }
+  return std::nullopt;
+}
 
 // Bytes `instruction` reads of its operand `index` in a kernel of its own.
 double OperandReadBytes(const ir::Instruction& instruction, int64_t index) {
@@ -100,6 +121,16 @@ double OperandReadBytes(const ir::Instruction& instruction, int64_t index) {
       break;
     case Opcode::kDynamicUpdateSlice:
       if (index == 0) return 0;  // updated in place
+      break;
+    case Opcode::kGather:
+      // The windows only.
+      if (index == 0) return static_cast<double>(instruction.shape().ByteSize());
+      break;
+    case Opcode::kScatter:
+      // In place: the windows the updates land on.
+      if (index == 0 && instruction.operand_count() == 3) {
+        return static_cast<double>(instruction.operand(2)->shape().ByteSize());
+      }
       break;
     default:
       break;
@@ -145,9 +176,8 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
                       bytes + static_cast<double>(instruction.shape().ByteSize()),
                       instruction.operand(0)->shape().type());
   }
-  bytes += opcode == Opcode::kDynamicUpdateSlice
-               ? static_cast<double>(instruction.operand(1)->shape().ByteSize())
-               : static_cast<double>(instruction.shape().ByteSize());
+  const std::optional<double> in_place = InPlaceUpdateBytes(instruction);
+  bytes += in_place ? *in_place : static_cast<double>(instruction.shape().ByteSize());
   return MemorySeconds(bytes) + target_.compute().launch_seconds;
 }
 

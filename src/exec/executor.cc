@@ -111,7 +111,7 @@ int32_t ReusableOperand(const Instruction& instruction) {
     candidates = {1, 2};
   } else if (op == Opcode::kClamp) {
     candidates = {1};
-  } else if (op == Opcode::kDynamicUpdateSlice) {
+  } else if (op == Opcode::kDynamicUpdateSlice || op == Opcode::kScatter) {
     candidates = {0};
   }
   const ir::Shape& shape = instruction.shape();

@@ -26,4 +26,10 @@ std::optional<Opcode> CommutativeBinaryReducer(const Computation& reducer) {
   }
 }
 
+bool ReturnsSecondParameter(const Computation& combiner) {
+  const Instruction* root = combiner.root();
+  return root != nullptr && root->opcode() == Opcode::kParameter && root->parameter_number() == 1 &&
+         combiner.parameters().size() == 2;
+}
+
 }  // namespace loom::ir

@@ -13,4 +13,8 @@ namespace loom::ir {
 // and in any grouping without calling the computation; nullopt otherwise.
 std::optional<Opcode> CommutativeBinaryReducer(const Computation& reducer);
 
+// Whether `combiner` `(a, b) -> b` returns its second parameter: a scatter
+// that overwrites (JAX's .at[].set) rather than combines.
+bool ReturnsSecondParameter(const Computation& combiner);
+
 }  // namespace loom::ir

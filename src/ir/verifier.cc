@@ -13,6 +13,7 @@
 
 #include "ir/attribute_names.h"
 #include "ir/collective_groups.h"
+#include "ir/gather_scatter.h"
 #include "ir/literal.h"
 #include "ir/shape_inference.h"
 #include "support/saturating.h"
@@ -242,6 +243,7 @@ class ModuleVerifier {
   Status VerifyReduceWindow(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
+  Status VerifyGather(const Instruction& instruction);
 
   // Helpers.
   Expected<int64_t> ShardCountFromShapes(const Instruction& instruction, int64_t dimension,
@@ -1186,8 +1188,10 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyReduceWindow(instruction);
     case Opcode::kScatter:
       return VerifyScatter(instruction);
+    case Opcode::kGather:
+      return VerifyGather(instruction);
     default:
-      // convolution, custom-call, sort, gather, fft, rng, select-and-scatter,
+      // convolution, custom-call, sort, fft, rng, select-and-scatter,
       // triangular-solve, cholesky, batch-norm-*, topk, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
@@ -1674,7 +1678,43 @@ Status ModuleVerifier::VerifyScatter(const Instruction& instruction) {
                             PrimitiveTypeName(reducer.accumulators[static_cast<size_t>(i)])));
     }
   }
-  return Trust(instruction);
+  LOOM_ASSIGN_OR_RETURN(const ScatterDimensions dims, ScatterDimensionsOf(instruction));
+  // Newer XLA's batching dimensions: their rules are not checked here.
+  if (!dims.input_batching_dims.empty() || !dims.scatter_indices_batching_dims.empty()) {
+    return Trust(instruction);
+  }
+  const Shape& indices = instruction.operand(n)->shape();
+  for (int64_t i = 0; i < n; ++i) {
+    const Status fits = CheckScatterShapes(instruction.operand(i)->shape(), indices,
+                                           instruction.operand(n + 1 + i)->shape(), dims);
+    if (!fits.ok()) return At(instruction, fits.error().message);
+  }
+  if (n == 1) return ExpectShape(instruction, instruction.operand(0)->shape());
+  const Shape& result = instruction.shape();
+  if (!result.IsTuple() || static_cast<int64_t>(result.tuple_elements().size()) != n) {
+    return At(instruction, fmt::format("scatter of {} operands returns a tuple of {}", n, n));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const Shape& element = result.tuple_elements()[static_cast<size_t>(i)];
+    if (!element.Compatible(instruction.operand(i)->shape())) {
+      return At(instruction, fmt::format("element {} of the result is {} but operand {} is {}", i,
+                                         Str(element), i, Str(instruction.operand(i)->shape())));
+    }
+  }
+  return OkStatus();
+}
+
+Status ModuleVerifier::VerifyGather(const Instruction& instruction) {
+  if (instruction.operand_count() != 2) {
+    return At(instruction, fmt::format("gather takes an operand and start indices, got {}",
+                                       Operands(instruction.operand_count())));
+  }
+  LOOM_ASSIGN_OR_RETURN(const GatherDimensions dims, GatherDimensionsOf(instruction));
+  if (!dims.operand_batching_dims.empty() || !dims.start_indices_batching_dims.empty()) {
+    return Trust(instruction);
+  }
+  return ExpectInferred(instruction, InferGatherShape(instruction.operand(0)->shape(),
+                                                      instruction.operand(1)->shape(), dims));
 }
 
 // --- driver ------------------------------------------------------------------------

@@ -234,6 +234,43 @@ ENTRY %main {
   EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("n")), 2 * 128 / 1e12 + 1e-6);
 }
 
+// A gather reads the rows it takes, not its table; a scatter updates its
+// operand in place: it reads its updates and the rows they land on and
+// writes those rows. Fused, a gather's rows are read by the kernel it
+// joins, and a scatter computes its updates in its own kernel.
+TEST(TargetCostModel, GatherAndScatterMoveTheirRowsNotTheirTable) {
+  const TargetCostModel model(Bus());
+  auto module = ir::ParseModule(R"(
+HloModule m
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+ENTRY %main {
+  %table = f32[65536,64] parameter(0)
+  %ids = s32[32] parameter(1)
+  %rows = f32[32,64] gather(%table, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}
+  %twice = f32[32,64] add(%rows, %rows)
+  %grad = f32[65536,64] scatter(%table, %ids, %twice), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+  ROOT %t = (f32[32,64], f32[65536,64]) tuple(%rows, %grad)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const double rows = 32 * 64 * 4, ids = 32 * 4;
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("rows")),
+                   (2 * rows + ids) / 1e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("grad")),
+                   (3 * rows + ids) / 1e12 + 1e-6);
+  // Fused: the add joins the scatter's kernel (which reads the gather's
+  // result, a tuple's element, from memory).
+  const analysis::FusionPlan fusion(entry);
+  EXPECT_TRUE(fusion.FusedIntoUsers(*entry.FindInstruction("twice")));
+  EXPECT_DOUBLE_EQ(model.FusedComputeSeconds(*entry.FindInstruction("grad"), fusion),
+                   (ids + rows + rows + rows) / 1e12 + 1e-6);
+}
+
 TEST(TargetCostModel, ComputeIsARooflinePlusLaunch) {
   const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
   auto module = ir::ParseModule(R"(

@@ -90,9 +90,10 @@ std::string Difference(const Tensor& fast, const Tensor& reference) {
   return "";
 }
 
-// Runs `body` (an ENTRY body whose parameters are p0, p1, ...) both ways.
+// Runs `body` (an ENTRY body whose parameters are p0, p1, ...) both ways;
+// unless `must_run`, both may refuse it.
 void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
-                const std::string& computations = "") {
+                const std::string& computations = "", bool must_run = false) {
   SCOPED_TRACE(what);
   const std::string text =
       "HloModule differential\n" + computations + "\nENTRY main {\n" + body + "}\n";
@@ -111,6 +112,7 @@ void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
       << (reference.ok() ? "" : reference.error().ToString()) << " / "
       << (fast.ok() ? "" : fast.error().ToString()) << "\n"
       << text;
+  ASSERT_TRUE(reference.ok() || !must_run) << reference.error().ToString() << "\n" << text;
   if (!reference.ok()) return;  // both refuse it (an op the type lacks)
   const std::string difference = Difference(*fast, *reference);
   EXPECT_TRUE(difference.empty()) << difference << "\n" << text;
@@ -291,6 +293,55 @@ TEST(ExecutorDifferential, MovingElements) {
   for (const std::string& type : AllTypes()) {
     ExpectSame("iota " + type, fmt::format("  ROOT r = {}[4,7] iota(), iota_dimension=1\n", type),
                seed++);
+  }
+}
+
+// Index vectors with repeats, a negative one and ones past the end: gather
+// clamps them, scatter drops their windows.
+TEST(ExecutorDifferential, GatherAndScatter) {
+  uint32_t seed = 450;
+  for (const std::string type : {"f32", "bf16", "f64", "s32", "pred"}) {
+    auto same = [&](const std::string& what, const std::string& body,
+                    const std::string& computations = "") {
+      ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type), seed++,
+                 fmt::format(fmt::runtime(computations), type), /*must_run=*/true);
+    };
+    const std::string ids = "  ids = s32[6] constant({{3, 0, 7, 3, -1, 9}})\n";
+    same("gather rows",
+         "  p0 = {0}[8,5] parameter(0)\n" + ids +
+             "  ROOT r = {0}[6,5] gather(p0, ids), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+             "start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,5}}\n");
+    same("gather rows, offsets first",
+         "  p0 = {0}[8,5] parameter(0)\n" + ids +
+             "  ROOT r = {0}[5,6] gather(p0, ids), offset_dims={{0}}, collapsed_slice_dims={{0}}, "
+             "start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,5}}\n");
+    same("gather windows of two starts",
+         "  p0 = {0}[4,6,5] parameter(0)\n"
+         "  at = s32[3,2] constant({{ {{1, 2}}, {{3, 5}}, {{0, -4}} }})\n"
+         "  ROOT r = {0}[3,3,2] gather(p0, at), offset_dims={{1,2}}, collapsed_slice_dims={{0}}, "
+         "start_index_map={{0,2}}, index_vector_dim=1, slice_sizes={{1,3,2}}\n");
+    same("gather, index vectors along dimension 0",
+         "  p0 = {0}[4,6] parameter(0)\n"
+         "  at = s32[2,3] constant({{ {{1, 3, 0}}, {{2, 9, 4}} }})\n"
+         "  ROOT r = {0}[3,2,2] gather(p0, at), offset_dims={{1,2}}, collapsed_slice_dims={{}}, "
+         "start_index_map={{1,0}}, index_vector_dim=0, slice_sizes={{2,2}}\n");
+    const std::string add = type == "pred" ? "or" : "add";
+    same("scatter-" + add + " rows",
+         "  p0 = {0}[8,5] parameter(0)\n  p1 = {0}[6,5] parameter(1)\n" + ids +
+             "  ROOT r = {0}[8,5] scatter(p0, ids, p1), update_window_dims={{1}}, "
+             "inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, "
+             "to_apply=%combine\n",
+         "\n%combine (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+         "  %b = {0}[] parameter(1)\n  ROOT %r = {0}[] " +
+             add + "(%a, %b)\n}}\n");
+    same("scatter-set windows, one past the end",
+         "  p0 = {0}[4,6,5] parameter(0)\n  p1 = {0}[3,2,3] parameter(1)\n"
+         "  at = s32[3,2] constant({{ {{1, 2}}, {{3, 4}}, {{0, 1}} }})\n"
+         "  ROOT r = {0}[4,6,5] scatter(p0, at, p1), update_window_dims={{1,2}}, "
+         "inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0,2}}, index_vector_dim=1, "
+         "to_apply=%set\n",
+         "\n%set (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+         "  ROOT %b = {0}[] parameter(1)\n}}\n");
   }
 }
 

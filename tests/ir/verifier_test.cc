@@ -545,6 +545,51 @@ TEST(VerifierShapes, Slice) {
             "5:3: %t: declared shape f32[3] but slice infers f32[2]");
 }
 
+TEST(VerifierShapes, GatherAndScatter) {
+  const std::string add = "\n%add {\n  %x = f32[] parameter(0)\n  %y = f32[] parameter(1)\n"
+                          "  ROOT %s = f32[] add(%x, %y)\n}\n";
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %g = f32[6,5] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+  %w = f32[5,6] gather(%t, %ids), offset_dims={0}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+  %s = f32[8,5] scatter(%t, %ids, %g), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+)") + add),
+            "ok");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %g = f32[6,4] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+)")),
+            "5:3: %g: declared shape f32[6,4] but gather infers f32[6,5]");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %g = f32[6,5] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,5}
+)")),
+            "5:3: %g: collapsed dimension 0 has slice size 2, not 1");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %g = f32[6,5] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, index_vector_dim=1, slice_sizes={1,5}
+)")),
+            "5:3: %g: gather needs start_index_map={...}");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %g = f32[6,5] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=one, slice_sizes={1,5}
+)")),
+            "5:99: %g: index_vector_dim must be an integer, got one");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %u = f32[7,5] parameter(2)
+  %s = f32[8,5] scatter(%t, %ids, %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+)") + add),
+            "6:3: %s: the updates f32[7,5] do not match the indices s32[6]: their scatter "
+            "dimensions must be the indices' batch dimensions");
+  EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
+  %ids = s32[6] parameter(1)
+  %u = f32[6,6] parameter(2)
+  %s = f32[8,5] scatter(%t, %ids, %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+)") + add),
+            "6:3: %s: update window dimension 1 (6) is larger than operand dimension 1 (5)");
+}
+
 TEST(VerifierShapes, DynamicSliceAndUpdate) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8,16] parameter(0)
   %i = s32[] parameter(1)

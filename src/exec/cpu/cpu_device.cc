@@ -196,6 +196,10 @@ bool CpuDevice::Supports(const ir::Instruction& op) const {
       return true;
     case Opcode::kReduce:
       return op.operand_count() == 2 && SimpleReducer(op).has_value();
+    case Opcode::kGather:
+      return op.operand_count() == 2;
+    case Opcode::kScatter:
+      return ScatterRuns(op);
     default:
       return false;
   }
@@ -265,6 +269,11 @@ Status CpuDevice::Run(const ir::Instruction& op, std::span<const Array> operands
       return Pad(op, in[0], in[1], out);
     case Opcode::kIota:
       return Iota(op, out);
+    case Opcode::kGather:
+      LOOM_RETURN_IF_ERROR(need(2));
+      return Gather(op, in[0], in[1], out);
+    case Opcode::kScatter:
+      return Scatter(op, in, out);
     case Opcode::kDot:
       LOOM_RETURN_IF_ERROR(need(2));
       return Dot(op, in[0], in[1], out, options_.deterministic);

@@ -68,6 +68,14 @@ Status Concatenate(const ir::Instruction& op, std::span<const HostArray> operand
 Status Pad(const ir::Instruction& op, const HostArray& x, const HostArray& padding_value,
            const HostArray& out);
 Status Iota(const ir::Instruction& op, const HostArray& out);
+// gather and scatter (ir/gather_scatter.h). Scatter runs with one operand
+// and a combiner that is one commutative binary op or returns the update
+// (ScatterRuns); `out` may be operand 0's memory.
+Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArray& indices,
+              const HostArray& out);
+bool ScatterRuns(const ir::Instruction& op);
+Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
+               const HostArray& out);
 
 // reduce with a reducer that is one commutative binary op (ir/reduction.h):
 // each result element folds its inputs in row-major order of the reduced

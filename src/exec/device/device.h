@@ -62,8 +62,8 @@ class Device {
   // Runs one array op: reads `operands` (one per operand of `op`), writes
   // `result`. `result` may share its buffer with an operand that nothing else
   // reads any more (the executor decides; see Executor): element-wise ops,
-  // convert between types of one width and dynamic-update-slice then work in
-  // place, which every implementation must allow.
+  // convert between types of one width, dynamic-update-slice and scatter then
+  // work in place, which every implementation must allow.
   virtual Status Run(const ir::Instruction& op, std::span<const Array> operands,
                      const Array& result) = 0;
 

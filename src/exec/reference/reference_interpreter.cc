@@ -15,6 +15,7 @@
 #include "exec/scalar_ops.h"
 #include "exec/trace.h"
 #include "ir/async.h"
+#include "ir/gather_scatter.h"
 #include "ir/reduction.h"
 
 namespace loom::exec {
@@ -160,6 +161,8 @@ class Evaluation {
   Expected<Tensor> Pad(const Instruction& instruction) const;
   Expected<Tensor> Iota(const Instruction& instruction) const;
   Expected<Tensor> Reduce(const Instruction& instruction) const;
+  Expected<Tensor> Gather(const Instruction& instruction) const;
+  Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
   Expected<Tensor> GetTupleElement(const Instruction& instruction) const;
   Expected<Tensor> While(const Instruction& instruction) const;
@@ -260,6 +263,10 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Iota(instruction);
     case Opcode::kReduce:
       return Reduce(instruction);
+    case Opcode::kGather:
+      return Gather(instruction);
+    case Opcode::kScatter:
+      return Scatter(instruction);
     case Opcode::kDot:
       return Dot(instruction);
     case Opcode::kTuple: {
@@ -637,6 +644,118 @@ Expected<Tensor> ScalarFrom(const Tensor& source, int64_t i) {
 
 // reduce: each result element folds its inputs in row-major order of the
 // reduced dimensions, acc = to_apply(acc, x), starting from the init value.
+// The index vector of `indices` at batch index `batch` (the indices' index
+// without index_vector_dim), entry by entry.
+std::vector<int64_t> IndexVectorAt(const Tensor& indices, int64_t index_vector_dim,
+                                   const std::vector<int64_t>& batch) {
+  const std::vector<int64_t>& dims = indices.shape().dims();
+  const auto rank = static_cast<int64_t>(dims.size());
+  const int64_t length = index_vector_dim < rank ? dims[index_vector_dim] : 1;
+  std::vector<int64_t> vector;
+  for (int64_t k = 0; k < length; ++k) {
+    std::vector<int64_t> at = batch;
+    if (index_vector_dim < rank) at.insert(at.begin() + index_vector_dim, k);
+    vector.push_back(indices.GetInt(Linear(at, Strides(dims))));
+  }
+  return vector;
+}
+
+bool In(const std::vector<int64_t>& dims, int64_t d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
+
+// Each output element, straight from the definition: its batch dimensions
+// pick an index vector, which places the clamped slice; its offset
+// dimensions index the slice's uncollapsed dimensions.
+Expected<Tensor> Evaluation::Gather(const Instruction& instruction) const {
+  LOOM_ASSIGN_OR_RETURN(const ir::GatherDimensions dims, ir::GatherDimensionsOf(instruction));
+  if (!dims.operand_batching_dims.empty() || !dims.start_indices_batching_dims.empty()) {
+    return OpError(instruction, "gather with batching dimensions is not supported");
+  }
+  const Tensor& operand = Operand(instruction, 0);
+  const Tensor& indices = Operand(instruction, 1);
+  const std::vector<int64_t>& operand_dims = operand.shape().dims();
+  return GatherElements(
+      instruction.shape(), operand,
+      [&](const std::vector<int64_t>& out, std::vector<int64_t>& from) {
+        std::vector<int64_t> batch, offsets;
+        for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+          (In(dims.offset_dims, i) ? offsets : batch).push_back(out[i]);
+        }
+        const std::vector<int64_t> vector = IndexVectorAt(indices, dims.index_vector_dim, batch);
+        std::fill(from.begin(), from.end(), 0);
+        for (size_t k = 0; k < vector.size(); ++k) {
+          const int64_t d = dims.start_index_map[k];
+          from[d] = std::clamp<int64_t>(vector[k], 0, operand_dims[d] - dims.slice_sizes[d]);
+        }
+        size_t next = 0;
+        for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
+          if (!In(dims.collapsed_slice_dims, d)) from[d] += offsets[next++];
+        }
+      });
+}
+
+// Each update element in row-major order, combined into the operand by
+// to_apply; a window that does not fit in the operand is skipped whole.
+Expected<Tensor> Evaluation::Scatter(const Instruction& instruction) const {
+  if (instruction.operand_count() != 3) {
+    return OpError(instruction, "scatter of more than one operand is not supported");
+  }
+  LOOM_ASSIGN_OR_RETURN(const ir::ScatterDimensions dims, ir::ScatterDimensionsOf(instruction));
+  if (!dims.input_batching_dims.empty() || !dims.scatter_indices_batching_dims.empty()) {
+    return OpError(instruction, "scatter with batching dimensions is not supported");
+  }
+  const ir::Computation* combiner = instruction.called("to_apply");
+  if (combiner == nullptr) return OpError(instruction, "scatter needs to_apply");
+  Tensor out = Operand(instruction, 0);
+  const Tensor& indices = Operand(instruction, 1);
+  const Tensor& updates = Operand(instruction, 2);
+  const std::vector<int64_t>& operand_dims = out.shape().dims();
+  const std::vector<int64_t>& update_dims = updates.shape().dims();
+  const std::vector<int64_t> strides = Strides(operand_dims);
+  std::optional<Error> failure;
+  ForEachIndex(update_dims, [&](const std::vector<int64_t>& index, int64_t linear) {
+    if (failure) return;
+    std::vector<int64_t> batch, window, window_sizes;
+    for (int64_t i = 0; i < static_cast<int64_t>(index.size()); ++i) {
+      if (In(dims.update_window_dims, i)) {
+        window.push_back(index[i]);
+        window_sizes.push_back(update_dims[i]);
+      } else {
+        batch.push_back(index[i]);
+      }
+    }
+    const std::vector<int64_t> vector = IndexVectorAt(indices, dims.index_vector_dim, batch);
+    std::vector<int64_t> to(operand_dims.size(), 0);
+    for (size_t k = 0; k < vector.size(); ++k) to[dims.scatter_dims_to_operand_dims[k]] = vector[k];
+    size_t next = 0;
+    for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
+      const bool inserted = In(dims.inserted_window_dims, d);
+      const int64_t size = inserted ? 1 : window_sizes[next];
+      if (to[d] < 0 || to[d] + size > operand_dims[d]) return;  // the window does not fit
+      if (!inserted) to[d] += window[next++];
+    }
+    const int64_t at = Linear(to, strides);
+    std::vector<Tensor> arguments;
+    for (Expected<Tensor> scalar : {ScalarFrom(out, at), ScalarFrom(updates, linear)}) {
+      if (!scalar.ok()) {
+        failure = scalar.error();
+        return;
+      }
+      arguments.push_back(std::move(scalar).value());
+    }
+    Expected<Tensor> result = Call(combiner, std::move(arguments), instruction);
+    if (!result.ok() || result->IsTuple()) {
+      failure =
+          result.ok() ? OpError(instruction, "to_apply must return one value") : result.error();
+      return;
+    }
+    out.SetBits(at, result->GetBits(0));
+  });
+  if (failure) return *failure;
+  return out;
+}
+
 Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
   const int64_t n = instruction.operand_count() / 2;
   const ir::Computation* reducer = instruction.called("to_apply");
