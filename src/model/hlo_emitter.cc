@@ -252,6 +252,25 @@ Value ComputationEmitter::DynamicUpdateSlice(const Value& x, const Value& update
               fmt::format("dynamic-update-slice({})", operands));
 }
 
+Value ComputationEmitter::TakeRows(const Value& table, const Value& ids) {
+  LOOM_CHECK(table.rank() == 2 && ids.rank() == 1 && ids.type == "s32", "gather: shapes");
+  return Emit("gather", ArrayValue(table.type, {ids.dim(0), table.dim(1)}),
+              fmt::format("gather(%{}, %{}), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+                          "start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{}}}",
+                          table.name, ids.name, table.dim(1)));
+}
+
+Value ComputationEmitter::ScatterAddRows(const Value& base, const Value& ids, const Value& rows) {
+  LOOM_CHECK(base.rank() == 2 && ids.rank() == 1 && ids.type == "s32" && rows.rank() == 2 &&
+                 rows.dim(0) == ids.dim(0) && rows.dim(1) == base.dim(1) && rows.type == base.type,
+             "scatter: shapes");
+  return Emit("scatter", ArrayValue(base.type, base.dims),
+              fmt::format("scatter(%{}, %{}, %{}), update_window_dims={{1}}, "
+                          "inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, "
+                          "index_vector_dim=1, to_apply=%{}",
+                          base.name, ids.name, rows.name, module_.Reducer("add", base.type)));
+}
+
 Value ComputationEmitter::AllReduce(const Value& x, const Groups& groups, std::string_view kind) {
   if (groups.empty() || groups.front().size() <= 1) return x;
   return Emit("all-reduce", ArrayValue(x.type, x.dims),

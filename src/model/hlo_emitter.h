@@ -83,6 +83,12 @@ class ComputationEmitter {
   // The parts joined along `dimension`.
   Value Concatenate(const std::vector<Value>& parts, int64_t dimension);
   Value DynamicUpdateSlice(const Value& x, const Value& update, const std::vector<Value>& starts);
+  // Rows table[ids[i]] of a [V, M] table at s32 ids [n]: [n, M] (an id
+  // outside [0, V) clamps, as gather's starts do).
+  Value TakeRows(const Value& table, const Value& ids);
+  // base [V, M] with rows [n, M] added into rows ids [n] of it, in order; a
+  // row whose id is outside [0, V) is dropped.
+  Value ScatterAddRows(const Value& base, const Value& ids, const Value& rows);
 
   // This device's partition id, as s32.
   Value PartitionId();

@@ -70,6 +70,18 @@ ModelConfig FlashAttention(ModelConfig m, std::string_view why) {
   return m;
 }
 
+// The embedding looked up by one-hot products, as JAX's SPMD programs on
+// TPUs do it: praxis's sharding annotations for its LMs set the embedding's
+// lookup_style to 'matmul'; the source says so, or says it is assumed.
+ModelConfig OneHotEmbedding(ModelConfig m, std::string_view why) {
+  m.embedding = "one-hot";
+  m.source += fmt::format("; one-hot embedding products {}", why);
+  return m;
+}
+constexpr std::string_view kPraxisLookup = "(praxis's lookup_style='matmul' under SPMD sharding)";
+constexpr std::string_view kAssumedPraxisLookup =
+    "assumed (a JAX program on TPUs, as praxis's SPMD LMs write it)";
+
 // Dubey et al. 2024 do not name the attention kernel; PyTorch's, on which
 // Llama 3 trained, runs flash attention at these lengths.
 constexpr std::string_view kLlamaAttention = "assumed (PyTorch's fused attention kernels)";
@@ -80,16 +92,22 @@ std::vector<ModelConfig> Presets() {
               "a small decoder for tests (not a published model)"),
       Decoder("tiny-gqa", 2, 64, 192, 4, 2, 16, 96, 8, 4, "swiglu", "rmsnorm",
               "a small Llama-like decoder for tests (not a published model)"),
-      Encoder(Decoder("tiny-bert", 2, 64, 128, 4, 1, 32, 80, 8, 4, "swiglu", "layernorm",
-                      "a small BERT-like multi-query encoder for tests (not a published model)")),
-      WithAuxLoss(Experts(Decoder("tiny-moe", 4, 32, 48, 4, 4, 8, 64, 16, 4, "gelu", "layernorm",
-                                  "a small decoder with 4 experts, top-2, every other layer, "
-                                  "capacity factor 1 (tokens dropped), routing groups of 8 "
-                                  "positions, the auxiliary loss at 0.1 (ten times Switch's "
-                                  "weight, so that tests see it), for tests (not a published "
-                                  "model)"),
-                          4, 2, 1.0, 2, 8),
-                  0.1),
+      OneHotEmbedding(
+          Encoder(Decoder("tiny-bert", 2, 64, 128, 4, 1, 32, 80, 8, 4, "swiglu", "layernorm",
+                          "a small BERT-like multi-query encoder for tests (not a published "
+                          "model)")),
+          "as bert-480b's"),
+      WithAuxLoss(
+          Experts(OneHotEmbedding(
+                      Decoder("tiny-moe", 4, 32, 48, 4, 4, 8, 64, 16, 4, "gelu", "layernorm",
+                              "a small decoder with 4 experts, top-2, every other layer, "
+                              "capacity factor 1 (tokens dropped), routing groups of 8 "
+                              "positions, the auxiliary loss at 0.1 (ten times Switch's "
+                              "weight, so that tests see it), for tests (not a published "
+                              "model)"),
+                      "as glam-1.2t's"),
+                  4, 2, 1.0, 2, 8),
+          0.1),
       Decoder("gpt3-175b", 96, 12288, 49152, 96, 96, 128, 51200, 2048, 1536, "gelu", "layernorm",
               "Brown et al. 2020, table 2.1 (batch 3.2M tokens = 1536 x 2048)"),
       Decoder("megatron-8.3b", 72, 3072, 12288, 32, 32, 96, 51200, 1024, 512, "gelu", "layernorm",
@@ -101,10 +119,14 @@ std::vector<ModelConfig> Presets() {
               "layernorm", "Smith et al. 2022 (MT-NLG), batch 1920-2240 (the largest)"),
       Decoder("megatron-1t", 128, 25600, 102400, 160, 160, 160, 51200, 2048, 3072, "gelu",
               "layernorm", "Narayanan et al. 2021, table 1 (1T: batch 3072)"),
-      Decoder("paxml-1t", 142, 24576, 98304, 192, 192, 128, 32000, 1024, 4096, "gelu", "layernorm",
-              "paxml LmCloudSpmd1024B; vocab 32000 assumed (paxml's default SentencePiece)"),
-      Decoder("paxml-500b", 102, 20480, 81920, 160, 160, 128, 32000, 1024, 4096, "gelu",
-              "layernorm", "paxml LmCloudSpmd512B; vocab 32000 assumed"),
+      OneHotEmbedding(Decoder("paxml-1t", 142, 24576, 98304, 192, 192, 128, 32000, 1024, 4096,
+                              "gelu", "layernorm",
+                              "paxml LmCloudSpmd1024B; vocab 32000 assumed (paxml's default "
+                              "SentencePiece)"),
+                      kPraxisLookup),
+      OneHotEmbedding(Decoder("paxml-500b", 102, 20480, 81920, 160, 160, 128, 32000, 1024, 4096,
+                              "gelu", "layernorm", "paxml LmCloudSpmd512B; vocab 32000 assumed"),
+                      kPraxisLookup),
       FlashAttention(
           Decoder("llama3-8b", 32, 4096, 14336, 32, 8, 128, 128256, 8192, 512, "swiglu", "rmsnorm",
                   "Llama 3 model card; batch assumed (4M tokens = 512 x 8192)"),
@@ -112,31 +134,42 @@ std::vector<ModelConfig> Presets() {
       FlashAttention(Decoder("llama3-70b", 80, 8192, 28672, 64, 8, 128, 128256, 8192, 512, "swiglu",
                              "rmsnorm", "Llama 3 model card; batch assumed (4M tokens)"),
                      kLlamaAttention),
-      Encoder(Decoder(
-          "bert-480b", 64, 16384, 131072, 256, 1, 128, 30592, 512, 4096, "swiglu", "layernorm",
-          "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
-          "L, d_model, d_ff, 256 heads of 128, multi-query, gated SiLU, seq 512, batch "
-          "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522, padded to 30592, "
-          "a multiple of 128, as Megatron's BERT pads it, for the model axis to split "
-          "it) and LayerNorm assumed; the loss is cross-entropy at every position (the masked-LM "
-          "objective's 15% of positions not modelled)")),
+      OneHotEmbedding(
+          Encoder(Decoder(
+              "bert-480b", 64, 16384, 131072, 256, 1, 128, 30592, 512, 4096, "swiglu", "layernorm",
+              "MLPerf Training v1.1 open division, Google's 480B BERT (BRIEF section 8: "
+              "L, d_model, d_ff, 256 heads of 128, multi-query, gated SiLU, seq 512, batch "
+              "4096, mesh [256, 8]); BERT's WordPiece vocabulary (30522, padded to 30592, "
+              "a multiple of 128, as Megatron's BERT pads it, for the model axis to split "
+              "it) and LayerNorm assumed; the loss is cross-entropy at every position (the "
+              "masked-LM "
+              "objective's 15% of positions not modelled)")),
+          kAssumedPraxisLookup),
       FlashAttention(
           Decoder("llama3-405b", 126, 16384, 53248, 128, 8, 128, 128256, 8192, 2048, "swiglu",
                   "rmsnorm", "Dubey et al. 2024, table 3 and 4 (16M tokens = 2048 x 8192)"),
           kLlamaAttention),
-      EncoderDecoderOf(Decoder("tiny-t5", 2, 32, 64, 4, 4, 8, 64, 8, 4, "gelu", "rmsnorm",
-                               "a small T5-like encoder-decoder for tests (not a published model)"),
-                       2),
-      EncoderDecoderOf(
-          Decoder("t5-500b", 64, 16384, 65536, 128, 128, 128, 32128, 512, 2048, "gelu", "rmsnorm",
+      OneHotEmbedding(
+          EncoderDecoderOf(Decoder("tiny-t5", 2, 32, 64, 4, 4, 8, 64, 8, 4, "gelu", "rmsnorm",
+                                   "a small T5-like encoder-decoder for tests (not a published "
+                                   "model)"),
+                           2),
+          "as t5-500b's"),
+      OneHotEmbedding(
+          EncoderDecoderOf(
+              Decoder(
+                  "t5-500b", 64, 16384, 65536, 128, 128, 128, 32128, 512, 2048, "gelu", "rmsnorm",
                   "ASSUMED throughout: the paper's T5-like ~500B encoder-decoder has no public "
                   "config (BRIEF section 8). Taken as T5's shape (Raffel et al. 2020) widened: "
                   "64 encoder and 64 decoder layers of d_model 16384, d_ff 65536, 128 heads of "
                   "128 (490B parameters), T5's vocabulary of 32128, 512 positions on both sides, "
                   "batch 2048, RMSNorm and GELU (T5.1.1's gated GELU not modelled)"),
-          64),
-      WithAuxLoss(
-          Experts(Decoder("glam-1.2t", 64, 8192, 32768, 128, 128, 64, 256000, 1024, 1024, "gelu",
+              64),
+          kAssumedPraxisLookup),
+      OneHotEmbedding(
+          WithAuxLoss(
+              Experts(
+                  Decoder("glam-1.2t", 64, 8192, 32768, 128, 128, 64, 256000, 1024, 1024, "gelu",
                           "layernorm",
                           "Du et al. 2022 (GLaM 64B/64E): 64 layers, every other one 64 experts "
                           "with top-2 gating, d_model 8192, d_ff 32768, 128 heads, 1024 positions, "
@@ -146,15 +179,18 @@ std::vector<ModelConfig> Presets() {
                           "tokens), LayerNorm, routing groups of a whole sequence and the "
                           "auxiliary loss's weight 0.01 (Switch's) assumed"),
                   64, 2, 2.0, 2),
-          0.01),
-      Encoder(Decoder("speech-10b", 48, 4096, 16384, 32, 32, 128, 1024, 1024, 1024, "gelu",
-                      "layernorm",
-                      "ASSUMED throughout: Wang et al. 2023 report a ~10B speech model with no "
-                      "public config (BRIEF section 8). Taken as a Conformer-like encoder without "
-                      "its convolution modules: 48 layers of d_model 4096 (12 L d^2 = 9.7B), "
-                      "d_ff 4 d, 32 heads of 128, 1024 frames after 4x subsampling, 1024 "
-                      "word-piece targets per frame (a per-frame cross-entropy standing for CTC "
-                      "or RNN-T), batch 1024 utterances")),
+              0.01),
+          kAssumedPraxisLookup),
+      OneHotEmbedding(
+          Encoder(Decoder(
+              "speech-10b", 48, 4096, 16384, 32, 32, 128, 1024, 1024, 1024, "gelu", "layernorm",
+              "ASSUMED throughout: Wang et al. 2023 report a ~10B speech model with no "
+              "public config (BRIEF section 8). Taken as a Conformer-like encoder without "
+              "its convolution modules: 48 layers of d_model 4096 (12 L d^2 = 9.7B), "
+              "d_ff 4 d, 32 heads of 128, 1024 frames after 4x subsampling, 1024 "
+              "word-piece targets per frame (a per-frame cross-entropy standing for CTC "
+              "or RNN-T), batch 1024 utterances")),
+          kAssumedPraxisLookup),
   };
 }
 
@@ -235,6 +271,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
                                                                 "moe_every",
                                                                 "expert_group",
                                                                 "aux_loss_weight",
+                                                                "embedding",
                                                                 "compute_type",
                                                                 "param_type",
                                                                 "activation_type",
@@ -266,6 +303,7 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "moe_every", &m.moe_every, where));
   LOOM_RETURN_IF_ERROR(Read(json, "expert_group", &m.expert_group, where));
   LOOM_RETURN_IF_ERROR(Read(json, "aux_loss_weight", &m.aux_loss_weight, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "embedding", &m.embedding, where));
   LOOM_RETURN_IF_ERROR(Read(json, "compute_type", &m.compute_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
@@ -323,6 +361,7 @@ std::string ModelConfigJson(const ModelConfig& m) {
                                 {"moe_every", m.moe_every},
                                 {"expert_group", m.expert_group},
                                 {"aux_loss_weight", m.aux_loss_weight},
+                                {"embedding", m.embedding},
                                 {"compute_type", m.compute_type},
                                 {"param_type", m.param_type},
                                 {"activation_type", ActivationType(m)},

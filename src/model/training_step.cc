@@ -2520,8 +2520,7 @@ class StepWriter {
     std::optional<Head> head;
     if (phase.embed_grad) {
       const Value ids = MicroBatchRows(c, s.tokens, s.embed_micro);
-      s.dembed =
-          c.Add(s.dembed, EmbedGrad(c, {OneHot(c, IdsAsGathered(c, ids), C_), {}}, s.embed_dx));
+      s.dembed = EmbedGrad(c, {Lookup(c, ids), {}}, s.embed_dx, s.dembed);
     }
     if (phase.forward) {
       const Value j = c.Sub(t, stage);
@@ -2677,24 +2676,62 @@ class StepWriter {
   }
 
   // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
-  // device's one-hot rows over its slice of the vocabulary (of every row
-  // of the model axis, in IdsAsGathered's order), which the embedding's
-  // gradient reads, and x0 = onehot . embed in the activation type, each
-  // device's partial product summed over the model axis (under sequence
-  // parallelism its rows of the sum, by reduce-scatter).
+  // device looks up the ids (of every row of the model axis, in
+  // IdsAsGathered's order) in its slice of the vocabulary, zeros for the
+  // ids outside it, in the compute type (bf16: the rows as a bf16 table
+  // holds them) and then the activation type, and the partial rows are
+  // summed over the model axis (under sequence parallelism each device's
+  // rows of the sum, by reduce-scatter). `lookup` is what the gradient
+  // reads again: the one-hot rows, or the ids' rows in the slice.
   struct Embedded {
-    Value onehot, x0;
+    Value lookup, x0;
   };
+  bool OneHotEmbedding() const { return m_.embedding == "one-hot"; }
+  Value Lookup(ComputationEmitter& c, const Value& ids) {
+    return OneHotEmbedding() ? OneHot(c, IdsAsGathered(c, ids), C_)
+                             : RowsInSlice(c, IdsAsGathered(c, ids));
+  }
   Embedded Embed(ComputationEmitter& c, const Value& ids, const Value& embed) {
-    const Value onehot = OneHot(c, IdsAsGathered(c, ids), C_);
-    const Value partial = c.Dot(onehot, c.Convert(embed, C_), {{}, {}, {1}, {0}}, A_);
-    return {onehot, HeldSumOverModel(c, partial)};
+    const Value lookup = Lookup(c, ids);
+    if (OneHotEmbedding()) {
+      const Value partial = c.Dot(lookup, c.Convert(embed, C_), {{}, {}, {1}, {0}}, A_);
+      return {lookup, HeldSumOverModel(c, partial)};
+    }
+    // An id outside the slice reads the slice's last row (gather clamps),
+    // which the select then drops.
+    const Value rows = c.Convert(c.Convert(c.TakeRows(embed, lookup), C_), A_);
+    const Value inside =
+        c.Compare(lookup, c.Full("s32", static_cast<double>(s_.V), lookup.dims), "LT");
+    const Value partial =
+        c.Select(c.Broadcast(inside, rows.dims, {0}), rows, c.Full(A_, 0, rows.dims));
+    return {lookup, HeldSumOverModel(c, partial)};
   }
   // The embedding's gradient (this device's rows of the vocabulary) from
   // dx0, the gradient of x0 (every row of the model axis's: gathered under
-  // sequence parallelism).
-  Value EmbedGrad(ComputationEmitter& c, const Embedded& in, const Value& dx0) {
-    return c.Dot(in.onehot, c.Convert(GatherRows(c, dx0), C_), {{}, {}, {0}, {0}}, P_);
+  // sequence parallelism), added into `into` where given (a gather's
+  // scatter adds in place).
+  Value EmbedGrad(ComputationEmitter& c, const Embedded& in, const Value& dx0,
+                  const std::optional<Value>& into = std::nullopt) {
+    const Value dx = c.Convert(GatherRows(c, dx0), C_);
+    if (OneHotEmbedding()) {
+      const Value grad = c.Dot(in.lookup, dx, {{}, {}, {0}, {0}}, P_);
+      return into ? c.Add(*into, grad) : grad;
+    }
+    const Value base = into ? *into : c.Full(P_, 0, {s_.V, m_.d_model});
+    return c.ScatterAddRows(base, in.lookup, c.Convert(dx, P_));
+  }
+  // Each id's row in this device's slice of the vocabulary [rows] (s32),
+  // the slice's size V for an id outside it (a scatter drops it).
+  Value RowsInSlice(ComputationEmitter& c, const Value& ids) {
+    Value local = ids;
+    if (plan_.tensor > 1) {
+      const Value first = c.Mul(Position(c, 1, plan_.tensor), c.ScalarInt(s_.V));
+      local = c.Sub(ids, c.Broadcast(first, ids.dims, {}));
+    }
+    const Value zero = c.Full("s32", 0, ids.dims),
+                end = c.Full("s32", static_cast<double>(s_.V), ids.dims);
+    const Value inside = c.Binary("and", c.Compare(local, zero, "GE"), c.Compare(local, end, "LT"));
+    return c.Select(inside, local, end);
   }
   // The loss is the mean over the global batch's tokens.
   double BatchTokens() const { return static_cast<double>(m_.batch * m_.seq); }
@@ -3190,6 +3227,7 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(one_of(m.mlp, {"gelu", "swiglu"}, "mlp"));
   LOOM_RETURN_IF_ERROR(one_of(m.norm, {"layernorm", "rmsnorm"}, "norm"));
   LOOM_RETURN_IF_ERROR(one_of(m.attention, {"materialized", "fused"}, "attention"));
+  LOOM_RETURN_IF_ERROR(one_of(m.embedding, {"gather", "one-hot"}, "embedding"));
   LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
   LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
   LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));

@@ -137,6 +137,14 @@ struct ModelConfig {
   // summed over the MoE layers. f_e counts, so the gradient flows through
   // P_e alone. 0: none.
   double aux_loss_weight = 0;
+  // How the embedding looks its rows up: "gather" takes each token's row
+  // (a gather; its gradient a scatter-add into the rows), as Megatron's
+  // vocab-parallel embedding, PyTorch's and flax's do; "one-hot" multiplies
+  // one-hot rows by the table (and the gradient by their transpose), as
+  // praxis's SPMD sharding sets lookup_style='matmul' for TPUs. Either way
+  // each device of the model axis looks up the ids in its slice of the
+  // vocabulary, zeros for the others, summed over the axis.
+  std::string embedding = "gather";
   std::string compute_type = "f32";  // dot operands: bf16 | f32 | f64
   std::string param_type = "f32";    // master weights, arithmetic, accumulation: f32 | f64
   // What the activations are held and sent in: the residual stream between

@@ -1439,6 +1439,49 @@ TEST(VocabParallel, EachDeviceOfTheModelAxisHoldsItsSliceOfTheVocabulary) {
             "Megatron's --make-vocab-size-divisible-by does");
 }
 
+// The embedding looked up by gather (its gradient a scatter-add) and by
+// one-hot products compute the same step: the same rows, so the same loss
+// bit for bit, and the same embedding gradient up to the order of each
+// row's sum (the scatter adds a row's tokens in order, the product's
+// kernel as it blocks), which Adam's first step turns into the same update
+// but where a gradient's sign is as close to zero as its rounding. With
+// SGD the updates differ by at most the rounding of those sums.
+TEST(Embedding, GatherAndOneHotLookupsComputeTheSameStep) {
+  for (const Case& c :
+       {Case{"tiny", 1, 1}, Case{"tiny", 2, 1}, Case{"tiny", 2, 1, 1, 1, true},
+        Case{"tiny", 1, 2, 1, 1, false, 3}, OneFOneB(Case{"tiny", 1, 1, 2, 2}),
+        Case{"tiny-t5", 2, 1, 1, 1, true}, Case{"tiny-gqa", 2, 2, 1, 2, false, 0, "bf16"}}) {
+    ModelConfig m = ModelPreset(c.preset).value();
+    m.compute_type = c.compute_type;
+    ParallelPlan plan = PlanOf(c);
+    plan.optimizer = "sgd";
+    const std::vector<Tensor> full = FullInputs(*Build(m, ParallelPlan{}), m, 11);
+    const int64_t devices = c.tensor * c.data * c.pipeline;
+    std::vector<std::vector<Tensor>> outputs;
+    for (const std::string lookup : {"gather", "one-hot"}) {
+      m.embedding = lookup;
+      const auto module = Build(m, plan);
+      int64_t gathers = 0, scatters = 0;
+      for (const ir::Instruction* instruction : Instructions(*module)) {
+        gathers += instruction->opcode() == ir::Opcode::kGather;
+        scatters += instruction->opcode() == ir::Opcode::kScatter;
+      }
+      EXPECT_EQ(gathers > 0 && scatters > 0, lookup == "gather") << c.preset << " " << lookup;
+      std::vector<Tensor> leaves;
+      for (const auto& result : RunStep(*module, devices, DeviceInputs(full, m, plan))) {
+        for (const Tensor* leaf : exec::OutputLeaves(result.output)) leaves.push_back(*leaf);
+      }
+      outputs.push_back(std::move(leaves));
+    }
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    EXPECT_EQ(RelativeDifference(outputs[0][0], outputs[1][0]), 0) << c.preset << ": the loss";
+    for (size_t o = 1; o < outputs[0].size(); ++o) {
+      EXPECT_LE(RelativeDifference(outputs[0][o], outputs[1][o]), 1e-6)
+          << c.preset << " output " << o;
+    }
+  }
+}
+
 // ZeRO over devices that divide no dimension of some weights pads those
 // weights' shards: what the footprint counts of the optimizer state (Adam's
 // moments, Adafactor's factored means, cut where they keep the weight's cut

@@ -94,6 +94,7 @@ void AddModelCommand(CLI::App& app) {
     std::string optimizer;
     std::string param_type;
     std::string compute_type;
+    std::string embedding;
     std::string activation_type;
     std::string recompute;
     std::string output;
@@ -191,6 +192,11 @@ void AddModelCommand(CLI::App& app) {
   command->add_option("--compute-type", options->compute_type, "bf16, f32 or f64 (dot operands)")
       ->check(CLI::IsMember({"bf16", "f32", "f64"}));
   command
+      ->add_option("--embedding", options->embedding,
+                   "gather (each token's row; its gradient a scatter-add, as Megatron's) or "
+                   "one-hot (products with one-hot rows, as praxis's SPMD models on TPUs)")
+      ->check(CLI::IsMember({"gather", "one-hot"}));
+  command
       ->add_option("--activation-type", options->activation_type,
                    "bf16, f32 or f64: what activations are held and sent in (the residual "
                    "stream, the model axis's sums and gathers, what stages hand on, KV caches; "
@@ -240,6 +246,7 @@ void AddModelCommand(CLI::App& app) {
     if (!options->param_type.empty()) m.param_type = options->param_type;
     if (!options->compute_type.empty()) m.compute_type = options->compute_type;
     if (!options->activation_type.empty()) m.activation_type = options->activation_type;
+    if (!options->embedding.empty()) m.embedding = options->embedding;
     if (options->plan.empty()) plan.name = model::PlanName(plan);
     if (options->show) {
       WriteOutput(options->output, model::ModelConfigJson(m));
