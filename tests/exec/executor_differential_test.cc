@@ -320,6 +320,11 @@ TEST(ExecutorDifferential, GatherAndScatter) {
          "  at = s32[3,2] constant({{ {{1, 2}}, {{3, 5}}, {{0, -4}} }})\n"
          "  ROOT r = {0}[3,3,2] gather(p0, at), offset_dims={{1,2}}, collapsed_slice_dims={{0}}, "
          "start_index_map={{0,2}}, index_vector_dim=1, slice_sizes={{1,3,2}}\n");
+    same("gather at unsigned indices, one above 2^63",
+         "  p0 = {0}[8,5] parameter(0)\n"
+         "  at = u64[3] constant({{2, 18446744073709551615, 9}})\n"
+         "  ROOT r = {0}[3,5] gather(p0, at), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+         "start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,5}}\n");
     same("gather, index vectors along dimension 0",
          "  p0 = {0}[4,6] parameter(0)\n"
          "  at = s32[2,3] constant({{ {{1, 3, 0}}, {{2, 9, 4}} }})\n"

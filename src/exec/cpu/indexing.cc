@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "exec/cpu/kernels.h"
+#include "exec/scalar_ops.h"
 #include "exec/tensor.h"
 #include "ir/gather_scatter.h"
 #include "ir/reduction.h"
@@ -91,8 +92,10 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
     for (int64_t k = 0; k < vectors.length; ++k) {
       const int64_t d = dims->start_index_map[static_cast<size_t>(k)];
       const int64_t limit = operand_dims[static_cast<size_t>(d)] - dims->slice_sizes[d];
-      start[static_cast<size_t>(d)] =
-          std::clamp<int64_t>(IndexEntry(indices, vectors, b, k), 0, limit);
+      const int64_t entry = IndexEntry(indices, vectors, b, k);
+      // Unsigned indices above 2^63 read as negative; they clamp high.
+      const bool huge_unsigned = scalar::IsUnsignedLike(indices.type()) && entry < 0;
+      start[static_cast<size_t>(d)] = huge_unsigned ? limit : std::clamp<int64_t>(entry, 0, limit);
     }
     int64_t out_base = 0;
     for (size_t k = 0; k < batch_out_dims.size(); ++k) {

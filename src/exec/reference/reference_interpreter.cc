@@ -686,7 +686,9 @@ Expected<Tensor> Evaluation::Gather(const Instruction& instruction) const {
         std::fill(from.begin(), from.end(), 0);
         for (size_t k = 0; k < vector.size(); ++k) {
           const int64_t d = dims.start_index_map[k];
-          from[d] = std::clamp<int64_t>(vector[k], 0, operand_dims[d] - dims.slice_sizes[d]);
+          const int64_t limit = operand_dims[d] - dims.slice_sizes[d];
+          const bool huge_unsigned = scalar::IsUnsignedLike(indices.type()) && vector[k] < 0;
+          from[d] = huge_unsigned ? limit : std::clamp<int64_t>(vector[k], 0, limit);
         }
         size_t next = 0;
         for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
