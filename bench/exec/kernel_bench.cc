@@ -213,6 +213,43 @@ std::vector<Case> Cases() {
                      std::memcpy(&c[1024 * kCols], quarter.data(), 1024 * kCols * 4);
                    },
                    2.0});
+  // An embedding's lookup and its gradient: 1024 rows of the 4096 taken
+  // (a fixed scatter of them, some twice), and added back.
+  static std::vector<int64_t> ids(1024);
+  std::string ids_text;
+  for (int64_t i = 0; i < 1024; ++i) {
+    ids[i] = (i * 2654435761LL) % 4096 / 2 * 2;  // even rows only: some taken twice
+    ids_text += (i == 0 ? "" : ", ") + std::to_string(ids[i]);
+  }
+  cases.push_back({"gather 1024 rows of f32 4096^2 (4M)",
+                   fmt::format("  p0 = {} parameter(0)\n  ids = s32[1024] constant({{{}}})\n"
+                               "  ROOT r = f32[1024,{}] gather(p0, ids), offset_dims={{1}}, "
+                               "collapsed_slice_dims={{0}}, start_index_map={{0}}, "
+                               "index_vector_dim=1, slice_sizes={{1,{}}}\n",
+                               big, ids_text, kCols, kCols),
+                   [] {
+                     for (int64_t i = 0; i < 1024; ++i) {
+                       std::memcpy(&c[i * kCols], &a[ids[i] * kCols], kCols * 4);
+                     }
+                   },
+                   2.0});
+  cases.push_back({"scatter-add 1024 rows (4M) into f32 4096^2",
+                   fmt::format("  p0 = {} parameter(0)\n  p1 = f32[1024,{}] parameter(1)\n"
+                               "  ids = s32[1024] constant({{{}}})\n"
+                               "  ROOT r = {} scatter(p0, ids, p1), update_window_dims={{1}}, "
+                               "inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, "
+                               "index_vector_dim=1, to_apply=%sum\n",
+                               big, kCols, ids_text, big),
+                   // The operand is the caller's (live after): copied, then added into.
+                   [] {
+                     std::memcpy(c.data(), a.data(), kElements * 4);
+                     for (int64_t i = 0; i < 1024; ++i) {
+                       float* row = &c[ids[i] * kCols];
+                       const float* update = &quarter[i * kCols];
+                       for (int64_t k = 0; k < kCols; ++k) row[k] += update[k];
+                     }
+                   },
+                   2.0});
   cases.push_back(
       {"concatenate 2 x 8M f32",
        fmt::format("  p0 = f32[{0},{1}] parameter(0)\n  p1 = f32[{0},{1}] parameter(1)\n"
