@@ -440,7 +440,10 @@ class StepWriter {
       const Value& k, const Value& v)>;
 
   // The stage's layers on x, each writing its entry of the caches k and v:
-  // (out, k, v).
+  // (out, k, v). Where a stage is a layer short (uneven stages), its empty
+  // slot runs a layer on whatever weights it holds and hands its input on;
+  // its entries of the caches hold what that layer wrote, which only that
+  // slot reads again.
   std::tuple<Value, Value, Value> CachedLayers(ComputationEmitter& e, std::string_view name,
                                                const Value& x, const Value& k, const Value& v,
                                                const std::vector<Value>& stacked,
@@ -452,8 +455,9 @@ class StepWriter {
           const std::vector<Value> w(in.begin() + 4, in.end());
           const auto [out, keys, values] =
               layer(c, in[1], SliceLayer(c, w, in[0]).front(), in[0], in[2], in[3]);
-          std::vector<Value> next = {out, Store(c, in[2], keys, in[0]),
-                                     Store(c, in[3], values, in[0])};
+          const std::optional<Value> empty = EmptySlot(c, in[0], LayerStack{});
+          std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out,
+                                     Store(c, in[2], keys, in[0]), Store(c, in[3], values, in[0])};
           next.insert(next.end(), w.begin(), w.end());
           return next;
         });
@@ -3462,12 +3466,6 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (plan.virtual_stages != 1) {
     return Error{
         "interleaved stages are built for training steps, not for serving: virtual_stages 1"};
-  }
-  if (LayoutOf(model.layers, plan).Uneven()) {
-    return Error{fmt::format(
-        "uneven pipeline stages are built for training steps, not for serving: pipeline ({}) "
-        "must divide layers ({})",
-        plan.pipeline, model.layers)};
   }
   if (model.experts > 0) {
     return Error{"mixture-of-experts layers are built for training steps, not for serving"};

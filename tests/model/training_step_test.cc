@@ -1579,8 +1579,8 @@ TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatc
 // are 8 a stage but 7 on the first and the last (Dubey et al. 2024), and
 // with 4 virtual stages the first and last chunks of 2 hold one. An empty
 // slot's weights get no gradient, whatever they hold (the step, optimizer
-// none, outputs the gradients); a plan with more chunks than layers, and
-// a serving step with uneven stages, are refused.
+// none, outputs the gradients); a plan with more chunks than layers is
+// refused.
 TEST(UnevenStages, LeaveTheFirstAndLastChunksALayerShortAndGiveTheirEmptySlotsNoGradient) {
   ParallelPlan llama;
   llama.pipeline = 16;
@@ -1636,13 +1636,77 @@ TEST(UnevenStages, LeaveTheFirstAndLastChunksALayerShortAndGiveTheirEmptySlotsNo
   EXPECT_EQ(too_few.error().message,
             "layers (3) are fewer than pipeline x virtual_stages (4 x 1): every chunk of stages "
             "holds at least one");
-  plan.pipeline = 2;
-  plan.optimizer = "adam";
-  const Expected<std::string> serving = BuildInferenceStep(m, plan, {});
-  ASSERT_FALSE(serving.ok());
-  EXPECT_EQ(serving.error().message,
-            "uneven pipeline stages are built for training steps, not for serving: pipeline (2) "
-            "must divide layers (3)");
+}
+
+// Serving through uneven stages: 3 layers on 2 stages, stage 0 holding
+// layer 0 and an empty slot (given a copy of its first slot's weights, a
+// layer it could hold), stage 1 layers 1 and 2. The prefill and the decode
+// give the 1-device steps' logits and caches in the slots that hold layers
+// bit for bit without the model axis (the empty slot hands its input on
+// and adds nothing), within rounding with it.
+TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  m.layers = 3;
+  const std::vector<WeightInfo> infos = Weights(m);
+  const std::vector<Tensor> weights = FullWeights(m, 31);
+  const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 32);
+  const Tensor token = Tokens(m.batch, 1, m.vocab, 33);
+  const ParallelPlan one;
+  const auto prompt =
+      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+  const auto caches = exec::OutputLeaves(prompt[0].output);
+  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
+                                            Positions(*caches[2], 2, 0, 5, 6)};
+  const auto step =
+      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+  for (const int64_t tensor : {1, 2}) {
+    ParallelPlan plan;
+    plan.tensor = tensor;
+    plan.pipeline = 2;
+    plan.micro_batches = 2;
+    const PipelineLayout layout = LayoutOf(m.layers, plan);
+    ASSERT_TRUE(layout.Uneven());
+    const int64_t devices = Devices(plan);
+    // A cache [L, b, positions, kv heads, hd]: the stage's layers in its
+    // slots (zeros in the empty one), the kv heads over the model axis.
+    const auto cache_part = [&](const Tensor& full, int64_t d) {
+      return Shard(StageLayers(full, plan, StageOf(plan, d)), 3, tensor, d % tensor);
+    };
+    for (const std::string kind : {"prefill", "decode"}) {
+      std::vector<std::vector<Tensor>> inputs;
+      for (int64_t d = 0; d < devices; ++d) {
+        std::vector<Tensor> mine = {kind == "prefill" ? tokens : token};
+        for (size_t w = 0; w < weights.size(); ++w) {
+          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
+          if (infos[w].stacked) {
+            SetEmptySlots(mine.back(), infos[w].dims[0], plan, d, EmptySlots::kCopy);
+          }
+        }
+        if (kind == "decode") {
+          for (const Tensor& cache : cache_inputs) mine.push_back(cache_part(cache, d));
+        }
+        inputs.push_back(std::move(mine));
+      }
+      const auto results =
+          RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
+      const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
+      double worst = 0;
+      for (int64_t d = 0; d < devices; ++d) {
+        const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+        ASSERT_EQ(got.size(), 3u);
+        worst = std::max(worst, RelativeDifference(*got[0], *expected[0]));
+        // The slots that hold layers; an empty slot's entries are its own.
+        const int64_t held = layout.Blocks(StageOf(plan, d));
+        for (size_t cache = 1; cache <= 2; ++cache) {
+          const Tensor want = cache_part(*expected[cache], d);
+          worst = std::max(worst, RelativeDifference(Positions(*got[cache], 0, 0, held, held),
+                                                     Positions(want, 0, 0, held, held)));
+        }
+      }
+      EXPECT_LE(worst, tensor == 1 ? 0.0 : std::ldexp(1.0, -12)) << kind << " tp=" << tensor;
+    }
+  }
 }
 
 // Under a pipeline the head runs one micro-batch at a time, as the last
