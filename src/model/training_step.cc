@@ -443,22 +443,28 @@ class StepWriter {
   // (out, k, v). Where a stage is a layer short (uneven stages), its empty
   // slot runs a layer on whatever weights it holds and hands its input on;
   // its entries of the caches hold what that layer wrote, which only that
-  // slot reads again.
+  // slot reads again. With interleaved stages, `chunk` (the local layer its
+  // chunk starts at) runs that chunk's layers, k and v its caches.
   std::tuple<Value, Value, Value> CachedLayers(ComputationEmitter& e, std::string_view name,
                                                const Value& x, const Value& k, const Value& v,
                                                const std::vector<Value>& stacked,
-                                               const CachedLayer& layer) {
+                                               const CachedLayer& layer,
+                                               const std::optional<Value>& chunk) {
     std::vector<Value> init = {x, k, v};
     init.insert(init.end(), stacked.begin(), stacked.end());
+    if (chunk) init.push_back(*chunk);
+    const auto weights = static_cast<long>(stacked.size());
+    const int64_t trips = chunk ? ChunkLayers() : s_.L;
     const std::vector<Value> done =
-        Loop(e, name, init, s_.L, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> w(in.begin() + 4, in.end());
+        Loop(e, name, init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
+          const std::vector<Value> w(in.begin() + 4, in.begin() + 4 + weights);
+          const Value slot = chunk ? c.Add(in.back(), in[0]) : in[0];
           const auto [out, keys, values] =
-              layer(c, in[1], SliceLayer(c, w, in[0]).front(), in[0], in[2], in[3]);
-          const std::optional<Value> empty = EmptySlot(c, in[0], LayerStack{});
+              layer(c, in[1], SliceLayer(c, w, slot).front(), in[0], in[2], in[3]);
+          const std::optional<Value> empty = EmptySlot(c, slot, LayerStack{});
           std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out,
                                      Store(c, in[2], keys, in[0]), Store(c, in[3], values, in[0])};
-          next.insert(next.end(), w.begin(), w.end());
+          next.insert(next.end(), in.begin() + 4, in.end());
           return next;
         });
     return {done[1], done[2], done[3]};
@@ -467,25 +473,30 @@ class StepWriter {
   // Prefill's layers on x [b*S, M]: every layer's k and v stored.
   std::tuple<Value, Value, Value> PrefillLayers(ComputationEmitter& e, const Value& x,
                                                 const Value& k, const Value& v,
-                                                const std::vector<Value>& stacked) {
-    return CachedLayers(e, "prefill_layer", x, k, v, stacked,
-                        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
-                            const Value&, const Value&, const Value&) {
-                          const LayerActs a = LayerForward(c, in, w);
-                          return std::tuple{a.out, Held(c, a.kc), Held(c, a.vc)};
-                        });
+                                                const std::vector<Value>& stacked,
+                                                const std::optional<Value>& chunk = {}) {
+    return CachedLayers(
+        e, "prefill_layer", x, k, v, stacked,
+        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w, const Value&,
+            const Value&, const Value&) {
+          const LayerActs a = LayerForward(c, in, w);
+          return std::tuple{a.out, Held(c, a.kc), Held(c, a.vc)};
+        },
+        chunk);
   }
 
   // Decode's layers on x [b, M] at position `context` of the caches.
   std::tuple<Value, Value, Value> DecodeLayers(ComputationEmitter& e, const Value& x,
                                                const Value& k, const Value& v,
-                                               const std::vector<Value>& stacked, int64_t context) {
-    return CachedLayers(e, "decode_layer", x, k, v, stacked,
-                        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
-                            const Value& layer, const Value& keys, const Value& values) {
-                          return DecodeLayer(c, in, w, Load(c, keys, layer), Load(c, values, layer),
-                                             context);
-                        });
+                                               const std::vector<Value>& stacked, int64_t context,
+                                               const std::optional<Value>& chunk = {}) {
+    return CachedLayers(
+        e, "decode_layer", x, k, v, stacked,
+        [&](ComputationEmitter& c, const Value& in, const LayerWeights& w, const Value& layer,
+            const Value& keys, const Value& values) {
+          return DecodeLayer(c, in, w, Load(c, keys, layer), Load(c, values, layer), context);
+        },
+        chunk);
   }
 
   // A stage's caches [L, n*b, ...] as n micro-batches [n, L, b, ...], and back.
@@ -624,19 +635,25 @@ class StepWriter {
   }
 
   // Serving through the pipeline: `layers` on each micro-batch with its
-  // caches ([n, L, b, positions, K, hd]). Returns (outputs, k, v).
-  std::tuple<Value, Value, Value> ServingPipeline(
-      ComputationEmitter& e, const Value& x0, int64_t rows, const Value& k, const Value& v,
-      const std::vector<Value>& stacked,
-      const std::function<std::tuple<Value, Value, Value>(ComputationEmitter&, const Value&,
-                                                          const Value&, const Value&,
-                                                          const std::vector<Value>&)>& layers) {
+  // caches ([n, L, b, positions, K, hd]); with interleaved stages on each
+  // pass, the pass's chunk of layers with their caches. Returns (outputs,
+  // k, v).
+  using ServedLayers = std::function<std::tuple<Value, Value, Value>(
+      ComputationEmitter&, const Value& x, const Value& k, const Value& v,
+      const std::vector<Value>& stacked, const std::optional<Value>& chunk)>;
+  std::tuple<Value, Value, Value> ServingPipeline(ComputationEmitter& e, const Value& x0,
+                                                  int64_t rows, const Value& k, const Value& v,
+                                                  const std::vector<Value>& stacked,
+                                                  const ServedLayers& layers) {
     const auto [out, caches] = MicroBatchPipeline(
         e, "serving_pipeline", x0, rows, {k, v}, stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>& stacks,
-            const Value& at, const std::optional<Value>&, const std::vector<Value>& weights) {
+            const Value& at, const std::optional<Value>& chunk, const std::vector<Value>& weights) {
+          const auto cache = [&](const Value& stack) {
+            return chunk ? LoadChunk(c, stack, at, *chunk) : Load(c, stack, at);
+          };
           const auto [y, keys, values] =
-              layers(c, x, Load(c, stacks[0], at), Load(c, stacks[1], at), weights);
+              layers(c, x, cache(stacks[0]), cache(stacks[1]), weights, chunk);
           return std::pair{y, std::vector<Value>{keys, values}};
         });
     return {out, caches[0], caches[1]};
@@ -2975,8 +2992,9 @@ std::string StepWriter::WritePrefill() {
     std::vector<int64_t> micro = CacheDims(s_.S);
     micro.insert(micro.begin(), s_.n);
     const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
-                            const Value& vin, const std::vector<Value>& w) {
-      return PrefillLayers(c, in, kin, vin, w);
+                            const Value& vin, const std::vector<Value>& w,
+                            const std::optional<Value>& chunk) {
+      return PrefillLayers(c, in, kin, vin, w, chunk);
     };
     std::tie(x, k, v) =
         ServingPipeline(e, x0, s_.T, e.Full(A_, 0, micro), e.Full(A_, 0, micro), stacked, layers);
@@ -3009,8 +3027,9 @@ std::string StepWriter::WriteDecode(int64_t context) {
   const Value x0 = Embed(e, token, weights[0]).x0;
   Value x, k, v;
   const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
-                          const Value& vin, const std::vector<Value>& w) {
-    return DecodeLayers(c, in, kin, vin, w, context);
+                          const Value& vin, const std::vector<Value>& w,
+                          const std::optional<Value>& chunk) {
+    return DecodeLayers(c, in, kin, vin, w, context, chunk);
   };
   if (Pipelined()) {
     std::tie(x, k, v) = ServingPipeline(e, x0, s_.b, ByMicroBatch(e, k_cache),
@@ -3018,7 +3037,7 @@ std::string StepWriter::WriteDecode(int64_t context) {
     k = ByLayer(e, k);
     v = ByLayer(e, v);
   } else {
-    std::tie(x, k, v) = layers(e, x0, k_cache, v_cache, stacked);
+    std::tie(x, k, v) = layers(e, x0, k_cache, v_cache, stacked, std::nullopt);
   }
   e.SetRoot(e.Tuple({ServedLogits(e, x, weights[1], weights[2]), k, v}));
   return module_.Text();
@@ -3462,10 +3481,6 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (plan.context != 1) {
     return Error{"context parallelism is built for training steps, not for serving: context 1"};
-  }
-  if (plan.virtual_stages != 1) {
-    return Error{
-        "interleaved stages are built for training steps, not for serving: virtual_stages 1"};
   }
   if (model.experts > 0) {
     return Error{"mixture-of-experts layers are built for training steps, not for serving"};

@@ -1638,35 +1638,43 @@ TEST(UnevenStages, LeaveTheFirstAndLastChunksALayerShortAndGiveTheirEmptySlotsNo
             "holds at least one");
 }
 
-// Serving through uneven stages: 3 layers on 2 stages, stage 0 holding
-// layer 0 and an empty slot (given a copy of its first slot's weights, a
-// layer it could hold), stage 1 layers 1 and 2. The prefill and the decode
-// give the 1-device steps' logits and caches in the slots that hold layers
-// bit for bit without the model axis (the empty slot hands its input on
-// and adds nothing), within rounding with it.
+// Serving through uneven and interleaved stages. 3 layers on 2 stages:
+// stage 0 holds layer 0 and an empty slot (given a copy of its first
+// slot's weights, a layer it could hold), stage 1 layers 1 and 2. 4 and 5
+// layers on 2 stages of 2 chunks each: each micro-batch passes the stages
+// twice, and of 5 layers the chunks 0, 1 and 3 hold one, chunk 2 two. The
+// prefill and the decode give the 1-device steps' logits and caches in the
+// slots that hold layers bit for bit without the model axis (an empty
+// slot hands its input on and adds nothing), within rounding with it.
 TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
-  ModelConfig m = ModelPreset("tiny-gqa").value();
-  m.compute_type = "f32";
-  m.layers = 3;
-  const std::vector<WeightInfo> infos = Weights(m);
-  const std::vector<Tensor> weights = FullWeights(m, 31);
-  const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 32);
-  const Tensor token = Tokens(m.batch, 1, m.vocab, 33);
-  const ParallelPlan one;
-  const auto prompt =
-      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
-  const auto caches = exec::OutputLeaves(prompt[0].output);
-  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
-                                            Positions(*caches[2], 2, 0, 5, 6)};
-  const auto step =
-      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
-  for (const int64_t tensor : {1, 2}) {
+  struct Plan {
+    int64_t layers, tensor, virtual_stages;
+  };
+  for (const Plan& p :
+       {Plan{3, 1, 1}, Plan{3, 2, 1}, Plan{4, 1, 2}, Plan{5, 1, 2}, Plan{5, 2, 2}}) {
+    ModelConfig m = ModelPreset("tiny-gqa").value();
+    m.compute_type = "f32";
+    m.layers = p.layers;
+    const std::vector<WeightInfo> infos = Weights(m);
+    const std::vector<Tensor> weights = FullWeights(m, 31);
+    const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 32);
+    const Tensor token = Tokens(m.batch, 1, m.vocab, 33);
+    const ParallelPlan one;
+    const auto prompt =
+        RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+    const auto caches = exec::OutputLeaves(prompt[0].output);
+    const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
+                                              Positions(*caches[2], 2, 0, 5, 6)};
+    const auto step =
+        RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+    const int64_t tensor = p.tensor;
     ParallelPlan plan;
     plan.tensor = tensor;
     plan.pipeline = 2;
     plan.micro_batches = 2;
+    plan.virtual_stages = p.virtual_stages;
     const PipelineLayout layout = LayoutOf(m.layers, plan);
-    ASSERT_TRUE(layout.Uneven());
+    ASSERT_EQ(layout.Uneven(), p.layers != 4);
     const int64_t devices = Devices(plan);
     // A cache [L, b, positions, kv heads, hd]: the stage's layers in its
     // slots (zeros in the empty one), the kv heads over the model axis.
@@ -1696,15 +1704,21 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
         const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
         ASSERT_EQ(got.size(), 3u);
         worst = std::max(worst, RelativeDifference(*got[0], *expected[0]));
-        // The slots that hold layers; an empty slot's entries are its own.
-        const int64_t held = layout.Blocks(StageOf(plan, d));
-        for (size_t cache = 1; cache <= 2; ++cache) {
-          const Tensor want = cache_part(*expected[cache], d);
-          worst = std::max(worst, RelativeDifference(Positions(*got[cache], 0, 0, held, held),
-                                                     Positions(want, 0, 0, held, held)));
+        // The slots that hold layers, chunk by chunk; an empty slot's
+        // entries are its own.
+        for (int64_t pass = 0; pass < plan.virtual_stages; ++pass) {
+          const int64_t from = pass * layout.slots;
+          const int64_t held = layout.Blocks(pass * plan.pipeline + StageOf(plan, d));
+          for (size_t cache = 1; cache <= 2; ++cache) {
+            const Tensor want = cache_part(*expected[cache], d);
+            worst = std::max(worst,
+                             RelativeDifference(Positions(*got[cache], 0, from, from + held, held),
+                                                Positions(want, 0, from, from + held, held)));
+          }
         }
       }
-      EXPECT_LE(worst, tensor == 1 ? 0.0 : std::ldexp(1.0, -12)) << kind << " tp=" << tensor;
+      EXPECT_LE(worst, tensor == 1 ? 0.0 : std::ldexp(1.0, -12))
+          << kind << " layers=" << p.layers << " tp=" << tensor << " v=" << p.virtual_stages;
     }
   }
 }
