@@ -83,10 +83,10 @@ bool IsMoeLayer(const ModelConfig& model, int64_t j) {
 int64_t RoutingGroup(const ModelConfig& model) {
   return model.expert_group > 0 ? model.expert_group : model.seq;
 }
-int64_t ExpertCapacity(const ModelConfig& model) {
+// The slots per expert of a routing group of `group` tokens.
+int64_t ExpertCapacity(const ModelConfig& model, int64_t group) {
   const double slots = model.capacity_factor * static_cast<double>(model.top_k) *
-                       static_cast<double>(RoutingGroup(model)) /
-                       static_cast<double>(model.experts);
+                       static_cast<double>(group) / static_cast<double>(model.experts);
   // (Less a hair, so that a whole number of slots computed inexactly stays whole.)
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(slots - 1e-9)));
 }
@@ -272,7 +272,7 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
         plan.virtual_stages;  // a stage's slots of blocks
   if (model.experts > 0) {
     s.E = model.experts / (plan.data * plan.context);
-    s.Cap = ExpertCapacity(model);
+    s.Cap = ExpertCapacity(model, RoutingGroup(model));
     s.Gs = RoutingGroup(model);
   }
   return s;
@@ -365,6 +365,13 @@ class StepWriter {
         s_(SizesOf(model, plan)),
         layout_(LayoutOf(model.layers / BlockLayers(model), plan)),
         infos_(Weights(model)) {
+    // A decode step's tokens, one a sequence, are one routing group per
+    // micro-batch (GShard routes what a step has; a group of positions of
+    // one sequence has a single token here).
+    if (kind == "decode" && model.experts > 0) {
+      s_.Gs = s_.b;
+      s_.Cap = ExpertCapacity(model, s_.b);
+    }
     const int64_t t = plan.tensor;
     P_ = model.param_type;
     C_ = model.compute_type;
@@ -427,10 +434,13 @@ class StepWriter {
     const Value slice = MatMul(e, e.Mul(norm.n, PerColumn(e, gf, x)), wout);
     return plan_.tensor > 1 ? e.AllGather(slice, 1, tensor_groups_) : slice;
   }
+  // A stage's layers, each with its KV caches: its slots of blocks, each
+  // block's layers (moe_every with experts, else one).
+  int64_t CachedLayerCount() const { return s_.L * BlockLayers(m_); }
   // One KV cache of `positions` per layer: [L, b, positions, K, hd] (b and
   // L a micro-batch's and a stage's).
   std::vector<int64_t> CacheDims(int64_t positions) const {
-    return {s_.L, s_.b, positions, s_.K, s_.hd};
+    return {CachedLayerCount(), s_.b, positions, s_.K, s_.hd};
   }
 
   // One layer with the KV caches of all the stage's layers ([L, b, positions,
@@ -459,11 +469,21 @@ class StepWriter {
         Loop(e, name, init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
           const std::vector<Value> w(in.begin() + 4, in.begin() + 4 + weights);
           const Value slot = chunk ? c.Add(in.back(), in[0]) : in[0];
-          const auto [out, keys, values] =
-              layer(c, in[1], SliceLayer(c, w, slot).front(), in[0], in[2], in[3]);
+          // A block's layers one after another, each with its caches' entry.
+          Value out = in[1], keys = in[2], values = in[3];
+          const std::vector<LayerWeights> block = SliceLayer(c, w, slot);
+          for (size_t j = 0; j < block.size(); ++j) {
+            const auto layers = static_cast<int64_t>(block.size());
+            const Value at = layers == 1 ? in[0]
+                                         : c.Add(c.Mul(in[0], c.ScalarInt(layers)),
+                                                 c.ScalarInt(static_cast<int64_t>(j)));
+            const auto [y, key, value] = layer(c, out, block[j], at, keys, values);
+            out = y;
+            keys = Store(c, keys, key, at);
+            values = Store(c, values, value, at);
+          }
           const std::optional<Value> empty = EmptySlot(c, slot, LayerStack{});
-          std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out,
-                                     Store(c, in[2], keys, in[0]), Store(c, in[3], values, in[0])};
+          std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out, keys, values};
           next.insert(next.end(), in.begin() + 4, in.end());
           return next;
         });
@@ -501,13 +521,13 @@ class StepWriter {
 
   // A stage's caches [L, n*b, ...] as n micro-batches [n, L, b, ...], and back.
   Value ByMicroBatch(ComputationEmitter& e, const Value& cache) {
-    std::vector<int64_t> split = {s_.L, s_.n, s_.b};
+    std::vector<int64_t> split = {CachedLayerCount(), s_.n, s_.b};
     split.insert(split.end(), cache.dims.begin() + 2, cache.dims.end());
     return e.Transpose(e.Reshape(cache, split), {1, 0, 2, 3, 4, 5});
   }
   Value ByLayer(ComputationEmitter& e, const Value& micro) {
     const Value layers = e.Transpose(micro, {1, 0, 2, 3, 4, 5});
-    std::vector<int64_t> joined = {s_.L, s_.n * s_.b};
+    std::vector<int64_t> joined = {CachedLayerCount(), s_.n * s_.b};
     joined.insert(joined.end(), micro.dims.begin() + 3, micro.dims.end());
     return e.Reshape(layers, joined);
   }
@@ -3401,12 +3421,14 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   };
   MemoryFootprint f;
   for (const WeightInfo& w : Weights(m)) f.weights += product(LocalDims(w, p)) * element;
-  const int64_t layers = LayoutOf(m.layers, p).slots * p.virtual_stages;  // a stage's
+  // A stage's layers: its slots of blocks, each block's layers.
+  const int64_t layers =
+      LayoutOf(m.layers / BlockLayers(m), p).slots * p.virtual_stages * BlockLayers(m);
   const int64_t local_batch = m.batch / p.data;
   if (serving != nullptr) {
     const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
-    f.activations =
-        2 * layers * local_batch * positions * (m.kv_heads / p.tensor) * m.head_dim * held;
+    f.activations = 2 * layers * local_batch * positions *
+                    (MultiQuery(m) ? 1 : m.kv_heads / p.tensor) * m.head_dim * held;
     return f;
   }
   f.gradients = f.weights;
@@ -3482,8 +3504,9 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (plan.context != 1) {
     return Error{"context parallelism is built for training steps, not for serving: context 1"};
   }
-  if (model.experts > 0) {
-    return Error{"mixture-of-experts layers are built for training steps, not for serving"};
+  if (model.experts > 0 && plan.virtual_stages > 1) {
+    return Error{
+        "mixture-of-experts layers are served without interleaved stages: virtual_stages 1"};
   }
   if (model.encoder_layers > 0) {
     return Error{"encoder-decoders are built for training steps, not for serving"};

@@ -726,34 +726,42 @@ std::vector<Tensor> Concat(Tensor first, const std::vector<Tensor>& rest,
 // is the same sum of the same products in the same order (the prefill's
 // masked positions add exact zeros).
 TEST(InferenceStep, DecodeContinuesThePrefill) {
-  ModelConfig m = ModelPreset("tiny-gqa").value();
-  m.compute_type = "f32";
-  const int64_t S = m.seq, b = m.batch;
-  const std::vector<Tensor> weights = FullWeights(m, 11);
-  const Tensor tokens = Tokens(b, S + 1, m.vocab, 12);
-  ModelConfig longer = m;
-  longer.seq = S + 1;
-  const ParallelPlan one;
-  const auto whole =
-      RunStep(*BuildInference(longer, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
-  const auto prompt = RunStep(*BuildInference(m, one, {"prefill", 0}), 1,
-                              {Concat(Positions(tokens, 1, 0, S, S), weights)});
-  const auto cached = exec::OutputLeaves(prompt[0].output);
-  const auto next = RunStep(
-      *BuildInference(m, one, {"decode", S}), 1,
-      {Concat(Positions(tokens, 1, S, S + 1, 1), weights,
-              {Positions(*cached[1], 2, 0, S, S + 1), Positions(*cached[2], 2, 0, S, S + 1)})});
-  const auto expected = exec::OutputLeaves(whole[0].output);
-  const auto got = exec::OutputLeaves(next[0].output);
-  ASSERT_EQ(got.size(), 3u);
-  const double logits = RelativeDifference(*got[0], *expected[0]);
-  const double keys = RelativeDifference(*got[1], *expected[1]);
-  const double values = RelativeDifference(*got[2], *expected[2]);
-  EXPECT_EQ(logits, 0);
-  EXPECT_EQ(keys, 0);
-  EXPECT_EQ(values, 0);
-  std::printf("[ model ] decode after prefill against prefill: logits %.3g, k %.3g, v %.3g\n",
-              logits, keys, values);
+  ModelConfig dense = ModelPreset("tiny-gqa").value();
+  // Experts with room for every token in the prefill's groups and in the
+  // decode's, so that none is dropped and each token's experts are the
+  // same whichever group it is routed in.
+  ModelConfig experts = ModelPreset("tiny-moe").value();
+  experts.capacity_factor = 4;
+  for (ModelConfig m : {dense, experts}) {
+    m.compute_type = "f32";
+    const int64_t S = m.seq, b = m.batch;
+    const std::vector<Tensor> weights = FullWeights(m, 11);
+    const Tensor tokens = Tokens(b, S + 1, m.vocab, 12);
+    ModelConfig longer = m;
+    longer.seq = S + 1;
+    if (m.experts > 0) longer.expert_group = S + 1;  // the prompt's groups, and one more position
+    const ParallelPlan one;
+    const auto whole =
+        RunStep(*BuildInference(longer, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+    const auto prompt = RunStep(*BuildInference(m, one, {"prefill", 0}), 1,
+                                {Concat(Positions(tokens, 1, 0, S, S), weights)});
+    const auto cached = exec::OutputLeaves(prompt[0].output);
+    const auto next = RunStep(
+        *BuildInference(m, one, {"decode", S}), 1,
+        {Concat(Positions(tokens, 1, S, S + 1, 1), weights,
+                {Positions(*cached[1], 2, 0, S, S + 1), Positions(*cached[2], 2, 0, S, S + 1)})});
+    const auto expected = exec::OutputLeaves(whole[0].output);
+    const auto got = exec::OutputLeaves(next[0].output);
+    ASSERT_EQ(got.size(), 3u);
+    const double logits = RelativeDifference(*got[0], *expected[0]);
+    const double keys = RelativeDifference(*got[1], *expected[1]);
+    const double values = RelativeDifference(*got[2], *expected[2]);
+    EXPECT_EQ(logits, 0) << m.name;
+    EXPECT_EQ(keys, 0) << m.name;
+    EXPECT_EQ(values, 0) << m.name;
+    std::printf("[ model ] %s: decode after prefill against prefill: logits %.3g, k %.3g, v %.3g\n",
+                m.name.c_str(), logits, keys, values);
+  }
 }
 
 // The tensor-, data- and pipeline-parallel prefill and decode against the
@@ -832,6 +840,99 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
           kind.c_str(), tensor, data, p.pipeline, p.micro_batches, worst);
     }
   }
+}
+
+// Serving a mixture of experts (tiny-moe: blocks of a dense and an MoE
+// layer, 4 experts, top-2, capacity factor 1). The prefill routes groups
+// of positions of a sequence, as training does; a decode step routes each
+// device's micro-batch of tokens as one group. So under the model axis and
+// the pipeline (one micro-batch) every device routes what the 1-device
+// step routes, and the logits and caches agree with it; under the data axis
+// (the experts split over it, their tokens sent by all-to-all) each replica
+// decodes what the 1-device step decodes of its own sequences.
+TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
+  ModelConfig m = ModelPreset("tiny-moe").value();
+  m.compute_type = "f32";
+  const std::vector<WeightInfo> infos = Weights(m);
+  const std::vector<Tensor> weights = FullWeights(m, 41);
+  const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 42);
+  const Tensor token = Tokens(m.batch, 1, m.vocab, 43);
+  struct Plan {
+    int64_t tensor, data, pipeline;
+  };
+  for (const Plan& p : {Plan{2, 1, 1}, Plan{1, 1, 2}, Plan{1, 2, 1}, Plan{2, 2, 1}}) {
+    ParallelPlan plan;
+    plan.tensor = p.tensor;
+    plan.data = p.data;
+    plan.pipeline = p.pipeline;
+    const int64_t devices = Devices(plan);
+    // What the 1-device steps compute of replica r's sequences.
+    ModelConfig replica = m;
+    replica.batch = m.batch / p.data;
+    const ParallelPlan one;
+    for (const std::string kind : {"prefill", "decode"}) {
+      std::vector<std::vector<exec::DeviceResult>> expected;
+      std::vector<Tensor> cache_inputs_of_replica;
+      for (int64_t r = 0; r < p.data; ++r) {
+        const Tensor mine = Shard(tokens, 0, p.data, r);
+        const auto prompt =
+            RunStep(*BuildInference(replica, one, {"prefill", 0}), 1, {Concat(mine, weights)});
+        if (kind == "prefill") {
+          expected.push_back(prompt);
+          continue;
+        }
+        const auto caches = exec::OutputLeaves(prompt[0].output);
+        const std::vector<Tensor> cached = {Positions(*caches[1], 2, 0, 5, 6),
+                                            Positions(*caches[2], 2, 0, 5, 6)};
+        expected.push_back(RunStep(*BuildInference(replica, one, {"decode", 5}), 1,
+                                   {Concat(Shard(token, 0, p.data, r), weights, cached)}));
+        for (const Tensor& cache : cached) cache_inputs_of_replica.push_back(cache);
+      }
+      // A cache [L, b, positions, kv heads, hd]: the stage's layers, the
+      // replica's sequences, its kv heads.
+      const auto cache_part = [&](const Tensor& replica_cache, int64_t d) {
+        return Shard(Shard(replica_cache, 0, p.pipeline, StageOf(plan, d)), 3, p.tensor,
+                     d % p.tensor);
+      };
+      std::vector<std::vector<Tensor>> inputs;
+      for (int64_t d = 0; d < devices; ++d) {
+        const int64_t r = d / p.tensor % p.data;
+        std::vector<Tensor> mine = {Shard(kind == "prefill" ? tokens : token, 0, p.data, r)};
+        for (size_t w = 0; w < weights.size(); ++w) {
+          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
+        }
+        if (kind == "decode") {
+          for (int64_t k = 0; k < 2; ++k) {
+            mine.push_back(cache_part(cache_inputs_of_replica[static_cast<size_t>(2 * r + k)], d));
+          }
+        }
+        inputs.push_back(std::move(mine));
+      }
+      const auto results =
+          RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
+      double worst = 0;
+      for (int64_t d = 0; d < devices; ++d) {
+        const int64_t r = d / p.tensor % p.data;
+        const auto want = exec::OutputLeaves(expected[static_cast<size_t>(r)][0].output);
+        const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+        ASSERT_EQ(got.size(), 3u);
+        worst = std::max(worst, RelativeDifference(*got[0], *want[0]));
+        worst = std::max(worst, RelativeDifference(*got[1], cache_part(*want[1], d)));
+        worst = std::max(worst, RelativeDifference(*got[2], cache_part(*want[2], d)));
+      }
+      EXPECT_LE(worst, p.tensor == 1 ? 0.0 : std::ldexp(1.0, -12))
+          << kind << " tp=" << p.tensor << " dp=" << p.data << " pp=" << p.pipeline;
+    }
+  }
+  ParallelPlan interleaved;
+  interleaved.pipeline = 2;
+  interleaved.micro_batches = 2;
+  interleaved.virtual_stages = 2;
+  m.layers = 8;
+  const Expected<std::string> refused = BuildInferenceStep(m, interleaved, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "mixture-of-experts layers are served without interleaved stages: virtual_stages 1");
 }
 
 // The footprint's arithmetic on the tiny model (L=2, M=64, F=256, 4 heads
