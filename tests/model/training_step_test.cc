@@ -1626,8 +1626,7 @@ TEST(MemoryFootprint, CountsZerosPaddedShardsAsTheStepHoldsThem) {
 // 1F1B keeps a ring of min(n v, 2 P v - 1) micro-batches' (chunks') saved
 // values where GPipe keeps every micro-batch's: by the plan's arithmetic
 // and in the program's own peak, which falls by at least the difference
-// (and by the whole batch's one-hot rows, which 1F1B makes a micro-batch
-// at a time; sgd, so that the optimizer's state is not the peak).
+// (sgd, so that the optimizer's state is not the peak).
 // Its loop runs in three phases; a plan whose micro-batches do not make
 // whole groups of P for the interleaved schedule is refused; without
 // stages the schedule is gradient accumulation's loop, as before.
@@ -1827,7 +1826,6 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
 // Under a pipeline the head runs one micro-batch at a time, as the last
 // stage runs it on each micro-batch it finishes: no logits hold more than
 // one micro-batch's rows (2 sequences of 8 here, of the 4 a replica has).
-// (The embedding's one-hot rows, in bf16, are the whole batch's.)
 TEST(PipelineHead, RunsOneMicroBatchAtATime) {
   ModelConfig m = ModelPreset("tiny").value();
   m.vocab = 80;  // no other size of the tiny step is 80
