@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -720,6 +721,29 @@ std::vector<Tensor> Concat(Tensor first, const std::vector<Tensor>& rest,
   return all;
 }
 
+// Each device's inputs to a serving step under `plan`: its tokens, its part
+// of every weight (an empty slot of uneven stages a copy of its chunk's
+// first slot), then its parts of the caches (none for a prefill).
+std::vector<std::vector<Tensor>> ServingInputs(
+    const ParallelPlan& plan, const ModelConfig& m, const std::vector<Tensor>& weights,
+    const std::function<Tensor(int64_t)>& tokens_of,
+    const std::function<std::vector<Tensor>(int64_t)>& caches_of) {
+  const std::vector<WeightInfo> infos = Weights(m);
+  std::vector<std::vector<Tensor>> inputs;
+  for (int64_t d = 0; d < Devices(plan); ++d) {
+    std::vector<Tensor> mine = {tokens_of(d)};
+    for (size_t w = 0; w < weights.size(); ++w) {
+      mine.push_back(WeightShard(weights[w], infos[w], plan, d));
+      if (infos[w].stacked) {
+        SetEmptySlots(mine.back(), infos[w].dims[0], plan, d, EmptySlots::kCopy);
+      }
+    }
+    for (Tensor& cache : caches_of(d)) mine.push_back(std::move(cache));
+    inputs.push_back(std::move(mine));
+  }
+  return inputs;
+}
+
 // Decoding token S after a prefill of tokens 0 .. S-1 gives the logits a
 // prefill of all S + 1 tokens gives at its last position, and the caches
 // that prefill holds, bitwise: with the deterministic kernels every value
@@ -772,7 +796,6 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
   const int64_t S = m.seq, b = m.batch;
-  const std::vector<WeightInfo> infos = Weights(m);
   const std::vector<Tensor> weights = FullWeights(m, 21);
   const Tensor tokens = Tokens(b, S, m.vocab, 22);
   const Tensor token = Tokens(b, 1, m.vocab, 23);
@@ -805,18 +828,18 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
                    d % tensor);
     };
     for (const std::string kind : {"prefill", "decode"}) {
-      std::vector<std::vector<Tensor>> inputs;
-      for (int64_t d = 0; d < devices; ++d) {
-        std::vector<Tensor> mine = {
-            Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data)};
-        for (size_t w = 0; w < weights.size(); ++w) {
-          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
-        }
-        if (kind == "decode") {
-          for (const Tensor& cache : cache_inputs) mine.push_back(cache_part(cache, d));
-        }
-        inputs.push_back(std::move(mine));
-      }
+      const auto inputs = ServingInputs(
+          plan, m, weights,
+          [&](int64_t d) {
+            return Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data);
+          },
+          [&](int64_t d) {
+            std::vector<Tensor> parts;
+            if (kind == "decode") {
+              for (const Tensor& cache : cache_inputs) parts.push_back(cache_part(cache, d));
+            }
+            return parts;
+          });
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
       const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
@@ -853,7 +876,6 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
 TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-moe").value();
   m.compute_type = "f32";
-  const std::vector<WeightInfo> infos = Weights(m);
   const std::vector<Tensor> weights = FullWeights(m, 41);
   const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 42);
   const Tensor token = Tokens(m.batch, 1, m.vocab, 43);
@@ -894,26 +916,26 @@ TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
         return Shard(Shard(replica_cache, 0, p.pipeline, StageOf(plan, d)), 3, p.tensor,
                      d % p.tensor);
       };
-      std::vector<std::vector<Tensor>> inputs;
-      for (int64_t d = 0; d < devices; ++d) {
-        const int64_t r = d / p.tensor % p.data;
-        std::vector<Tensor> mine = {Shard(kind == "prefill" ? tokens : token, 0, p.data, r)};
-        for (size_t w = 0; w < weights.size(); ++w) {
-          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
-        }
-        if (kind == "decode") {
-          for (int64_t k = 0; k < 2; ++k) {
-            mine.push_back(cache_part(cache_inputs_of_replica[static_cast<size_t>(2 * r + k)], d));
-          }
-        }
-        inputs.push_back(std::move(mine));
-      }
+      const auto replica_of = [&](int64_t d) { return d / p.tensor % p.data; };
+      const auto inputs = ServingInputs(
+          plan, m, weights,
+          [&](int64_t d) {
+            return Shard(kind == "prefill" ? tokens : token, 0, p.data, replica_of(d));
+          },
+          [&](int64_t d) {
+            std::vector<Tensor> parts;
+            for (size_t k = 0; kind == "decode" && k < 2; ++k) {
+              parts.push_back(cache_part(
+                  cache_inputs_of_replica[static_cast<size_t>(2 * replica_of(d)) + k], d));
+            }
+            return parts;
+          });
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
       double worst = 0;
       for (int64_t d = 0; d < devices; ++d) {
-        const int64_t r = d / p.tensor % p.data;
-        const auto want = exec::OutputLeaves(expected[static_cast<size_t>(r)][0].output);
+        const auto want =
+            exec::OutputLeaves(expected[static_cast<size_t>(replica_of(d))][0].output);
         const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
         ASSERT_EQ(got.size(), 3u);
         worst = std::max(worst, RelativeDifference(*got[0], *want[0]));
@@ -1755,7 +1777,6 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
     ModelConfig m = ModelPreset("tiny-gqa").value();
     m.compute_type = "f32";
     m.layers = p.layers;
-    const std::vector<WeightInfo> infos = Weights(m);
     const std::vector<Tensor> weights = FullWeights(m, 31);
     const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 32);
     const Tensor token = Tokens(m.batch, 1, m.vocab, 33);
@@ -1782,20 +1803,15 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
       return Shard(StageLayers(full, plan, StageOf(plan, d)), 3, tensor, d % tensor);
     };
     for (const std::string kind : {"prefill", "decode"}) {
-      std::vector<std::vector<Tensor>> inputs;
-      for (int64_t d = 0; d < devices; ++d) {
-        std::vector<Tensor> mine = {kind == "prefill" ? tokens : token};
-        for (size_t w = 0; w < weights.size(); ++w) {
-          mine.push_back(WeightShard(weights[w], infos[w], plan, d));
-          if (infos[w].stacked) {
-            SetEmptySlots(mine.back(), infos[w].dims[0], plan, d, EmptySlots::kCopy);
-          }
-        }
-        if (kind == "decode") {
-          for (const Tensor& cache : cache_inputs) mine.push_back(cache_part(cache, d));
-        }
-        inputs.push_back(std::move(mine));
-      }
+      const auto inputs = ServingInputs(
+          plan, m, weights, [&](int64_t) { return kind == "prefill" ? tokens : token; },
+          [&](int64_t d) {
+            std::vector<Tensor> parts;
+            if (kind == "decode") {
+              for (const Tensor& cache : cache_inputs) parts.push_back(cache_part(cache, d));
+            }
+            return parts;
+          });
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
       const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
