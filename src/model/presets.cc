@@ -308,6 +308,9 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
   LOOM_RETURN_IF_ERROR(Read(json, "param_type", &m.param_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "activation_type", &m.activation_type, where));
   LOOM_RETURN_IF_ERROR(Read(json, "source", &m.source, where));
+  if (const Status valid = ValidateModel(m); !valid.ok()) {
+    return Error{fmt::format("{}: {}", where, valid.error().message)};
+  }
   return m;
 }
 
@@ -336,6 +339,9 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "beta1", &p.beta1, where));
   LOOM_RETURN_IF_ERROR(Read(json, "beta2", &p.beta2, where));
   LOOM_RETURN_IF_ERROR(Read(json, "epsilon", &p.epsilon, where));
+  if (const Status valid = ValidateParallelPlan(p); !valid.ok()) {
+    return Error{fmt::format("{}: {}", where, valid.error().message)};
+  }
   return p;
 }
 

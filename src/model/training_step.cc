@@ -3150,7 +3150,15 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
   return weights;
 }
 
-Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
+Status OneOf(const std::string& value, std::initializer_list<std::string_view> allowed,
+             std::string_view what) {
+  for (std::string_view a : allowed) {
+    if (value == a) return OkStatus();
+  }
+  return Error{fmt::format("{} '{}' is not one of {}", what, value, fmt::join(allowed, ", "))};
+}
+
+Status ValidateModel(const ModelConfig& m) {
   for (const auto& [value, what] :
        std::vector<std::pair<int64_t, std::string_view>>{{m.layers, "layers"},
                                                          {m.d_model, "d_model"},
@@ -3160,45 +3168,15 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                                                          {m.head_dim, "head_dim"},
                                                          {m.vocab, "vocab"},
                                                          {m.seq, "seq"},
-                                                         {m.batch, "batch"},
-                                                         {p.tensor, "tensor"},
-                                                         {p.data, "data"},
-                                                         {p.pipeline, "pipeline"},
-                                                         {p.context, "context"},
-                                                         {p.virtual_stages, "virtual_stages"},
-                                                         {p.micro_batches, "micro_batches"}}) {
+                                                         {m.batch, "batch"}}) {
     LOOM_RETURN_IF_ERROR(Positive(value, what));
   }
   if (m.heads % m.kv_heads != 0) {
     return Error{fmt::format("heads ({}) is not a multiple of kv_heads ({})", m.heads, m.kv_heads)};
   }
-  LOOM_RETURN_IF_ERROR(Divides(m.heads, p.tensor, "heads", "tensor"));
-  if (!MultiQuery(m)) LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
-  LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
-  if (m.vocab % p.tensor != 0) {
-    return Error{fmt::format(
-        "vocab ({}) does not divide by the tensor axis ({}): the embedding and the head split "
-        "the vocabulary over it (Megatron's vocab-parallel layers); pad it to a multiple, as "
-        "Megatron's --make-vocab-size-divisible-by does",
-        m.vocab, p.tensor)};
-  }
-  LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
   if (m.experts < 0) return Error{fmt::format("experts must be >= 0, is {}", m.experts)};
   if (m.encoder_layers < 0) {
     return Error{fmt::format("encoder_layers must be >= 0, is {}", m.encoder_layers)};
-  }
-  if (EncoderDecoder(m)) {
-    // What the encoder-decoder is built with; the rest is refused by name.
-    const auto refuse = [&](bool when, std::string_view what) -> Status {
-      if (!when) return OkStatus();
-      return Error{fmt::format("an encoder-decoder (encoder_layers {}) is not built with {}",
-                               m.encoder_layers, what)};
-    };
-    LOOM_RETURN_IF_ERROR(refuse(p.pipeline > 1, "pipeline stages"));
-    LOOM_RETURN_IF_ERROR(refuse(p.context > 1, "context parallelism"));
-    LOOM_RETURN_IF_ERROR(refuse(m.experts > 0, "experts"));
-    LOOM_RETURN_IF_ERROR(refuse(m.kv_heads != m.heads, "grouped-query or multi-query attention"));
-    LOOM_RETURN_IF_ERROR(refuse(!m.causal, "a bidirectional decoder (causal false)"));
   }
   if (!(m.aux_loss_weight >= 0) || !std::isfinite(m.aux_loss_weight)) {
     return Error{fmt::format("aux_loss_weight must be >= 0, is {}", m.aux_loss_weight)};
@@ -3221,6 +3199,60 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
                       "runs blocks of moe_every layers",
                       m.layers, m.moe_every)};
     }
+  }
+  LOOM_RETURN_IF_ERROR(OneOf(m.mlp, {"gelu", "swiglu"}, "mlp"));
+  LOOM_RETURN_IF_ERROR(OneOf(m.norm, {"layernorm", "rmsnorm"}, "norm"));
+  LOOM_RETURN_IF_ERROR(OneOf(m.attention, {"materialized", "fused"}, "attention"));
+  LOOM_RETURN_IF_ERROR(OneOf(m.embedding, {"gather", "one-hot"}, "embedding"));
+  LOOM_RETURN_IF_ERROR(OneOf(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
+  LOOM_RETURN_IF_ERROR(OneOf(m.param_type, {"f32", "f64"}, "param_type"));
+  return OneOf(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type");
+}
+
+Status ValidateParallelPlan(const ParallelPlan& p) {
+  for (const auto& [value, what] :
+       std::vector<std::pair<int64_t, std::string_view>>{{p.tensor, "tensor"},
+                                                         {p.data, "data"},
+                                                         {p.pipeline, "pipeline"},
+                                                         {p.context, "context"},
+                                                         {p.virtual_stages, "virtual_stages"},
+                                                         {p.micro_batches, "micro_batches"}}) {
+    LOOM_RETURN_IF_ERROR(Positive(value, what));
+  }
+  LOOM_RETURN_IF_ERROR(OneOf(p.optimizer, {"adam", "adafactor", "sgd", "none"}, "optimizer"));
+  LOOM_RETURN_IF_ERROR(OneOf(p.recompute, {"full", "selective", "none"}, "recompute"));
+  LOOM_RETURN_IF_ERROR(OneOf(p.context_form, {"ring", "all-gather"}, "context_form"));
+  return OneOf(p.schedule, {"gpipe", "1f1b"}, "schedule");
+}
+
+Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
+  LOOM_RETURN_IF_ERROR(ValidateModel(m));
+  LOOM_RETURN_IF_ERROR(ValidateParallelPlan(p));
+  LOOM_RETURN_IF_ERROR(Divides(m.heads, p.tensor, "heads", "tensor"));
+  if (!MultiQuery(m)) LOOM_RETURN_IF_ERROR(Divides(m.kv_heads, p.tensor, "kv_heads", "tensor"));
+  LOOM_RETURN_IF_ERROR(Divides(m.d_ff, p.tensor, "d_ff", "tensor"));
+  if (m.vocab % p.tensor != 0) {
+    return Error{fmt::format(
+        "vocab ({}) does not divide by the tensor axis ({}): the embedding and the head split "
+        "the vocabulary over it (Megatron's vocab-parallel layers); pad it to a multiple, as "
+        "Megatron's --make-vocab-size-divisible-by does",
+        m.vocab, p.tensor)};
+  }
+  LOOM_RETURN_IF_ERROR(Divides(m.batch, p.data, "batch", "data"));
+  if (EncoderDecoder(m)) {
+    // What the encoder-decoder is built with; the rest is refused by name.
+    const auto refuse = [&](bool when, std::string_view what) -> Status {
+      if (!when) return OkStatus();
+      return Error{fmt::format("an encoder-decoder (encoder_layers {}) is not built with {}",
+                               m.encoder_layers, what)};
+    };
+    LOOM_RETURN_IF_ERROR(refuse(p.pipeline > 1, "pipeline stages"));
+    LOOM_RETURN_IF_ERROR(refuse(p.context > 1, "context parallelism"));
+    LOOM_RETURN_IF_ERROR(refuse(m.experts > 0, "experts"));
+    LOOM_RETURN_IF_ERROR(refuse(m.kv_heads != m.heads, "grouped-query or multi-query attention"));
+    LOOM_RETURN_IF_ERROR(refuse(!m.causal, "a bidirectional decoder (causal false)"));
+  }
+  if (m.experts > 0) {
     LOOM_RETURN_IF_ERROR(
         Divides(m.experts, p.data * p.context, "experts", "data x context (expert-parallel)"));
     const int64_t rows = m.batch / p.data / p.micro_batches * (m.seq / p.context) /
@@ -3260,24 +3292,6 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   }
   LOOM_RETURN_IF_ERROR(
       Divides(m.batch / p.data, p.micro_batches, "the local batch", "micro_batches"));
-  const auto one_of = [](const std::string& value, std::initializer_list<std::string_view> allowed,
-                         std::string_view what) -> Status {
-    for (std::string_view a : allowed) {
-      if (value == a) return OkStatus();
-    }
-    return Error{fmt::format("{} '{}' is not one of {}", what, value, fmt::join(allowed, ", "))};
-  };
-  LOOM_RETURN_IF_ERROR(one_of(m.mlp, {"gelu", "swiglu"}, "mlp"));
-  LOOM_RETURN_IF_ERROR(one_of(m.norm, {"layernorm", "rmsnorm"}, "norm"));
-  LOOM_RETURN_IF_ERROR(one_of(m.attention, {"materialized", "fused"}, "attention"));
-  LOOM_RETURN_IF_ERROR(one_of(m.embedding, {"gather", "one-hot"}, "embedding"));
-  LOOM_RETURN_IF_ERROR(one_of(m.compute_type, {"bf16", "f32", "f64"}, "compute_type"));
-  LOOM_RETURN_IF_ERROR(one_of(m.param_type, {"f32", "f64"}, "param_type"));
-  LOOM_RETURN_IF_ERROR(one_of(ActivationType(m), {"bf16", "f32", "f64"}, "activation_type"));
-  LOOM_RETURN_IF_ERROR(one_of(p.optimizer, {"adam", "adafactor", "sgd", "none"}, "optimizer"));
-  LOOM_RETURN_IF_ERROR(one_of(p.recompute, {"full", "selective", "none"}, "recompute"));
-  LOOM_RETURN_IF_ERROR(one_of(p.context_form, {"ring", "all-gather"}, "context_form"));
-  LOOM_RETURN_IF_ERROR(one_of(p.schedule, {"gpipe", "1f1b"}, "schedule"));
   if (p.schedule == "1f1b" && p.virtual_stages > 1 && p.micro_batches % p.pipeline != 0) {
     return Error{fmt::format(
         "the interleaved 1f1b schedule runs micro-batches in groups of pipeline ({}), which "

@@ -292,6 +292,11 @@ int64_t Devices(const ParallelPlan& plan);
 // the pipeline holds a block (PipelineLayout), and that every size is
 // positive.
 Status ValidatePlan(const ModelConfig& model, const ParallelPlan& plan);
+// What ValidatePlan checks of the model alone (its sizes positive, its
+// choices ones Loom builds), and of the plan alone: what a config file can
+// be told wrong by itself, before a plan meets a model.
+Status ValidateModel(const ModelConfig& model);
+Status ValidateParallelPlan(const ParallelPlan& plan);
 
 // The HLO text of one step: parameters (tokens s32[b,S], targets s32[b,S],
 // the optimizer's step count f32[], then every weight shard, then the

@@ -1921,6 +1921,14 @@ TEST(ModelConfigJson, ReadsAPresetWithOverridesAndRefusesUnknownKeys) {
   const Status refused = ValidatePlan(ModelPreset("tiny").value(), *plan);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message, "batch (4) does not divide by the data axis (8)");
+  // What a file gets wrong by itself is refused with the file's name.
+  const Expected<ModelConfig> lookup =
+      ParseModelConfig(R"({"preset": "tiny", "embedding": "lookup"})", "m.json");
+  ASSERT_FALSE(lookup.ok());
+  EXPECT_EQ(lookup.error().message, "m.json: embedding 'lookup' is not one of gather, one-hot");
+  const Expected<ParallelPlan> none = ParsePlan(R"({"tensor": 0})", "p.json");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message, "p.json: tensor must be positive, is 0");
 }
 
 }  // namespace
