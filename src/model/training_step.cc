@@ -3150,6 +3150,8 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
   return weights;
 }
 
+namespace {
+
 Status OneOf(const std::string& value, std::initializer_list<std::string_view> allowed,
              std::string_view what) {
   for (std::string_view a : allowed) {
@@ -3157,6 +3159,8 @@ Status OneOf(const std::string& value, std::initializer_list<std::string_view> a
   }
   return Error{fmt::format("{} '{}' is not one of {}", what, value, fmt::join(allowed, ", "))};
 }
+
+}  // namespace
 
 Status ValidateModel(const ModelConfig& m) {
   for (const auto& [value, what] :
