@@ -116,6 +116,14 @@ Expected<std::pair<std::vector<int64_t>, int64_t>> BatchAndVector(const Shape& i
 
 }  // namespace
 
+std::vector<int64_t> WindowOperandDims(int64_t rank, const std::vector<int64_t>& skipped) {
+  std::vector<int64_t> walked;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!Contains(skipped, d)) walked.push_back(d);
+  }
+  return walked;
+}
+
 Expected<GatherDimensions> GatherDimensionsOf(const Instruction& gather) {
   GatherDimensions dims;
   LOOM_ASSIGN_OR_RETURN(dims.offset_dims, ListAttribute(gather, "offset_dims", false));
@@ -190,13 +198,12 @@ Expected<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
   }
   const int64_t out_rank = static_cast<int64_t>(batch.size()) + offsets;
   LOOM_RETURN_IF_ERROR(CheckDimensionList(dims.offset_dims, out_rank, "offset_dims", true));
+  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.collapsed_slice_dims);
   std::vector<int64_t> out;
-  size_t next_batch = 0;
-  int64_t next_window = 0;
+  size_t next_batch = 0, next_window = 0;
   for (int64_t i = 0; i < out_rank; ++i) {
     if (Contains(dims.offset_dims, i)) {
-      while (Contains(dims.collapsed_slice_dims, next_window)) ++next_window;
-      out.push_back(dims.slice_sizes[static_cast<size_t>(next_window++)]);
+      out.push_back(dims.slice_sizes[static_cast<size_t>(walked[next_window++])]);
     } else {
       out.push_back(batch[next_batch++]);
     }
@@ -239,18 +246,17 @@ Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shap
                     dims.update_window_dims.size() + dims.inserted_window_dims.size(),
                     operand.ToString(false), rank));
   }
-  size_t next_batch = 0;
-  int64_t next_window = 0;
+  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.inserted_window_dims);
+  size_t next_batch = 0, next_window = 0;
   for (int64_t i = 0; i < updates.rank(); ++i) {
     if (Contains(dims.update_window_dims, i)) {
-      while (Contains(dims.inserted_window_dims, next_window)) ++next_window;
-      if (updates.dim(i) > operand.dim(next_window)) {
+      const int64_t d = walked[next_window++];
+      if (updates.dim(i) > operand.dim(d)) {
         return Fail(
             fmt::format("update window dimension {} ({}) is larger than operand "
                         "dimension {} ({})",
-                        i, updates.dim(i), next_window, operand.dim(next_window)));
+                        i, updates.dim(i), d, operand.dim(d)));
       }
-      ++next_window;
     } else {
       if (next_batch >= batch.size() || updates.dim(i) != batch[next_batch]) {
         return Fail(

@@ -71,6 +71,12 @@ Expected<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
 Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shape& updates,
                           const ScatterDimensions& dims);
 
+// The operand dimensions a window walks, in order: those not in `skipped`
+// (gather's collapsed_slice_dims, scatter's inserted_window_dims). Window
+// dimension j of the result (gather's offset_dims[j]) or of the updates
+// (scatter's update_window_dims[j]) walks entry j.
+std::vector<int64_t> WindowOperandDims(int64_t rank, const std::vector<int64_t>& skipped);
+
 // The index vectors of `indices` (an integer array) in row-major order of
 // the batch dimensions, each as `length` entries: the shape the batch
 // dimensions take is the indices' shape without index_vector_dim.

@@ -80,7 +80,7 @@ ModelConfig OneHotEmbedding(ModelConfig m, std::string_view why) {
 }
 constexpr std::string_view kPraxisLookup = "(praxis's lookup_style='matmul' under SPMD sharding)";
 constexpr std::string_view kAssumedPraxisLookup =
-    "assumed (a JAX program on TPUs, as praxis's SPMD LMs write it)";
+    "assumed (an SPMD program on TPUs, written as praxis's LMs write theirs)";
 
 // Dubey et al. 2024 do not name the attention kernel; PyTorch's, on which
 // Llama 3 trained, runs flash attention at these lengths.

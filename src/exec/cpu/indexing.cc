@@ -16,33 +16,95 @@
 namespace loom::exec::cpu {
 namespace {
 
-std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;) strides[d - 1] = strides[d] * dims[d];
-  return strides;
-}
-
 bool Contains(const std::vector<int64_t>& dims, int64_t d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
 }
 
-// Calls visit(index) for every index of `sizes`, row-major, the last
-// dimension left to the caller (it is the run): `sizes` without it.
+// How one window is walked: over its dimensions (those of the result of a
+// gather, or of the updates of a scatter, that `window_dims` names), each
+// also walking its operand dimension; the innermost one is a run of
+// contiguous elements on both sides where both sides' last dimension is
+// it.
+struct WindowWalk {
+  std::vector<int64_t> sizes;            // per window dimension; the run's counts 1
+  std::vector<int64_t> array_strides;    // in the result or the updates
+  std::vector<int64_t> operand_strides;  // in the operand
+  int64_t run = 1;
+};
+
+WindowWalk WalkOf(const std::vector<int64_t>& array_dims, const std::vector<int64_t>& window_dims,
+                  const std::vector<int64_t>& operand_dims, const std::vector<int64_t>& walked) {
+  const std::vector<int64_t> array = RowMajorStrides(array_dims);
+  const std::vector<int64_t> operand = RowMajorStrides(operand_dims);
+  WindowWalk walk;
+  for (size_t j = 0; j < window_dims.size(); ++j) {
+    const auto dim = static_cast<size_t>(window_dims[j]);
+    walk.sizes.push_back(array_dims[dim]);
+    walk.array_strides.push_back(array[dim]);
+    walk.operand_strides.push_back(operand[static_cast<size_t>(walked[j])]);
+  }
+  if (!window_dims.empty() && window_dims.back() + 1 == static_cast<int64_t>(array_dims.size()) &&
+      walked.back() + 1 == static_cast<int64_t>(operand_dims.size())) {
+    walk.run = walk.sizes.back();
+    walk.sizes.back() = 1;
+  }
+  return walk;
+}
+
+// Calls visit(array offset, operand offset) at the start of every run of
+// the window, in row-major order.
 template <typename Visit>
-void ForEachRunStart(const std::vector<int64_t>& sizes, Visit&& visit) {
-  for (int64_t size : sizes) {
+void ForEachRun(const WindowWalk& walk, Visit&& visit) {
+  for (int64_t size : walk.sizes) {
     if (size == 0) return;
   }
-  std::vector<int64_t> index(sizes.size(), 0);
-  for (;;) {
-    visit(index);
-    size_t d = sizes.size();
-    for (; d-- > 0;) {
-      if (++index[d] < sizes[d]) break;
-      index[d] = 0;
-    }
-    if (d == static_cast<size_t>(-1)) return;
+  if (walk.run == 0) return;
+  if (std::all_of(walk.sizes.begin(), walk.sizes.end(), [](int64_t s) { return s == 1; })) {
+    visit(int64_t{0}, int64_t{0});  // one run: an embedding's row
+    return;
   }
+  std::vector<int64_t> index(walk.sizes.size(), 0);
+  for (;;) {
+    int64_t array = 0, operand = 0;
+    for (size_t j = 0; j < index.size(); ++j) {
+      array += index[j] * walk.array_strides[j];
+      operand += index[j] * walk.operand_strides[j];
+    }
+    visit(array, operand);
+    size_t j = index.size();
+    for (; j-- > 0;) {
+      if (++index[j] < walk.sizes[j]) break;
+      index[j] = 0;
+    }
+    if (j == static_cast<size_t>(-1)) return;
+  }
+}
+
+// The offset of each batch position's first element in an array of `dims`
+// whose window dimensions are `window_dims`: row-major over the others,
+// which run as the indices' batch dimensions do.
+std::vector<int64_t> BatchOffsets(const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& window_dims) {
+  const std::vector<int64_t> strides = RowMajorStrides(dims);
+  std::vector<int64_t> sizes, batch_strides;
+  int64_t count = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (Contains(window_dims, static_cast<int64_t>(d))) continue;
+    sizes.push_back(dims[d]);
+    batch_strides.push_back(strides[d]);
+    count *= dims[d];
+  }
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (int64_t& offset : offsets) {
+    offset = 0;
+    for (size_t k = 0; k < index.size(); ++k) offset += index[k] * batch_strides[k];
+    for (size_t k = index.size(); k-- > 0;) {
+      if (++index[k] < sizes[k]) break;
+      index[k] = 0;
+    }
+  }
+  return offsets;
 }
 
 // Entry k of the index vector of batch element `batch`.
@@ -63,58 +125,30 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
   }
   const std::vector<int64_t>& operand_dims = operand.shape->dims();
   const std::vector<int64_t>& out_dims = out.shape->dims();
-  const auto rank = static_cast<int64_t>(operand_dims.size());
+  const std::vector<int64_t> operand_strides = RowMajorStrides(operand_dims);
+  const std::vector<int64_t> walked =
+      ir::WindowOperandDims(static_cast<int64_t>(operand_dims.size()), dims->collapsed_slice_dims);
+  const WindowWalk walk = WalkOf(out_dims, dims->offset_dims, operand_dims, walked);
+  const std::vector<int64_t> bases = BatchOffsets(out_dims, dims->offset_dims);
   const ir::IndexVectors vectors = ir::IndexVectorsOf(*indices.shape, dims->index_vector_dim);
-  // The operand dimension each offset dimension of the output walks.
-  std::vector<int64_t> window_of_offset;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!Contains(dims->collapsed_slice_dims, d)) window_of_offset.push_back(d);
+  if (bases.size() != vectors.first_element.size()) {
+    return KernelError(op, "the result's batch dimensions are not the indices'");
   }
-  std::vector<int64_t> batch_out_dims;
-  for (int64_t i = 0; i < static_cast<int64_t>(out_dims.size()); ++i) {
-    if (!Contains(dims->offset_dims, i)) batch_out_dims.push_back(i);
-  }
-  const std::vector<int64_t> operand_strides = Strides(operand_dims);
-  const std::vector<int64_t> out_strides = Strides(out_dims);
-  // A run: the operand's last dimension, where it is the output's last.
-  const bool runs = rank > 0 && !dims->offset_dims.empty() &&
-                    dims->offset_dims.back() == static_cast<int64_t>(out_dims.size()) - 1 &&
-                    window_of_offset.back() == rank - 1;
-  const int64_t run = runs ? dims->slice_sizes.back() : 1;
-  std::vector<int64_t> window = dims->slice_sizes;
-  if (runs) window.back() = 1;
   const int64_t bytes = operand.element_bytes();
-  const auto batches = static_cast<int64_t>(vectors.first_element.size());
-  std::vector<int64_t> batch_index(vectors.batch_dims.size(), 0);
-  std::vector<int64_t> start(static_cast<size_t>(rank), 0);
-  for (int64_t b = 0; b < batches; ++b) {
-    std::fill(start.begin(), start.end(), 0);
+  for (size_t b = 0; b < bases.size(); ++b) {
+    int64_t start = 0;  // the clamped slice's first element
     for (int64_t k = 0; k < vectors.length; ++k) {
-      const int64_t d = dims->start_index_map[static_cast<size_t>(k)];
-      const int64_t limit = operand_dims[static_cast<size_t>(d)] - dims->slice_sizes[d];
-      const int64_t entry = IndexEntry(indices, vectors, b, k);
+      const auto d = static_cast<size_t>(dims->start_index_map[static_cast<size_t>(k)]);
+      const int64_t limit = operand_dims[d] - dims->slice_sizes[d];
+      const int64_t entry = IndexEntry(indices, vectors, static_cast<int64_t>(b), k);
       // Unsigned indices above 2^63 read as negative; they clamp high.
       const bool huge_unsigned = scalar::IsUnsignedLike(indices.type()) && entry < 0;
-      start[static_cast<size_t>(d)] = huge_unsigned ? limit : std::clamp<int64_t>(entry, 0, limit);
+      start += (huge_unsigned ? limit : std::clamp<int64_t>(entry, 0, limit)) * operand_strides[d];
     }
-    int64_t out_base = 0;
-    for (size_t k = 0; k < batch_out_dims.size(); ++k) {
-      out_base += batch_index[k] * out_strides[static_cast<size_t>(batch_out_dims[k])];
-    }
-    ForEachRunStart(window, [&](const std::vector<int64_t>& w) {
-      int64_t from = 0, to = out_base;
-      for (int64_t d = 0; d < rank; ++d) from += (start[d] + w[d]) * operand_strides[d];
-      for (size_t j = 0; j < window_of_offset.size(); ++j) {
-        to += w[static_cast<size_t>(window_of_offset[j])] *
-              out_strides[static_cast<size_t>(dims->offset_dims[j])];
-      }
-      std::memcpy(out.data + to * bytes, operand.data + from * bytes,
-                  static_cast<size_t>(run * bytes));
+    ForEachRun(walk, [&](int64_t to, int64_t from) {
+      std::memcpy(out.data + (bases[b] + to) * bytes, operand.data + (start + from) * bytes,
+                  static_cast<size_t>(walk.run * bytes));
     });
-    for (size_t d = batch_index.size(); d-- > 0;) {
-      if (++batch_index[d] < vectors.batch_dims[d]) break;
-      batch_index[d] = 0;
-    }
   }
   return OkStatus();
 }
@@ -146,74 +180,46 @@ Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
   const std::vector<int64_t>& operand_dims = operand.shape->dims();
   const std::vector<int64_t>& update_dims = updates.shape->dims();
   const auto rank = static_cast<int64_t>(operand_dims.size());
+  const std::vector<int64_t> operand_strides = RowMajorStrides(operand_dims);
+  const std::vector<int64_t> walked = ir::WindowOperandDims(rank, dims->inserted_window_dims);
+  const WindowWalk walk = WalkOf(update_dims, dims->update_window_dims, operand_dims, walked);
+  const std::vector<int64_t> bases = BatchOffsets(update_dims, dims->update_window_dims);
+  // The window's extent in each operand dimension: 1 where it is inserted.
+  std::vector<int64_t> extent(static_cast<size_t>(rank), 1);
+  for (size_t j = 0; j < walked.size(); ++j) {
+    extent[static_cast<size_t>(walked[j])] =
+        update_dims[static_cast<size_t>(dims->update_window_dims[j])];
+  }
   const ir::IndexVectors vectors = ir::IndexVectorsOf(*indices.shape, dims->index_vector_dim);
-  // The operand dimension each update window dimension walks, and the size
-  // of the window in every operand dimension.
-  std::vector<int64_t> operand_of_window;
-  std::vector<int64_t> window_size(static_cast<size_t>(rank), 1);
-  for (int64_t d = 0, k = 0; d < rank; ++d) {
-    if (Contains(dims->inserted_window_dims, d)) continue;
-    operand_of_window.push_back(d);
-    window_size[static_cast<size_t>(d)] =
-        update_dims[static_cast<size_t>(dims->update_window_dims[static_cast<size_t>(k++)])];
+  if (bases.size() != vectors.first_element.size()) {
+    return KernelError(op, "the updates' scatter dimensions are not the indices' batch dimensions");
   }
-  std::vector<int64_t> scatter_update_dims;
-  std::vector<int64_t> window_sizes;  // of the update window dims, in order
-  for (int64_t i = 0; i < static_cast<int64_t>(update_dims.size()); ++i) {
-    if (Contains(dims->update_window_dims, i)) {
-      window_sizes.push_back(update_dims[static_cast<size_t>(i)]);
-    } else {
-      scatter_update_dims.push_back(i);
-    }
-  }
-  const std::vector<int64_t> operand_strides = Strides(operand_dims);
-  const std::vector<int64_t> update_strides = Strides(update_dims);
-  const bool runs =
-      rank > 0 && !dims->update_window_dims.empty() &&
-      dims->update_window_dims.back() == static_cast<int64_t>(update_dims.size()) - 1 &&
-      operand_of_window.back() == rank - 1;
-  const int64_t run = runs ? window_sizes.back() : 1;
-  if (runs) window_sizes.back() = 1;
-  const ir::Shape run_shape(operand.type(), {run});
+  const ir::Shape run_shape(operand.type(), {walk.run});
   const int64_t bytes = operand.element_bytes();
-  const auto batches = static_cast<int64_t>(vectors.first_element.size());
-  std::vector<int64_t> batch_index(vectors.batch_dims.size(), 0);
-  std::vector<int64_t> start(static_cast<size_t>(rank), 0);
+  std::vector<int64_t> start(static_cast<size_t>(rank));
   Status status = OkStatus();
-  for (int64_t b = 0; b < batches && status.ok(); ++b) {
+  for (size_t b = 0; b < bases.size() && status.ok(); ++b) {
     std::fill(start.begin(), start.end(), 0);
     for (int64_t k = 0; k < vectors.length; ++k) {
-      const int64_t d = dims->scatter_dims_to_operand_dims[static_cast<size_t>(k)];
-      start[static_cast<size_t>(d)] = IndexEntry(indices, vectors, b, k);
+      const auto d =
+          static_cast<size_t>(dims->scatter_dims_to_operand_dims[static_cast<size_t>(k)]);
+      start[d] = IndexEntry(indices, vectors, static_cast<int64_t>(b), k);
     }
     bool fits = true;
-    for (int64_t d = 0; d < rank; ++d) {
-      fits = fits && start[d] >= 0 && start[d] <= operand_dims[d] - window_size[d];
-    }
-    int64_t update_base = 0;
-    for (size_t k = 0; k < scatter_update_dims.size(); ++k) {
-      update_base += batch_index[k] * update_strides[static_cast<size_t>(scatter_update_dims[k])];
-    }
-    for (size_t d = batch_index.size(); d-- > 0;) {
-      if (++batch_index[d] < vectors.batch_dims[d]) break;
-      batch_index[d] = 0;
+    int64_t first = 0;  // the window's first element in the operand
+    for (size_t d = 0; d < start.size(); ++d) {
+      fits = fits && start[d] >= 0 && start[d] <= operand_dims[d] - extent[d];
+      first += start[d] * operand_strides[d];
     }
     if (!fits) continue;  // the whole window is dropped
-    ForEachRunStart(window_sizes, [&](const std::vector<int64_t>& w) {
+    ForEachRun(walk, [&](int64_t from, int64_t to) {
       if (!status.ok()) return;
-      int64_t from = update_base, to = 0;
-      std::vector<int64_t> at = start;
-      for (size_t k = 0; k < w.size(); ++k) {
-        from += w[k] * update_strides[static_cast<size_t>(dims->update_window_dims[k])];
-        at[static_cast<size_t>(operand_of_window[k])] += w[k];
-      }
-      for (int64_t d = 0; d < rank; ++d) to += at[d] * operand_strides[d];
-      const HostArray target{out.data + to * bytes, &run_shape};
-      const HostArray update{updates.data + from * bytes, &run_shape};
+      const HostArray target{out.data + (first + to) * bytes, &run_shape};
+      const HostArray update{updates.data + (bases[b] + from) * bytes, &run_shape};
       if (reducer) {
         status = Combine(*reducer, target, update, target);
       } else {
-        std::memmove(target.data, update.data, static_cast<size_t>(run * bytes));
+        std::memmove(target.data, update.data, static_cast<size_t>(walk.run * bytes));
       }
     });
   }

@@ -32,6 +32,9 @@ struct HostArray {
   }
 };
 
+// Element strides of a packed row-major array of `dims`.
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
+
 // "WHAT (%name) at line L", located at the instruction.
 Error KernelError(const ir::Instruction& op, const std::string& what);
 

@@ -15,9 +15,6 @@
 #include "exec/tensor.h"
 
 namespace loom::exec::cpu {
-namespace {
-
-using ir::PrimitiveType;
 
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> strides(dims.size(), 1);
@@ -26,6 +23,10 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
   }
   return strides;
 }
+
+namespace {
+
+using ir::PrimitiveType;
 
 // An index space and where each index lives on both sides, in elements.
 struct CopyPlan {
