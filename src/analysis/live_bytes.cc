@@ -80,11 +80,22 @@ LastReads ComputeLastReads(const Computation& computation) {
   return last_reads;
 }
 
+// One buffer's life in a schedule: defined at `defined_at` (-1: an entry
+// parameter, live from the start), last read at `last_read` (the end: never
+// freed).
+struct BufferLife {
+  Buffer buffer;
+  int64_t defined_at = 0;
+  int64_t last_read = 0;
+  int64_t bytes = 0;
+};
+
 // What a computation's schedule allocates and frees, by position.
 struct Schedule {
   int64_t start_bytes = 0;       // entry parameters: live from the start
   std::vector<int64_t> defined;  // bytes of the buffers defined at each position
   std::vector<int64_t> freed;    // bytes of the buffers last read at each position
+  std::vector<BufferLife> buffers;
 };
 
 // Gives every value of one computation its buffers (new ones or those of the
@@ -111,9 +122,11 @@ class BufferAssigner {
       values_[&instruction] = std::move(value);
     }
     for (const auto& [buffer, last_read] : last_read_) {
-      if (last_read < end_)
-        schedule_.freed[last_read] =
-            SaturatingAdd(schedule_.freed[last_read], MustFind(bytes_, buffer));
+      const int64_t bytes = MustFind(bytes_, buffer);
+      if (last_read < end_) {
+        schedule_.freed[last_read] = SaturatingAdd(schedule_.freed[last_read], bytes);
+      }
+      schedule_.buffers.push_back({buffer, MustFind(defined_at_, buffer), last_read, bytes});
     }
     return std::move(schedule_);
   }
@@ -169,6 +182,7 @@ class BufferAssigner {
       const int64_t bytes = own_bytes ? TopLevelElementBytes(shape, element) : 0;
       value[element] = {buffer};
       bytes_[buffer] = bytes;
+      defined_at_[buffer] = position;
       schedule_.defined[position] = SaturatingAdd(schedule_.defined[position], bytes);
     }
     return value;
@@ -196,7 +210,10 @@ class BufferAssigner {
     if (parameters_own_bytes_) {
       schedule_.start_bytes = SaturatingAdd(schedule_.start_bytes, schedule_.defined[position]);
       schedule_.defined[position] = 0;
-      for (const Buffer& buffer : Flatten(value)) last_read_[buffer] = end_;
+      for (const Buffer& buffer : Flatten(value)) {
+        last_read_[buffer] = end_;
+        defined_at_[buffer] = -1;
+      }
     }
     return value;
   }
@@ -272,8 +289,9 @@ class BufferAssigner {
   const int64_t end_;
   const LastReads last_reads_;
   std::unordered_map<const Instruction*, ValueBuffers> values_;
-  std::map<Buffer, int64_t> bytes_;      // of every buffer defined so far
-  std::map<Buffer, int64_t> last_read_;  // over every value that refers to the buffer
+  std::map<Buffer, int64_t> bytes_;       // of every buffer defined so far
+  std::map<Buffer, int64_t> defined_at_;  // its position; -1 for an entry parameter
+  std::map<Buffer, int64_t> last_read_;   // over every value that refers to the buffer
   Schedule schedule_;
 };
 
@@ -283,42 +301,101 @@ class PeakModel {
   explicit PeakModel(Fusion fusion) : fusion_(fusion) {}
 
   int64_t PeakOf(const Computation& computation, bool parameters_own_bytes) {
+    return Scan(computation, parameters_own_bytes).peak;
+  }
+
+  // Adds to `breakdown` where `computation` peaks and the buffers live there,
+  // descending into the computation that instruction runs when its peak is
+  // what the instruction adds.
+  void Explain(const Computation& computation, bool parameters_own_bytes,
+               PeakBreakdown& breakdown) {
+    const ScheduleScan scan = Scan(computation, parameters_own_bytes);
+    const int64_t at = scan.peak_position;
+    const Instruction* instruction = at >= 0 ? computation.instructions()[at].get() : nullptr;
+    if (instruction != nullptr) breakdown.where.push_back(instruction);
+    const Computation* callee = instruction != nullptr ? PeakingCallee(*instruction) : nullptr;
+    const bool descends =
+        callee != nullptr && CalleePeak(*callee) > scan.schedule.defined[static_cast<size_t>(at)];
+    for (const BufferLife& life : scan.schedule.buffers) {
+      // Live around the instruction: defined before it and read at it or
+      // later; and, unless its callee's peak is what it adds, its own result.
+      const bool around = life.defined_at < at && life.last_read >= at;
+      const bool own = !descends && life.defined_at == at;
+      if (life.bytes > 0 && (around || own || instruction == nullptr)) {
+        breakdown.live.push_back({life.buffer.defined_by, life.buffer.element, life.bytes});
+      }
+    }
+    if (descends) Explain(*callee, /*parameters_own_bytes=*/false, breakdown);
+  }
+
+ private:
+  struct ScheduleScan {
+    Schedule schedule;
+    int64_t peak = 0;
+    int64_t peak_position = -1;  // the first position at the peak; -1: none
+  };
+
+  ScheduleScan Scan(const Computation& computation, bool parameters_own_bytes) {
     std::optional<FusionPlan> plan;
     if (fusion_ == Fusion::kFused) plan.emplace(computation);
-    const Schedule schedule =
-        BufferAssigner(computation, parameters_own_bytes, plan ? &*plan : nullptr).Assign();
+    ScheduleScan scan{
+        BufferAssigner(computation, parameters_own_bytes, plan ? &*plan : nullptr).Assign()};
+    const Schedule& schedule = scan.schedule;
     int64_t live = schedule.start_bytes;
-    int64_t peak = live;
+    scan.peak = live;
     const auto& instructions = computation.instructions();
     for (size_t position = 0; position < instructions.size(); ++position) {
       const int64_t during =
           std::max(schedule.defined[position], CalledPeak(*instructions[position]));
-      peak = std::max(peak, SaturatingAdd(live, during));
+      const int64_t total = SaturatingAdd(live, during);
+      if (scan.peak_position < 0 || total > scan.peak) {
+        scan.peak = total;
+        scan.peak_position = static_cast<int64_t>(position);
+      }
       // Once saturated, the live bytes stay "at least the maximum".
       const int64_t grown = SaturatingAdd(live, schedule.defined[position]);
       live = grown == kSaturated ? kSaturated : grown - schedule.freed[position];
     }
-    return peak;
+    return scan;
   }
 
- private:
-  // What running the computations `instruction` calls needs on top of what is
-  // live around it (see the header): 0 for an instruction that runs none.
-  int64_t CalledPeak(const Instruction& instruction) {
+  // The computation `instruction` runs whose peak CalledPeak takes; null for
+  // an instruction that runs none.
+  const Computation* PeakingCallee(const Instruction& instruction) {
+    const Computation* peaking = nullptr;
+    int64_t peak = 0;
+    for (const Computation* callee : CalledForPeak(instruction)) {
+      const int64_t callee_peak = CalleePeak(*callee);
+      if (peaking == nullptr || callee_peak > peak) {
+        peaking = callee;
+        peak = callee_peak;
+      }
+    }
+    return peaking;
+  }
+
+  static std::vector<const Computation*> CalledForPeak(const Instruction& instruction) {
     switch (instruction.opcode()) {
       case Opcode::kWhile:
       case Opcode::kCall:
       case Opcode::kAsyncStart:
       case Opcode::kConditional: {
-        int64_t peak = 0;
-        for (const Computation* callee : instruction.called_computations()) {
-          peak = std::max(peak, CalleePeak(*callee));
-        }
-        return peak;
+        const std::vector<Computation*> called = instruction.called_computations();
+        return {called.begin(), called.end()};
       }
       default:
-        return 0;
+        return {};
     }
+  }
+
+  // What running the computations `instruction` calls needs on top of what is
+  // live around it (see the header): 0 for an instruction that runs none.
+  int64_t CalledPeak(const Instruction& instruction) {
+    int64_t peak = 0;
+    for (const Computation* callee : CalledForPeak(instruction)) {
+      peak = std::max(peak, CalleePeak(*callee));
+    }
+    return peak;
   }
 
   int64_t CalleePeak(const Computation& callee) {
@@ -338,6 +415,17 @@ class PeakModel {
 int64_t PeakLiveBytes(const ir::Module& module, Fusion fusion) {
   if (module.entry() == nullptr) return 0;
   return PeakModel(fusion).PeakOf(*module.entry(), /*parameters_own_bytes=*/true);
+}
+
+PeakBreakdown PeakLiveBreakdown(const ir::Module& module, Fusion fusion) {
+  PeakBreakdown breakdown;
+  if (module.entry() == nullptr) return breakdown;
+  PeakModel model(fusion);
+  breakdown.peak_bytes = model.PeakOf(*module.entry(), /*parameters_own_bytes=*/true);
+  model.Explain(*module.entry(), /*parameters_own_bytes=*/true, breakdown);
+  std::stable_sort(breakdown.live.begin(), breakdown.live.end(),
+                   [](const LiveBuffer& a, const LiveBuffer& b) { return a.bytes > b.bytes; });
+  return breakdown;
 }
 
 }  // namespace loom::analysis

@@ -38,6 +38,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "ir/module.h"
 
@@ -52,5 +54,28 @@ enum class Fusion { kNone, kFused };
 // device, under the model above. The module must have passed the verifier
 // (operands defined before use, no recursive calls). 0 without an entry.
 int64_t PeakLiveBytes(const ir::Module& module, Fusion fusion = Fusion::kNone);
+
+// One buffer live at the peak: top-level element `element` (0 for an array)
+// of the value `defined_by` defines.
+struct LiveBuffer {
+  const ir::Instruction* defined_by = nullptr;
+  int64_t element = 0;
+  int64_t bytes = 0;
+};
+
+// Where the peak is and what makes it up. `where` is the schedule position
+// at the peak in each computation down to the one that peaks: the entry's
+// instruction, then, when that instruction runs a computation whose peak is
+// what it adds, that computation's instruction, and so on. `live` is every
+// buffer of nonzero size live there, at every level, largest first; their
+// bytes add up to `peak_bytes` (unless the sum saturated).
+struct PeakBreakdown {
+  int64_t peak_bytes = 0;
+  std::vector<const ir::Instruction*> where;
+  std::vector<LiveBuffer> live;
+};
+
+// The peak of PeakLiveBytes and the buffers that make it up.
+PeakBreakdown PeakLiveBreakdown(const ir::Module& module, Fusion fusion = Fusion::kNone);
 
 }  // namespace loom::analysis

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/parser.h"
 #include "ir/verifier.h"
@@ -12,15 +14,51 @@
 namespace loom::analysis {
 namespace {
 
-// PeakLiveBytes of `text`, which must parse and verify (-1 when it does not).
-int64_t PeakOf(const std::string& text, Fusion fusion = Fusion::kNone) {
+std::unique_ptr<ir::Module> Verified(const std::string& text) {
   auto module = ir::ParseModule(text);
   EXPECT_TRUE(module.ok()) << module.error().ToString();
-  if (!module.ok()) return -1;
+  if (!module.ok()) return nullptr;
   auto report = ir::VerifyModule(**module);
   EXPECT_TRUE(report.ok()) << report.error().ToString();
-  if (!report.ok()) return -1;
-  return PeakLiveBytes(**module, fusion);
+  if (!report.ok()) return nullptr;
+  return std::move(*module);
+}
+
+// PeakLiveBytes of `text`, which must parse and verify (-1 when it does not).
+// Every module here also checks that the breakdown of the peak adds up to
+// it, largest buffer first.
+int64_t PeakOf(const std::string& text, Fusion fusion = Fusion::kNone) {
+  std::unique_ptr<ir::Module> module = Verified(text);
+  if (module == nullptr) return -1;
+  const int64_t peak = PeakLiveBytes(*module, fusion);
+  const PeakBreakdown breakdown = PeakLiveBreakdown(*module, fusion);
+  EXPECT_EQ(breakdown.peak_bytes, peak);
+  int64_t sum = 0;
+  for (size_t i = 0; i < breakdown.live.size(); ++i) {
+    sum += breakdown.live[i].bytes;
+    if (i > 0) {
+      EXPECT_GE(breakdown.live[i - 1].bytes, breakdown.live[i].bytes);
+    }
+  }
+  EXPECT_EQ(sum, peak) << text;
+  return peak;
+}
+
+// "name:bytes" of each buffer live at the peak, largest first.
+std::vector<std::string> LiveAtPeak(const PeakBreakdown& breakdown) {
+  std::vector<std::string> live;
+  for (const LiveBuffer& buffer : breakdown.live) {
+    live.push_back(buffer.defined_by->name() + ":" + std::to_string(buffer.bytes));
+  }
+  return live;
+}
+
+std::vector<std::string> Where(const PeakBreakdown& breakdown) {
+  std::vector<std::string> where;
+  for (const ir::Instruction* instruction : breakdown.where) {
+    where.push_back(instruction->parent()->name() + "/" + instruction->name());
+  }
+  return where;
 }
 
 TEST(LiveBytesTest, OperandsAndResultAreLiveTogether) {
@@ -68,12 +106,8 @@ ENTRY %e {
             2 * 4096);
 }
 
-TEST(LiveBytesTest, AWhileAddsItsBodysPeakOnTopOfTheLoopState) {
-  // Entry: %p (4096) and the counter's init %c0 (4) are the loop state. The
-  // body's parameter is that state (0 bytes); the body peaks at %y, holding
-  // %y (4096) and %i.next (4; %one was freed at %i.next). Condition: 4 + 1.
-  // Peak while the loop runs: 4096 + 4 + 4096 + 4.
-  EXPECT_EQ(PeakOf(R"(
+// A loop counting to 3 over an f32[1024] state.
+constexpr char kCountingLoop[] = R"(
 HloModule m
 %cond {
   %state = (s32[], f32[1024]) parameter(0)
@@ -97,8 +131,26 @@ ENTRY %e {
   %w = (s32[], f32[1024]) while(%t), condition=%cond, body=%body
   ROOT %r = f32[1024] get-tuple-element(%w), index=1
 }
-)"),
-            4096 + 4 + 4096 + 4);
+)";
+
+TEST(LiveBytesTest, AWhileAddsItsBodysPeakOnTopOfTheLoopState) {
+  // Entry: %p (4096) and the counter's init %c0 (4) are the loop state. The
+  // body's parameter is that state (0 bytes); the body peaks at %y, holding
+  // %y (4096) and %i.next (4; %one was freed at %i.next). Condition: 4 + 1.
+  // Peak while the loop runs: 4096 + 4 + 4096 + 4.
+  EXPECT_EQ(PeakOf(kCountingLoop), 4096 + 4 + 4096 + 4);
+}
+
+TEST(LiveBytesTest, TheBreakdownDescendsIntoTheLoopBodyThatPeaks) {
+  // The same loop: the entry peaks while %w runs, holding %p and the
+  // counter's init %c0; the body's peak, %y and %i.next, is what %w adds.
+  std::unique_ptr<ir::Module> module = Verified(kCountingLoop);
+  ASSERT_NE(module, nullptr);
+  const PeakBreakdown breakdown = PeakLiveBreakdown(*module);
+  EXPECT_EQ(breakdown.peak_bytes, 4096 + 4 + 4096 + 4);
+  EXPECT_EQ(Where(breakdown), (std::vector<std::string>{"e/w", "body/y"}));
+  EXPECT_EQ(LiveAtPeak(breakdown),
+            (std::vector<std::string>{"p:4096", "y:4096", "c0:4", "i.next:4"}));
 }
 
 TEST(LiveBytesTest, ACallAddsItsCalleesPeak) {
@@ -230,6 +282,10 @@ TEST(LiveBytesTest, AnUpdateWritesInPlaceWhenFusedToo) {
 TEST(LiveBytesTest, ZeroWithoutAnEntry) {
   ir::Module module("empty");
   EXPECT_EQ(PeakLiveBytes(module), 0);
+  const PeakBreakdown breakdown = PeakLiveBreakdown(module);
+  EXPECT_EQ(breakdown.peak_bytes, 0);
+  EXPECT_TRUE(breakdown.where.empty());
+  EXPECT_TRUE(breakdown.live.empty());
 }
 
 }  // namespace

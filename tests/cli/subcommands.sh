@@ -104,6 +104,16 @@ if run "$loom" stats "$example" --target tpu-v4-2x2x1 --kernels 3 &&
 else
   fail "loom stats --kernels" "not the demo block's three kernels"
 fi
+# Where that peak is and what makes it up: %h and %gelu, the largest.
+if run "$loom" stats "$example" --target tpu-v4-2x2x1 --peak-buffers 2 &&
+  grep -q 'peak live bytes fused as on tpu-v4-2x2x1: 13.00 MiB, at %gelu in %mlp_block' "$tmp/out" &&
+  grep -qE '^ +4\.00 MiB  %h in %mlp_block: bf16\[2048,1024\] dot$' "$tmp/out" &&
+  grep -qE '^ +4\.00 MiB  %gelu in %mlp_block: bf16\[2048,1024\] multiply$' "$tmp/out" &&
+  grep -qE '^ +5\.00 MiB  the other 7$' "$tmp/out"; then
+  ok "loom stats --peak-buffers"
+else
+  fail "loom stats --peak-buffers" "not the demo block's peak and its largest buffers"
+fi
 run "$loom" stats "$example" --kernels 3
 if [[ $? -eq 1 ]] && grep -q -- "--kernels needs --target" "$tmp/err"; then
   ok "loom stats --kernels without --target: error"

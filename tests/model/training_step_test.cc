@@ -1671,6 +1671,12 @@ TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatc
   std::printf("[ model ] tiny pp2 mb64: peak %lld bytes with GPipe, %lld with 1F1B\n",
               static_cast<long long>(gpipe_peak), static_cast<long long>(peak));
   EXPECT_LE(peak + gpipe.activations - ring.activations, gpipe_peak);
+  // What is live at that peak, inside the pipeline's loops, adds up to it.
+  int64_t live_at_peak = 0;
+  for (const analysis::LiveBuffer& buffer : analysis::PeakLiveBreakdown(*module).live) {
+    live_at_peak += buffer.bytes;
+  }
+  EXPECT_EQ(live_at_peak, peak);
   for (const char* phase : {"pipeline_1f1b_warm_up", "pipeline_1f1b", "pipeline_1f1b_cool_down"}) {
     EXPECT_NE(module->FindComputation(phase), nullptr) << phase;
   }

@@ -120,6 +120,56 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
 }
 
+// Where the peak is and its `count` largest buffers.
+void PrintPeakBuffers(const analysis::PeakBreakdown& peak, std::string_view fused_on,
+                      size_t count) {
+  std::string where;
+  for (const ir::Instruction* instruction : peak.where) {
+    where += fmt::format("{}%{} in %{}", where.empty() ? "" : ", running ", instruction->name(),
+                         instruction->parent()->name());
+  }
+  fmt::print("\npeak live bytes{}{}: {}, at {}\n", fused_on.empty() ? "" : " fused as on ",
+             fused_on, FormatBytes(peak.peak_bytes), where.empty() ? "the start" : where);
+  const size_t shown = std::min(count, peak.live.size());
+  fmt::print("  the {} largest of the {} buffers live there:\n", shown, peak.live.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const analysis::LiveBuffer& buffer = peak.live[i];
+    const ir::Instruction& value = *buffer.defined_by;
+    const ir::Shape& shape =
+        value.shape().IsTuple() ? value.shape().tuple_element(buffer.element) : value.shape();
+    const std::string element =
+        value.shape().IsTuple() ? fmt::format(" {{{}}}", buffer.element) : "";
+    fmt::print("  {:>12}  %{}{} in %{}: {} {}\n", FormatBytes(buffer.bytes), value.name(), element,
+               value.parent()->name(), shape.ToString(/*print_layout=*/false),
+               ir::OpcodeName(value.opcode()));
+  }
+  int64_t rest = 0;
+  for (size_t i = shown; i < peak.live.size(); ++i) rest = SaturatingAdd(rest, peak.live[i].bytes);
+  if (shown < peak.live.size()) {
+    fmt::print("  {:>12}  the other {}\n", FormatBytes(rest), peak.live.size() - shown);
+  }
+}
+
+nlohmann::json PeakBuffersJson(const analysis::PeakBreakdown& peak, size_t count) {
+  nlohmann::json where = nlohmann::json::array();
+  for (const ir::Instruction* instruction : peak.where) {
+    where.push_back(
+        {{"instruction", instruction->name()}, {"computation", instruction->parent()->name()}});
+  }
+  nlohmann::json buffers = nlohmann::json::array();
+  for (size_t i = 0; i < std::min(count, peak.live.size()); ++i) {
+    const analysis::LiveBuffer& buffer = peak.live[i];
+    buffers.push_back({{"instruction", buffer.defined_by->name()},
+                       {"computation", buffer.defined_by->parent()->name()},
+                       {"element", buffer.element},
+                       {"bytes", buffer.bytes}});
+  }
+  return {{"bytes", peak.peak_bytes},
+          {"where", where},
+          {"buffers_live", peak.live.size()},
+          {"largest", buffers}};
+}
+
 // The kernels that take the longest on one device of `target` over one run.
 void PrintKernels(const ir::Module& module, const cost::Target& target, size_t count) {
   const cost::TargetCostModel model(target);
@@ -165,7 +215,11 @@ void AddStatsCommand(CLI::App& app) {
   command->add_option("--kernels", *kernels,
                       "Also list the N kernels that take the most compute over one run on one "
                       "device of --target (with what its compiler fuses into each)");
-  command->callback([input, json, target, kernels] {
+  auto peak_buffers = std::make_shared<size_t>(0);
+  command->add_option("--peak-buffers", *peak_buffers,
+                      "Also say where the peak live bytes are reached and list the N largest "
+                      "buffers live there (with --target, of the fused peak)");
+  command->callback([input, json, target, kernels, peak_buffers] {
     if (*kernels > 0 && target->empty()) throw CommandError("--kernels needs --target");
     ir::VerifyReport report;
     std::unique_ptr<ir::Module> module = LoadVerifiedModule(*input, &report);
@@ -178,8 +232,18 @@ void AddStatsCommand(CLI::App& app) {
       peaks.target = device->name();
     }
     if (*json != "-") PrintStats(*input, *module, stats, peaks);
+    std::optional<analysis::PeakBreakdown> peak;
+    if (*peak_buffers > 0) {
+      peak = analysis::PeakLiveBreakdown(
+          *module, peaks.fused ? analysis::Fusion::kFused : analysis::Fusion::kNone);
+    }
+    if (*json != "-" && peak) PrintPeakBuffers(*peak, peaks.target, *peak_buffers);
     if (*json != "-" && *kernels > 0) PrintKernels(*module, *device, *kernels);
-    if (!json->empty()) WriteOutput(*json, StatsJson(*module, stats, peaks).dump(2) + "\n");
+    if (!json->empty()) {
+      nlohmann::json report = StatsJson(*module, stats, peaks);
+      if (peak) report["dynamic"]["peak_buffers"] = PeakBuffersJson(*peak, *peak_buffers);
+      WriteOutput(*json, report.dump(2) + "\n");
+    }
   });
 }
 
