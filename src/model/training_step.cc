@@ -443,80 +443,104 @@ class StepWriter {
     return {CachedLayerCount(), s_.b, positions, s_.K, s_.hd};
   }
 
-  // One layer with the KV caches of all the stage's layers ([L, b, positions,
-  // K, hd]): (out, this layer's new k entry, v entry).
-  using CachedLayer = std::function<std::tuple<Value, Value, Value>(
+  // One layer with the caches of all the stage's layers ([L, b, positions,
+  // K, hd] each; those it writes, then those it only reads): (out, its new
+  // entry of each cache it writes).
+  using CachedLayer = std::function<std::pair<Value, std::vector<Value>>(
       ComputationEmitter&, const Value& x, const LayerWeights& w, const Value& layer,
-      const Value& k, const Value& v)>;
+      const std::vector<Value>& caches)>;
 
-  // The stage's layers on x, each writing its entry of the caches k and v:
-  // (out, k, v). Where a stage is a layer short (uneven stages), its empty
-  // slot runs a layer on whatever weights it holds and hands its input on;
-  // its entries of the caches hold what that layer wrote, which only that
-  // slot reads again. With interleaved stages, `chunk` (the local layer its
-  // chunk starts at) runs that chunk's layers, k and v its caches.
-  std::tuple<Value, Value, Value> CachedLayers(ComputationEmitter& e, std::string_view name,
-                                               const Value& x, const Value& k, const Value& v,
-                                               const std::vector<Value>& stacked,
-                                               const CachedLayer& layer,
-                                               const std::optional<Value>& chunk) {
-    std::vector<Value> init = {x, k, v};
+  // The stage's layers of `stack` on x, each writing its entry of the
+  // caches `written` and reading `read` (an encoder-decoder's decode: the
+  // memory's k and v): (out, the written caches). Where a stage is a layer
+  // short (uneven stages), its empty slot runs a layer on whatever weights
+  // it holds and hands its input on; its entries of the caches hold what
+  // that layer wrote, which only that slot reads again. With interleaved
+  // stages, `chunk` (the local layer its chunk starts at) runs that chunk's
+  // layers, the caches its chunk's.
+  std::pair<Value, std::vector<Value>> CachedLayers(
+      ComputationEmitter& e, std::string_view name, const Value& x,
+      const std::vector<Value>& written, const std::vector<Value>& stacked,
+      const CachedLayer& layer, const std::optional<Value>& chunk, const LayerStack& stack = {},
+      const std::vector<Value>& read = {}) {
+    std::vector<Value> init = {x};
+    init.insert(init.end(), written.begin(), written.end());
+    init.insert(init.end(), read.begin(), read.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
-    if (chunk) init.push_back(*chunk);
+    const std::vector<Value> extras = Extras(chunk, stack);
+    init.insert(init.end(), extras.begin(), extras.end());
+    const auto writes = static_cast<long>(written.size());
+    const auto caches = writes + static_cast<long>(read.size());
     const auto weights = static_cast<long>(stacked.size());
-    const int64_t trips = chunk ? ChunkLayers() : s_.L;
+    const int64_t trips = chunk ? ChunkLayers() : StackLayers(stack);
     const std::vector<Value> done =
         Loop(e, name, init, trips, [&](ComputationEmitter& c, const std::vector<Value>& in) {
-          const std::vector<Value> w(in.begin() + 4, in.begin() + 4 + weights);
-          const Value slot = chunk ? c.Add(in.back(), in[0]) : in[0];
+          const std::vector<Value> w(in.begin() + 2 + caches, in.begin() + 2 + caches + weights);
+          const std::vector<Value> carried(in.begin() + 2 + caches + weights, in.end());
+          const Value slot = chunk ? c.Add(carried[0], in[0]) : in[0];
+          LayerStack here = stack;
+          if (stack.memory) here.memory = carried.back();
           // A block's layers one after another, each with its caches' entry.
-          Value out = in[1], keys = in[2], values = in[3];
-          const std::vector<LayerWeights> block = SliceLayer(c, w, slot);
+          Value out = in[1];
+          std::vector<Value> held(in.begin() + 2, in.begin() + 2 + caches);
+          const std::vector<LayerWeights> block = SliceLayer(c, w, slot, here);
           for (size_t j = 0; j < block.size(); ++j) {
             const auto layers = static_cast<int64_t>(block.size());
             const Value at = layers == 1 ? in[0]
                                          : c.Add(c.Mul(in[0], c.ScalarInt(layers)),
                                                  c.ScalarInt(static_cast<int64_t>(j)));
-            const auto [y, key, value] = layer(c, out, block[j], at, keys, values);
+            const auto [y, entries] = layer(c, out, block[j], at, held);
             out = y;
-            keys = Store(c, keys, key, at);
-            values = Store(c, values, value, at);
+            for (long k = 0; k < writes; ++k) held[k] = Store(c, held[k], entries[k], at);
           }
-          const std::optional<Value> empty = EmptySlot(c, slot, LayerStack{});
-          std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out, keys, values};
-          next.insert(next.end(), in.begin() + 4, in.end());
+          const std::optional<Value> empty = EmptySlot(c, slot, stack);
+          std::vector<Value> next = {empty ? Where(c, *empty, in[1], out) : out};
+          next.insert(next.end(), held.begin(), held.end());
+          next.insert(next.end(), in.begin() + 2 + caches, in.end());
           return next;
         });
-    return {done[1], done[2], done[3]};
+    return {done[1], std::vector<Value>(done.begin() + 2, done.begin() + 2 + writes)};
   }
 
-  // Prefill's layers on x [b*S, M]: every layer's k and v stored.
-  std::tuple<Value, Value, Value> PrefillLayers(ComputationEmitter& e, const Value& x,
-                                                const Value& k, const Value& v,
-                                                const std::vector<Value>& stacked,
-                                                const std::optional<Value>& chunk = {}) {
+  // Prefill's layers on x [b*S, M]: every layer's k and v stored (and, in
+  // an encoder-decoder's decoder, the k and v of the memory its
+  // cross-attention reads).
+  std::pair<Value, std::vector<Value>> PrefillLayers(ComputationEmitter& e, const Value& x,
+                                                     const std::vector<Value>& caches,
+                                                     const std::vector<Value>& stacked,
+                                                     const std::optional<Value>& chunk = {},
+                                                     const LayerStack& stack = {}) {
     return CachedLayers(
-        e, "prefill_layer", x, k, v, stacked,
+        e, "prefill_layer", x, caches, stacked,
         [&](ComputationEmitter& c, const Value& in, const LayerWeights& w, const Value&,
-            const Value&, const Value&) {
+            const std::vector<Value>&) {
           const LayerActs a = LayerForward(c, in, w);
-          return std::tuple{a.out, Held(c, a.kc), Held(c, a.vc)};
+          std::vector<Value> entries = {Held(c, a.kc), Held(c, a.vc)};
+          if (a.cross) entries.insert(entries.end(), {Held(c, a.kx), Held(c, a.vx)});
+          return std::pair{a.out, entries};
         },
-        chunk);
+        chunk, stack);
   }
 
-  // Decode's layers on x [b, M] at position `context` of the caches.
-  std::tuple<Value, Value, Value> DecodeLayers(ComputationEmitter& e, const Value& x,
-                                               const Value& k, const Value& v,
-                                               const std::vector<Value>& stacked, int64_t context,
-                                               const std::optional<Value>& chunk = {}) {
+  // Decode's layers on x [b, M] at position `context` of the caches k and v
+  // (in an encoder-decoder's decoder, reading `memory_kv`, the memory's k
+  // and v of each layer, as its prefill cached them).
+  std::pair<Value, std::vector<Value>> DecodeLayers(ComputationEmitter& e, const Value& x,
+                                                    const std::vector<Value>& caches,
+                                                    const std::vector<Value>& stacked,
+                                                    int64_t context,
+                                                    const std::optional<Value>& chunk = {},
+                                                    const std::vector<Value>& memory_kv = {}) {
     return CachedLayers(
-        e, "decode_layer", x, k, v, stacked,
+        e, "decode_layer", x, caches, stacked,
         [&](ComputationEmitter& c, const Value& in, const LayerWeights& w, const Value& layer,
-            const Value& keys, const Value& values) {
-          return DecodeLayer(c, in, w, Load(c, keys, layer), Load(c, values, layer), context);
+            const std::vector<Value>& held) {
+          std::vector<Value> loaded;
+          for (const Value& cache : held) loaded.push_back(Load(c, cache, layer));
+          const auto [out, keys, values] = DecodeLayer(c, in, w, loaded, context);
+          return std::pair{out, std::vector<Value>{keys, values}};
         },
-        chunk);
+        chunk, LayerStack{}, memory_kv);
   }
 
   // A stage's caches [L, n*b, ...] as n micro-batches [n, L, b, ...], and back.
@@ -1320,13 +1344,16 @@ class StepWriter {
 
   // One layer for one new token per sequence (x [b, M]) at position
   // `context` of caches [b, context+1, K, hd] (positions 0 .. context-1
-  // filled): writes the token's k and v at `context`, attends over all
-  // context + 1 positions (all visible: none is later than the token).
-  // Returns (out, k cache, v cache).
+  // filled; caches[0] k, caches[1] v): writes the token's k and v at
+  // `context`, attends over all context + 1 positions (all visible: none is
+  // later than the token); a layer with cross-attention then attends to the
+  // memory's k and v, caches[2] and caches[3] [b, S, H, hd]. Returns (out,
+  // k cache, v cache).
   std::tuple<Value, Value, Value> DecodeLayer(ComputationEmitter& c, const Value& x,
-                                              const LayerWeights& w, const Value& k_cache,
-                                              const Value& v_cache, int64_t context) {
+                                              const LayerWeights& w,
+                                              const std::vector<Value>& caches, int64_t context) {
     const int64_t b = s_.b;
+    const Value &k_cache = caches[0], &v_cache = caches[1];
     LayerActs a;
     const Value xf = Math(c, x);
     a.norm1 = NormForward(c, xf);
@@ -1342,8 +1369,20 @@ class StepWriter {
         {0, 2, 1, 3});
     a.x1 = c.Add(xf, Math(c, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo, A_),
                                          tensor_groups_)));
+    if (w.cross) a.x1 = DecodeCrossAttention(c, a.x1, w, caches[2], caches[3]);
     MlpForward(c, w, a);
     return {a.out, keys, values};
+  }
+  // x1 [b, M] plus the cross-attention of norm(x1) to the memory's k and v
+  // [b, S, H, hd], as CrossAttentionForward computes it for one position.
+  Value DecodeCrossAttention(ComputationEmitter& c, const Value& x1, const LayerWeights& w,
+                             const Value& kx, const Value& vx) {
+    const NormActs norm = NormForward(c, x1);
+    const Value h = c.Mul(norm.n, PerColumn(c, w.gc, x1));
+    const Value q = c.Reshape(MatMul(c, h, w.wqc), {s_.b, 1, s_.H, s_.hd});
+    const Value p = MaterialisedSoftmax(c, q, kx, std::nullopt, false);
+    const Value o = c.Reshape(AttentionOutput(c, p, vx), {s_.b, s_.H * s_.hd});
+    return c.Add(x1, SumOverModel(c, MatMul(c, o, w.woc, A_)));
   }
 
   // GELU, tanh form: 0.5 u (1 + tanh(c (u + 0.044715 u^3))).
@@ -1873,10 +1912,12 @@ class StepWriter {
       }
       lw.wo = w[i++];
       lw.causal = m_.causal && !stack.encoder;
-      if (stack.memory) {
+      // An encoder-decoder's decoder attends to the memory (which a decode
+      // step reads as its prefill cached its k and v).
+      if (EncoderDecoder(m_) && !stack.encoder) {
         lw.cross = true;
         lw.gc = w[i++], lw.wqc = w[i++], lw.wkvc = w[i++], lw.woc = w[i++];
-        lw.memory = *stack.memory;
+        if (stack.memory) lw.memory = *stack.memory;
       }
       lw.g2 = w[i++];
       lw.moe = IsMoeLayer(m_, j);
@@ -2339,20 +2380,16 @@ class StepWriter {
                                                            const Value& tokens,
                                                            const Value& targets,
                                                            const std::vector<Value>& weights) {
-    size_t encoder_gain = 3;
-    while (infos_[encoder_gain].name != "enc.gf") ++encoder_gain;
-    const std::vector<Value> decoder(weights.begin() + 3,
-                                     weights.begin() + static_cast<long>(encoder_gain));
-    const std::vector<Value> encoder(weights.begin() + static_cast<long>(encoder_gain) + 1,
-                                     weights.end());
-    const Value& gain = weights[encoder_gain];
-    const LayerStack encoding{encoder_gain + 1, true, std::nullopt};
+    const Stacks stacks = StacksOf(weights);
+    const std::vector<Value>& decoder = stacks.decoder;
+    const std::vector<Value>& encoder = stacks.encoder;
+    const Value& gain = stacks.gain;
+    const LayerStack& encoding = stacks.encoding;
     const Embedded source = Embed(c, tokens, weights[0]);
     const auto [encoded, encoder_saved] = ForwardLoop(c, source.x0, encoder, {}, encoding);
-    const NormActs norm = NormForward(c, Math(c, encoded));
-    const Value memory =
-        GatherRows(c, Held(c, c.Mul(norm.n, PerColumn(c, gain, norm.n))));  // [T, M]
-    const LayerStack decoding{3, false, memory};
+    const auto [norm, memory] = EncoderMemory(c, encoded, gain);
+    LayerStack decoding = stacks.decoding;
+    decoding.memory = memory;
     const Embedded shifted = Embed(c, ShiftedRight(c, targets), weights[0]);
     const auto [xl, decoder_saved] = ForwardLoop(c, shifted.x0, decoder, {}, decoding);
     const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
@@ -2369,6 +2406,34 @@ class StepWriter {
     grads.insert(grads.end(), encoder_back.weights.begin(), encoder_back.weights.end());
     return {head.loss, grads};
   }
+  // The stacked weights by stack (of the weights in Weights order): the
+  // decoder's (the model's only stack but for an encoder-decoder), and an
+  // encoder-decoder's encoder's with its final norm's gain.
+  struct Stacks {
+    std::vector<Value> decoder;
+    LayerStack decoding;
+    std::vector<Value> encoder;
+    LayerStack encoding;
+    Value gain;
+  };
+  Stacks StacksOf(const std::vector<Value>& weights) const {
+    if (!EncoderDecoder(m_)) return {std::vector<Value>(weights.begin() + 3, weights.end())};
+    size_t encoder_gain = 3;
+    while (infos_[encoder_gain].name != "enc.gf") ++encoder_gain;
+    const auto gain = static_cast<long>(encoder_gain);
+    return {std::vector<Value>(weights.begin() + 3, weights.begin() + gain), LayerStack{},
+            std::vector<Value>(weights.begin() + gain + 1, weights.end()),
+            LayerStack{encoder_gain + 1, true, std::nullopt}, weights[encoder_gain]};
+  }
+  // The encoder's final norm of its output and the memory the decoder reads:
+  // the norm's output times the gain [T, M] in the activation type, every
+  // row of it gathered where the rows are split.
+  std::pair<NormActs, Value> EncoderMemory(ComputationEmitter& c, const Value& encoded,
+                                           const Value& gain) {
+    const NormActs norm = NormForward(c, Math(c, encoded));
+    return {norm, GatherRows(c, Held(c, c.Mul(norm.n, PerColumn(c, gain, norm.n))))};
+  }
+
   // The decoder's input: each sequence of ids [rows, S] one position on, id 0 first.
   Value ShiftedRight(ComputationEmitter& c, const Value& ids) {
     const int64_t rows = ids.dim(0), S = ids.dim(1);
@@ -3004,25 +3069,53 @@ std::string StepWriter::Write() {
 std::string StepWriter::WritePrefill() {
   ComputationEmitter& e = module_.Entry();
   const Value tokens = e.Parameter("s32", {s_.b * s_.n, s_.S}, "tokens");
+  // An encoder-decoder encodes the tokens and runs its decoder over the
+  // prompt (what the decoder has been given, its start token first).
+  std::optional<Value> prompt;
+  if (EncoderDecoder(m_)) prompt = e.Parameter("s32", {s_.b * s_.n, s_.S}, "prompt");
   const std::vector<Value> weights = WeightParameters(e);
   const std::vector<Value> stacked(weights.begin() + 3, weights.end());
   const Value x0 = Embed(e, tokens, weights[0]).x0;
   Value x, k, v;
-  if (Pipelined()) {
+  std::vector<Value> memory_kv;
+  if (prompt) {
+    const Stacks stacks = StacksOf(weights);
+    const Value encoded = CachedLayers(
+                              e, "encoder_layer", x0, {}, stacks.encoder,
+                              [&](ComputationEmitter& c, const Value& in, const LayerWeights& w,
+                                  const Value&, const std::vector<Value>&) {
+                                return std::pair{LayerForward(c, in, w).out, std::vector<Value>{}};
+                              },
+                              std::nullopt, stacks.encoding)
+                              .first;
+    LayerStack decoding = stacks.decoding;
+    decoding.memory = EncoderMemory(e, encoded, stacks.gain).second;
+    std::vector<Value> caches;
+    for (int i = 0; i < 4; ++i) caches.push_back(e.Full(A_, 0, CacheDims(s_.S)));
+    std::tie(x, caches) = PrefillLayers(e, Embed(e, *prompt, weights[0]).x0, caches, stacks.decoder,
+                                        std::nullopt, decoding);
+    k = caches[0];
+    v = caches[1];
+    memory_kv = {caches[2], caches[3]};
+  } else if (Pipelined()) {
     std::vector<int64_t> micro = CacheDims(s_.S);
     micro.insert(micro.begin(), s_.n);
     const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
                             const Value& vin, const std::vector<Value>& w,
                             const std::optional<Value>& chunk) {
-      return PrefillLayers(c, in, kin, vin, w, chunk);
+      const auto [out, caches] = PrefillLayers(c, in, {kin, vin}, w, chunk);
+      return std::tuple{out, caches[0], caches[1]};
     };
     std::tie(x, k, v) =
         ServingPipeline(e, x0, s_.T, e.Full(A_, 0, micro), e.Full(A_, 0, micro), stacked, layers);
     k = ByLayer(e, k);
     v = ByLayer(e, v);
   } else {
-    std::tie(x, k, v) = PrefillLayers(e, x0, e.Full(A_, 0, CacheDims(s_.S)),
-                                      e.Full(A_, 0, CacheDims(s_.S)), stacked);
+    const auto [out, caches] = PrefillLayers(
+        e, x0, {e.Full(A_, 0, CacheDims(s_.S)), e.Full(A_, 0, CacheDims(s_.S))}, stacked);
+    x = out;
+    k = caches[0];
+    v = caches[1];
   }
   // The logits of each sequence's last position: what the first new token is drawn from.
   const int64_t b = s_.b * s_.n;
@@ -3030,7 +3123,9 @@ std::string StepWriter::WritePrefill() {
       e.DynamicSlice(e.Reshape(x, {b, s_.S, s_.M}),
                      {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {b, 1, s_.M}),
       {b, s_.M});
-  e.SetRoot(e.Tuple({ServedLogits(e, last, weights[1], weights[2]), k, v}));
+  std::vector<Value> outputs = {ServedLogits(e, last, weights[1], weights[2]), k, v};
+  outputs.insert(outputs.end(), memory_kv.begin(), memory_kv.end());
+  e.SetRoot(e.Tuple(outputs));
   return module_.Text();
 }
 
@@ -3043,13 +3138,22 @@ std::string StepWriter::WriteDecode(int64_t context) {
   cache[1] = b;
   const Value k_cache = e.Parameter(A_, cache, "k_cache");
   const Value v_cache = e.Parameter(A_, cache, "v_cache");
-  const std::vector<Value> stacked(weights.begin() + 3, weights.end());
+  // An encoder-decoder's decoder reads the memory's k and v its prefill
+  // cached.
+  std::vector<Value> memory_kv;
+  if (EncoderDecoder(m_)) {
+    std::vector<int64_t> memory = CacheDims(s_.S);
+    memory[1] = b;
+    memory_kv = {e.Parameter(A_, memory, "memory_k"), e.Parameter(A_, memory, "memory_v")};
+  }
+  const std::vector<Value> stacked = StacksOf(weights).decoder;
   const Value x0 = Embed(e, token, weights[0]).x0;
   Value x, k, v;
   const auto layers = [&](ComputationEmitter& c, const Value& in, const Value& kin,
                           const Value& vin, const std::vector<Value>& w,
                           const std::optional<Value>& chunk) {
-    return DecodeLayers(c, in, kin, vin, w, context, chunk);
+    const auto [out, caches] = DecodeLayers(c, in, {kin, vin}, w, context, chunk, memory_kv);
+    return std::tuple{out, caches[0], caches[1]};
   };
   if (Pipelined()) {
     std::tie(x, k, v) = ServingPipeline(e, x0, s_.b, ByMicroBatch(e, k_cache),
@@ -3444,7 +3548,10 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       LayoutOf(m.layers / BlockLayers(m), p).slots * p.virtual_stages * BlockLayers(m);
   const int64_t local_batch = m.batch / p.data;
   if (serving != nullptr) {
-    const int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
+    // Each layer's k and v of every position (and an encoder-decoder's
+    // decoder layer's of the memory's, the encoder's seq).
+    int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
+    if (m.encoder_layers > 0) positions += m.seq;
     f.activations = 2 * layers * local_batch * positions *
                     (MultiQuery(m) ? 1 : m.kv_heads / p.tensor) * m.head_dim * held;
     return f;
@@ -3526,8 +3633,8 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
     return Error{
         "mixture-of-experts layers are served without interleaved stages: virtual_stages 1"};
   }
-  if (model.encoder_layers > 0) {
-    return Error{"encoder-decoders are built for training steps, not for serving"};
+  if (model.encoder_layers > 0 && plan.micro_batches > 1) {
+    return Error{"an encoder-decoder is served without micro-batches: micro_batches 1"};
   }
   if (step.kind == "decode" && !model.causal) {
     return Error{fmt::format("{} is an encoder (causal false): it has no decode step", model.name)};

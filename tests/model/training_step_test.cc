@@ -721,17 +721,18 @@ std::vector<Tensor> Concat(Tensor first, const std::vector<Tensor>& rest,
   return all;
 }
 
-// Each device's inputs to a serving step under `plan`: its tokens, its part
+// Each device's inputs to a serving step under `plan`: its ids (tokens; an
+// encoder-decoder's prefill, tokens and prompt), its part
 // of every weight (an empty slot of uneven stages a copy of its chunk's
 // first slot), then its parts of the caches (none for a prefill).
 std::vector<std::vector<Tensor>> ServingInputs(
     const ParallelPlan& plan, const ModelConfig& m, const std::vector<Tensor>& weights,
-    const std::function<Tensor(int64_t)>& tokens_of,
+    const std::function<std::vector<Tensor>(int64_t)>& ids_of,
     const std::function<std::vector<Tensor>(int64_t)>& caches_of) {
   const std::vector<WeightInfo> infos = Weights(m);
   std::vector<std::vector<Tensor>> inputs;
   for (int64_t d = 0; d < Devices(plan); ++d) {
-    std::vector<Tensor> mine = {tokens_of(d)};
+    std::vector<Tensor> mine = ids_of(d);
     for (size_t w = 0; w < weights.size(); ++w) {
       mine.push_back(WeightShard(weights[w], infos[w], plan, d));
       if (infos[w].stacked) {
@@ -831,7 +832,8 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
       const auto inputs = ServingInputs(
           plan, m, weights,
           [&](int64_t d) {
-            return Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data);
+            return std::vector{
+                Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data)};
           },
           [&](int64_t d) {
             std::vector<Tensor> parts;
@@ -920,7 +922,7 @@ TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
       const auto inputs = ServingInputs(
           plan, m, weights,
           [&](int64_t d) {
-            return Shard(kind == "prefill" ? tokens : token, 0, p.data, replica_of(d));
+            return std::vector{Shard(kind == "prefill" ? tokens : token, 0, p.data, replica_of(d))};
           },
           [&](int64_t d) {
             std::vector<Tensor> parts;
@@ -959,6 +961,125 @@ TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
 
 // The footprint's arithmetic on the tiny model (L=2, M=64, F=256, 4 heads
 // of 16, vocab 128, batch 4 of 16 tokens, f32), written out.
+// Serving an encoder-decoder (tiny-t5, f32): the prefill encodes the tokens
+// and runs the decoder over the prompt, caching each decoder layer's k and
+// v and the memory's k and v its cross-attention reads. Decoding the
+// prompt's last token against the caches of the positions before it gives
+// the prefill's logits and caches bitwise. At seq 1 the prefill's logits
+// are the training step's: their cross-entropy against the targets is its
+// loss (the decoder's prompt the targets shifted right, its start token).
+// Under the model and data axes the steps agree with the 1-device steps
+// within rounding (bitwise without the model axis).
+TEST(EncoderDecoder, ServedStepsContinueThePrefillAndComputeTheTrainingLogits) {
+  ModelConfig m = ModelPreset("tiny-t5").value();
+  m.compute_type = "f32";
+  const int64_t S = m.seq, b = m.batch;
+  const std::vector<Tensor> weights = FullWeights(m, 51);
+  const Tensor tokens = Tokens(b, S, m.vocab, 52);
+  const Tensor prompt = Tokens(b, S, m.vocab, 53);
+  const ParallelPlan one;
+  const auto prefill = RunStep(*BuildInference(m, one, {"prefill", 0}), 1,
+                               {Concat(tokens, Concat(prompt, weights))});
+  const auto cached = exec::OutputLeaves(prefill[0].output);
+  ASSERT_EQ(cached.size(), 5u);  // logits, k, v, the memory's k and v
+  const std::vector<Tensor> caches = {Positions(*cached[1], 2, 0, S - 1, S),
+                                      Positions(*cached[2], 2, 0, S - 1, S), *cached[3],
+                                      *cached[4]};
+  const auto decode = RunStep(*BuildInference(m, one, {"decode", S - 1}), 1,
+                              {Concat(Positions(prompt, 1, S - 1, S, 1), weights, caches)});
+  const auto decoded = exec::OutputLeaves(decode[0].output);
+  ASSERT_EQ(decoded.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(RelativeDifference(*decoded[k], *cached[k]), 0) << "output " << k;
+  }
+  // The footprint's caches are the decode step's four, in f32.
+  const InferenceStep at{"decode", S - 1};
+  int64_t cache_bytes = 0;
+  for (const Tensor& cache : caches) cache_bytes += cache.ElementCount() * 4;
+  EXPECT_EQ(Footprint(m, one, &at).activations, cache_bytes);
+
+  // At seq 1, against the training step's loss.
+  ModelConfig short_m = m;
+  short_m.seq = 1;
+  ParallelPlan gradients;
+  gradients.optimizer = "none";
+  const auto training = Build(short_m, gradients);
+  const std::vector<Tensor> inputs = FullInputs(*training, short_m, 54);
+  const double loss =
+      exec::OutputLeaves(RunStep(*training, 1, {inputs})[0].output)[0]->GetDouble(0);
+  const Tensor start = Tensor::Zeros(ir::Shape(ir::PrimitiveType::kS32, {b, 1})).value();
+  const std::vector<Tensor> short_weights(inputs.begin() + 3, inputs.end());
+  const auto served = RunStep(*BuildInference(short_m, one, {"prefill", 0}), 1,
+                              {Concat(inputs[0], Concat(start, short_weights))});
+  const Tensor& logits = *exec::OutputLeaves(served[0].output)[0];
+  double cross_entropy = 0;
+  for (int64_t r = 0; r < b; ++r) {
+    double largest = -std::numeric_limits<double>::infinity();
+    for (int64_t t = 0; t < m.vocab; ++t)
+      largest = std::max(largest, logits.GetDouble(r * m.vocab + t));
+    double sum = 0;
+    for (int64_t t = 0; t < m.vocab; ++t)
+      sum += std::exp(logits.GetDouble(r * m.vocab + t) - largest);
+    cross_entropy += largest + std::log(sum) - logits.GetDouble(r * m.vocab + inputs[1].GetInt(r));
+  }
+  cross_entropy /= static_cast<double>(b);
+  EXPECT_NEAR(cross_entropy, loss, 1e-5 * std::abs(loss));
+  std::printf("[ model ] tiny-t5 at seq 1: cross-entropy of the prefill's logits %.9g, loss %.9g\n",
+              cross_entropy, loss);
+
+  // Partitioned: a cache [L, b, positions, heads, hd] has its batch over
+  // the data axis and its heads over the model axis.
+  for (const auto& [tensor, data] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+    ParallelPlan plan;
+    plan.tensor = tensor;
+    plan.data = data;
+    const auto part = [&](const Tensor& full, int64_t dim, int64_t d) {
+      const Tensor batch = Shard(full, dim, data, d / tensor % data);
+      return dim == 0 ? batch : Shard(batch, 3, tensor, d % tensor);
+    };
+    for (const std::string kind : {"prefill", "decode"}) {
+      const bool is_prefill = kind == "prefill";
+      const auto inputs = ServingInputs(
+          plan, m, weights,
+          [&](int64_t d) {
+            return is_prefill ? std::vector{part(tokens, 0, d), part(prompt, 0, d)}
+                              : std::vector{part(Positions(prompt, 1, S - 1, S, 1), 0, d)};
+          },
+          [&](int64_t d) {
+            std::vector<Tensor> parts;
+            if (!is_prefill) {
+              for (const Tensor& cache : caches) parts.push_back(part(cache, 1, d));
+            }
+            return parts;
+          });
+      const auto results =
+          RunStep(*BuildInference(m, plan, {kind, is_prefill ? 0 : S - 1}), tensor * data, inputs);
+      const auto& expected = is_prefill ? cached : decoded;
+      double worst = 0;
+      for (int64_t d = 0; d < tensor * data; ++d) {
+        const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+        ASSERT_EQ(got.size(), expected.size());
+        worst = std::max(worst, RelativeDifference(*got[0], part(*expected[0], 0, d)));
+        for (size_t k = 1; k < got.size(); ++k) {
+          worst = std::max(worst, RelativeDifference(*got[k], part(*expected[k], 1, d)));
+        }
+      }
+      EXPECT_LE(worst, std::ldexp(1.0, -12)) << kind << " tp=" << tensor << " dp=" << data;
+      if (tensor == 1) {
+        EXPECT_EQ(worst, 0) << kind << " dp=" << data;
+      }
+      std::printf("[ model ] tiny-t5 %s tp=%d dp=%d: worst relative difference %.3g\n",
+                  kind.c_str(), tensor, data, worst);
+    }
+  }
+  ParallelPlan micro;
+  micro.micro_batches = 2;
+  const Expected<std::string> refused = BuildInferenceStep(m, micro, {"decode", 3});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "an encoder-decoder is served without micro-batches: micro_batches 1");
+}
+
 TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   const ModelConfig m = ModelPreset("tiny").value();
   const int64_t replicated = 64 + 2 * (64 + 64);           // gf, g1, g2
@@ -1810,7 +1931,8 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
     };
     for (const std::string kind : {"prefill", "decode"}) {
       const auto inputs = ServingInputs(
-          plan, m, weights, [&](int64_t) { return kind == "prefill" ? tokens : token; },
+          plan, m, weights,
+          [&](int64_t) { return std::vector{kind == "prefill" ? tokens : token}; },
           [&](int64_t d) {
             std::vector<Tensor> parts;
             if (kind == "decode") {

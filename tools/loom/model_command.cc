@@ -162,7 +162,9 @@ void AddModelCommand(CLI::App& app) {
   command
       ->add_option("--step", options->step,
                    "train (forward, backward, optimizer), prefill (the prompt's forward and its KV "
-                   "caches) or decode (one token against caches of --context positions)")
+                   "caches; an encoder-decoder's encoder over the tokens and decoder over the "
+                   "prompt, with the memory's k and v) or decode (one token against caches of "
+                   "--context positions)")
       ->check(CLI::IsMember({"train", "prefill", "decode"}));
   command
       ->add_option("--context", options->context,
