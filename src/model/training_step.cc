@@ -361,6 +361,7 @@ class StepWriter {
   StepWriter(const ModelConfig& model, const ParallelPlan& plan, std::string_view kind)
       : m_(model),
         plan_(plan),
+        serving_(kind != "train_step"),
         module_(ModuleName(model, plan, kind), Devices(plan)),
         s_(SizesOf(model, plan)),
         layout_(LayoutOf(model.layers / BlockLayers(model), plan)),
@@ -421,8 +422,9 @@ class StepWriter {
   std::vector<Value> WeightParameters(ComputationEmitter& e) {
     std::vector<Value> weights;
     for (size_t i = 0; i < infos_.size(); ++i) {
-      weights.push_back(
-          e.Parameter(P_, IsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_), infos_[i].name));
+      const std::string type = serving_ ? ServedWeightType(m_, infos_[i]) : P_;
+      weights.push_back(e.Parameter(type, IsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_),
+                                    infos_[i].name));
     }
     return weights;
   }
@@ -2959,6 +2961,7 @@ class StepWriter {
 
   const ModelConfig& m_;
   const ParallelPlan& plan_;
+  const bool serving_;  // a prefill or decode step
   ModuleEmitter module_;
   LocalSizes s_{};
   PipelineLayout layout_;          // of the decoder's layer stack
@@ -3542,7 +3545,10 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     return count;
   };
   MemoryFootprint f;
-  for (const WeightInfo& w : Weights(m)) f.weights += product(LocalDims(w, p)) * element;
+  for (const WeightInfo& w : Weights(m)) {
+    const int64_t bytes = serving != nullptr ? size_of(ServedWeightType(m, w)) : element;
+    f.weights += product(LocalDims(w, p)) * bytes;
+  }
   // A stage's layers: its slots of blocks, each block's layers.
   const int64_t layers =
       LayoutOf(m.layers / BlockLayers(m), p).slots * p.virtual_stages * BlockLayers(m);
@@ -3611,6 +3617,11 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     f.activations += kept_of(m.encoder_layers, false) + sizes.T * sizes.M * held;
   }
   return f;
+}
+
+std::string ServedWeightType(const ModelConfig& model, const WeightInfo& weight) {
+  const size_t rank = weight.dims.size() - (weight.stacked ? 1 : 0);
+  return rank >= 2 ? model.compute_type : model.param_type;
 }
 
 Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,

@@ -310,7 +310,7 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
 // serving: an all-reduce after each row-parallel product; micro-batches of
 // sequences through the stages as for training, each stage's caches of its
 // layers written per micro-batch, the logits all-reduced from the last
-// stage to every stage), the weights as for training:
+// stage to every stage), the weights split as for training, each in ServedWeightType:
 //   prefill: the prompt (tokens s32[b,S], S = the model's seq) through every
 //     layer, causal; returns the logits of each sequence's last position
 //     [b,V] and the KV caches k, v [L/pipeline, b, S, kv_heads/tensor,
@@ -319,6 +319,10 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
 //     caches of context + 1 positions (0 .. context-1 filled) after the
 //     weights; writes the token's k and v at `context`, attends over all,
 //     and returns its logits [b,V] and both caches.
+// An encoder-decoder's prefill takes the decoder's prompt s32[b,S] after
+// the tokens (which the encoder reads) and returns after the caches the
+// memory's k and v of each decoder layer [L, b, S, heads/tensor,
+// head_dim]; its decode takes those after its caches (memory_k, memory_v).
 // The module is named like a training step's, "_prefill" / "_decode".
 struct InferenceStep {
   std::string kind = "prefill";  // prefill | decode
@@ -372,6 +376,12 @@ struct WeightInfo {
   // parallelism), or -1.
   int64_t expert_dim = -1;
 };
+
+// The type a serving step holds a weight in: a matrix (a product's operand,
+// the embedding, a router, the experts') in the compute type, as servers
+// load their checkpoints, with no master copy to update; a norm's gain in
+// the parameter type, the type of the arithmetic it scales.
+std::string ServedWeightType(const ModelConfig& model, const WeightInfo& weight);
 std::vector<WeightInfo> Weights(const ModelConfig& model);
 
 // Adafactor's state of weight `weight` (Weights order), as weights are

@@ -705,6 +705,19 @@ std::vector<Tensor> FullWeights(const ModelConfig& m, uint64_t seed) {
   return std::vector<Tensor>(inputs.begin() + 3, inputs.end());
 }
 
+// The weights as a serving step takes them, each in its ServedWeightType.
+std::vector<Tensor> ServedWeights(const ModelConfig& m, const std::vector<Tensor>& full) {
+  const std::vector<WeightInfo> infos = Weights(m);
+  std::vector<Tensor> served;
+  for (size_t w = 0; w < full.size(); ++w) {
+    const ir::PrimitiveType type = *ir::ParsePrimitiveType(ServedWeightType(m, infos[w]));
+    Tensor t = Tensor::Zeros(ir::Shape(type, full[w].shape().dims())).value();
+    for (int64_t e = 0; e < t.ElementCount(); ++e) t.SetDouble(e, full[w].GetDouble(e));
+    served.push_back(std::move(t));
+  }
+  return served;
+}
+
 Tensor Tokens(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int64_t> token(0, vocab - 1);
@@ -757,10 +770,14 @@ TEST(InferenceStep, DecodeContinuesThePrefill) {
   // same whichever group it is routed in.
   ModelConfig experts = ModelPreset("tiny-moe").value();
   experts.capacity_factor = 4;
-  for (ModelConfig m : {dense, experts}) {
-    m.compute_type = "f32";
+  // In bf16 too (the presets' compute type, which holds the served
+  // weight matrices).
+  ModelConfig half = dense;
+  half.name = "tiny-gqa-bf16";
+  dense.compute_type = experts.compute_type = "f32";
+  for (const ModelConfig& m : {dense, experts, half}) {
     const int64_t S = m.seq, b = m.batch;
-    const std::vector<Tensor> weights = FullWeights(m, 11);
+    const std::vector<Tensor> weights = ServedWeights(m, FullWeights(m, 11));
     const Tensor tokens = Tokens(b, S + 1, m.vocab, 12);
     ModelConfig longer = m;
     longer.seq = S + 1;
@@ -793,6 +810,34 @@ TEST(InferenceStep, DecodeContinuesThePrefill) {
 // 1-device steps: row-parallel products sum partial products, so within
 // rounding (the threshold as for training); the pipeline alone reorders
 // nothing.
+// A serving step holds its weight matrices in the compute type (bf16 for
+// the presets: a server has no master copy to update) and its norms' gains
+// in the parameter type, and its footprint counts them so.
+TEST(InferenceStep, HoldsItsWeightMatricesInTheComputeType) {
+  for (const char* preset : {"tiny-gqa", "tiny-moe", "tiny-t5"}) {
+    const ModelConfig m = ModelPreset(preset).value();
+    ASSERT_EQ(m.compute_type, "bf16");
+    ParallelPlan plan;
+    plan.tensor = 2;
+    const InferenceStep step{"decode", 5};
+    const auto module = BuildInference(m, plan, step);
+    const std::vector<WeightInfo> infos = Weights(m);
+    const auto& parameters = module->entry()->parameters();
+    ASSERT_GT(parameters.size(), infos.size());
+    int64_t bytes = 0, matrices = 0;
+    for (size_t w = 0; w < infos.size(); ++w) {
+      const ir::Shape& shape = parameters[w + 1]->shape();  // after the token
+      const bool matrix = infos[w].dims.size() - (infos[w].stacked ? 1 : 0) >= 2;
+      matrices += matrix ? 1 : 0;
+      EXPECT_EQ(shape.type(), matrix ? ir::PrimitiveType::kBF16 : ir::PrimitiveType::kF32)
+          << preset << " " << infos[w].name;
+      bytes += shape.ByteSize();
+    }
+    EXPECT_GT(matrices, 4) << preset;
+    EXPECT_EQ(Footprint(m, plan, &step).weights, bytes) << preset;
+  }
+}
+
 TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
