@@ -576,12 +576,14 @@ class StepWriter {
   // stage hands on to stage 0 too, which keeps what comes round for its
   // next pass (it comes n - P + 1 iterations early: n >= P).
   // Returns the last stage's outputs [n*rows, M] (meaningful there) and the
-  // stacks, each entry written by the stage that took its micro-batch.
+  // stacks, each entry written by the stage that took its micro-batch (a
+  // stack of `per_layer` entries a local layer: LoadChunk).
   std::pair<Value, std::vector<Value>> MicroBatchPipeline(ComputationEmitter& e,
                                                           std::string_view name, const Value& x0,
                                                           int64_t rows, std::vector<Value> stacks,
                                                           const std::vector<Value>& stacked,
-                                                          const StageStep& stage_step) {
+                                                          const StageStep& stage_step,
+                                                          int64_t per_layer = 1) {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
     const size_t count = stacks.size();
     const long fixed = passes > 1 ? 5 : 4;  // the counter, received, outputs, micro[, round]
@@ -624,9 +626,9 @@ class StepWriter {
           StoreIf(c, outputs, out, ClampIndex(c, last, n), InRange(c, last, n)), micro};
       next.insert(next.end(), next_round.begin(), next_round.end());
       for (size_t k = 0; k < count; ++k) {
-        next.push_back(
-            work.chunk ? StoreChunkIf(c, mine_stacks[k], entries[k], work.micro, *work.chunk, valid)
-                       : StoreIf(c, mine_stacks[k], entries[k], work.micro, valid));
+        next.push_back(work.chunk ? StoreChunkIf(c, mine_stacks[k], entries[k], work.micro,
+                                                 *work.chunk, valid, per_layer)
+                                  : StoreIf(c, mine_stacks[k], entries[k], work.micro, valid));
       }
       next.insert(next.end(), weights.begin(), weights.end());
       return next;
@@ -658,11 +660,13 @@ class StepWriter {
   }
   // The entries of local layers chunk .. chunk + L / v - 1 of micro-batch
   // `micro` of a stack [n, L, ...]: [L / v, ...]; and that block written
-  // where `valid` holds.
-  Value LoadChunk(ComputationEmitter& c, const Value& stack, const Value& micro,
-                  const Value& chunk) {
-    std::vector<Value> starts = {micro, chunk};
-    std::vector<int64_t> sizes = {1, ChunkLayers()};
+  // where `valid` holds. A stack of `per_layer` entries a local layer (a
+  // serving cache's: one per layer of a block) holds a chunk's as
+  // [per_layer L / v, ...] from entry per_layer chunk on.
+  Value LoadChunk(ComputationEmitter& c, const Value& stack, const Value& micro, const Value& chunk,
+                  int64_t per_layer = 1) {
+    std::vector<Value> starts = {micro, ChunkEntry(c, chunk, per_layer)};
+    std::vector<int64_t> sizes = {1, ChunkLayers() * per_layer};
     for (int64_t d = 2; d < stack.rank(); ++d) {
       starts.push_back(c.ScalarInt(0));
       sizes.push_back(stack.dim(d));
@@ -671,13 +675,17 @@ class StepWriter {
     return c.Reshape(c.DynamicSlice(stack, starts, sizes), dims);
   }
   Value StoreChunkIf(ComputationEmitter& c, const Value& stack, const Value& value,
-                     const Value& micro, const Value& chunk, const Value& valid) {
-    std::vector<Value> starts = {micro, chunk};
+                     const Value& micro, const Value& chunk, const Value& valid,
+                     int64_t per_layer = 1) {
+    std::vector<Value> starts = {micro, ChunkEntry(c, chunk, per_layer)};
     for (int64_t d = 2; d < stack.rank(); ++d) starts.push_back(c.ScalarInt(0));
-    const Value kept = Where(c, valid, value, LoadChunk(c, stack, micro, chunk));
+    const Value kept = Where(c, valid, value, LoadChunk(c, stack, micro, chunk, per_layer));
     std::vector<int64_t> dims = kept.dims;
     dims.insert(dims.begin(), 1);
     return c.DynamicUpdateSlice(stack, c.Reshape(kept, dims), starts);
+  }
+  static Value ChunkEntry(ComputationEmitter& c, const Value& chunk, int64_t per_layer) {
+    return per_layer == 1 ? chunk : c.Mul(chunk, c.ScalarInt(per_layer));
   }
 
   // Serving through the pipeline: `layers` on each micro-batch with its
@@ -695,13 +703,15 @@ class StepWriter {
         e, "serving_pipeline", x0, rows, {k, v}, stacked,
         [&](ComputationEmitter& c, const Value& x, const std::vector<Value>& stacks,
             const Value& at, const std::optional<Value>& chunk, const std::vector<Value>& weights) {
+          // A cache has an entry per layer of a block.
           const auto cache = [&](const Value& stack) {
-            return chunk ? LoadChunk(c, stack, at, *chunk) : Load(c, stack, at);
+            return chunk ? LoadChunk(c, stack, at, *chunk, BlockLayers(m_)) : Load(c, stack, at);
           };
           const auto [y, keys, values] =
               layers(c, x, cache(stacks[0]), cache(stacks[1]), weights, chunk);
           return std::pair{y, std::vector<Value>{keys, values}};
-        });
+        },
+        BlockLayers(m_));
     return {out, caches[0], caches[1]};
   }
 
@@ -3639,10 +3649,6 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   }
   if (plan.context != 1) {
     return Error{"context parallelism is built for training steps, not for serving: context 1"};
-  }
-  if (model.experts > 0 && plan.virtual_stages > 1) {
-    return Error{
-        "mixture-of-experts layers are served without interleaved stages: virtual_stages 1"};
   }
   if (model.encoder_layers > 0 && plan.micro_batches > 1) {
     return Error{"an encoder-decoder is served without micro-batches: micro_batches 1"};

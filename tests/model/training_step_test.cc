@@ -141,6 +141,27 @@ Tensor StageLayers(const Tensor& full, const ParallelPlan& plan, int64_t stage) 
   return out;
 }
 
+// `t`'s elements in their order as `dims`.
+Tensor Reshaped(const Tensor& t, const std::vector<int64_t>& dims) {
+  Tensor out = Tensor::Zeros(ir::Shape(t.shape().type(), dims)).value();
+  EXPECT_EQ(out.ElementCount(), t.ElementCount());
+  for (int64_t e = 0; e < out.ElementCount(); ++e) out.SetDouble(e, t.GetDouble(e));
+  return out;
+}
+
+// A serving cache's entries [layers, ...] on pipeline stage `stage`, an
+// entry per layer of a block of `block_layers`: StageLayers of its blocks.
+Tensor StageCache(const Tensor& full, const ParallelPlan& plan, int64_t stage,
+                  int64_t block_layers) {
+  std::vector<int64_t> dims = full.shape().dims();
+  std::vector<int64_t> blocks = dims;
+  blocks[0] /= block_layers;
+  blocks.insert(blocks.begin() + 1, block_layers);
+  const Tensor staged = StageLayers(Reshaped(full, blocks), plan, stage);
+  dims[0] = staged.shape().dim(0) * block_layers;
+  return Reshaped(staged, dims);
+}
+
 // Device `device`'s part of a weight (or its moments, or its update):
 // layer weights split along their stacked dimension over the pipeline axis,
 // then along their split dimension over the model axis.
@@ -921,19 +942,29 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
 // (the experts split over it, their tokens sent by all-to-all) each replica
 // decodes what the 1-device step decodes of its own sequences.
 TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
-  ModelConfig m = ModelPreset("tiny-moe").value();
-  m.compute_type = "f32";
-  const std::vector<Tensor> weights = FullWeights(m, 41);
-  const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 42);
-  const Tensor token = Tokens(m.batch, 1, m.vocab, 43);
+  ModelConfig base = ModelPreset("tiny-moe").value();
+  base.compute_type = "f32";
+  const Tensor tokens = Tokens(base.batch, base.seq, base.vocab, 42);
+  const Tensor token = Tokens(base.batch, 1, base.vocab, 43);
   struct Plan {
-    int64_t tensor, data, pipeline;
+    int64_t tensor, data, pipeline, virtual_stages = 1, layers = 4;
   };
-  for (const Plan& p : {Plan{2, 1, 1}, Plan{1, 1, 2}, Plan{1, 2, 1}, Plan{2, 2, 1}}) {
+  // The last two interleave 2 stages of 2 chunks of a block (2 layers, an
+  // entry of the caches each), in 2 micro-batches: a decode step routes 2
+  // tokens a group where the 1-device step routes 4, so with room for
+  // every token in either, that each token's experts are the same.
+  for (const Plan& p : {Plan{2, 1, 1}, Plan{1, 1, 2}, Plan{1, 2, 1}, Plan{2, 2, 1},
+                        Plan{1, 1, 2, 2, 8}, Plan{2, 1, 2, 2, 8}}) {
+    ModelConfig m = base;
+    m.layers = p.layers;
+    if (p.virtual_stages > 1) m.capacity_factor = 4;
+    const std::vector<Tensor> weights = FullWeights(m, 41);
     ParallelPlan plan;
     plan.tensor = p.tensor;
     plan.data = p.data;
     plan.pipeline = p.pipeline;
+    plan.virtual_stages = p.virtual_stages;
+    plan.micro_batches = p.virtual_stages > 1 ? 2 : 1;
     const int64_t devices = Devices(plan);
     // What the 1-device steps compute of replica r's sequences.
     ModelConfig replica = m;
@@ -960,7 +991,7 @@ TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
       // A cache [L, b, positions, kv heads, hd]: the stage's layers, the
       // replica's sequences, its kv heads.
       const auto cache_part = [&](const Tensor& replica_cache, int64_t d) {
-        return Shard(Shard(replica_cache, 0, p.pipeline, StageOf(plan, d)), 3, p.tensor,
+        return Shard(StageCache(replica_cache, plan, StageOf(plan, d), m.moe_every), 3, p.tensor,
                      d % p.tensor);
       };
       const auto replica_of = [&](int64_t d) { return d / p.tensor % p.data; };
@@ -990,18 +1021,10 @@ TEST(MixtureOfExperts, ServedStepsMatchTheOneDeviceSteps) {
         worst = std::max(worst, RelativeDifference(*got[2], cache_part(*want[2], d)));
       }
       EXPECT_LE(worst, p.tensor == 1 ? 0.0 : std::ldexp(1.0, -12))
-          << kind << " tp=" << p.tensor << " dp=" << p.data << " pp=" << p.pipeline;
+          << kind << " tp=" << p.tensor << " dp=" << p.data << " pp=" << p.pipeline
+          << " v=" << p.virtual_stages;
     }
   }
-  ParallelPlan interleaved;
-  interleaved.pipeline = 2;
-  interleaved.micro_batches = 2;
-  interleaved.virtual_stages = 2;
-  m.layers = 8;
-  const Expected<std::string> refused = BuildInferenceStep(m, interleaved, {});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message,
-            "mixture-of-experts layers are served without interleaved stages: virtual_stages 1");
 }
 
 // The footprint's arithmetic on the tiny model (L=2, M=64, F=256, 4 heads
