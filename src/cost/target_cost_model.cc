@@ -299,10 +299,24 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
     return seconds;
   }
   if (const auto* torus = std::get_if<TorusTopology>(&target_.topology())) {
+    // Messages whose dimension-ordered routes cross the same link share
+    // it: each takes as long as its busiest link's share (what the
+    // simulator's max-min sharing gives the flows of that link).
+    std::map<int64_t, int64_t> messages_on_link;
+    std::vector<std::vector<int64_t>> routes;
     for (const auto& [source, target] : pairs) {
+      routes.push_back(source == target ? std::vector<int64_t>{}
+                                        : RouteLinks(target_, source, target));
+      for (int64_t link : routes.back()) ++messages_on_link[link];
+    }
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const auto& [source, target] = pairs[i];
       if (source == target) continue;
-      const auto hops = static_cast<double>(TorusHops(target_, source, target));
-      const double time = hops * torus->link.latency_seconds + bytes / torus->link.bytes_per_second;
+      int64_t sharing = 1;
+      for (int64_t link : routes[i]) sharing = std::max(sharing, messages_on_link[link]);
+      const auto hops = static_cast<double>(routes[i].size());
+      const double time = hops * torus->link.latency_seconds +
+                          static_cast<double>(sharing) * bytes / torus->link.bytes_per_second;
       note(source, time);
       note(target, time);
     }

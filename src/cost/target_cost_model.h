@@ -12,10 +12,12 @@
 // a bus (see that header for the closed forms); reduce-scatter = all-gather
 // of the same B; all-reduce = twice that; all-to-all = its N-1 rounds of
 // B/N, each as long as that collective-permute. collective-permute: on a torus the slowest
-// pair, h a + bytes / bw over its dimension-ordered route; switched: the
-// busiest device port, a + (bytes it sends, or receives) / bw; bus: all
-// pairs' bytes share the medium. Contention between concurrent transfers is
-// the simulator's business, not this model's.
+// pair, h a + s bytes / bw over its dimension-ordered route of h hops, s
+// the most of the permute's messages that share a link of that route (an
+// all-to-all's rounds cross each other's links); switched: the busiest
+// device port, a + (bytes it sends, or receives) / bw; bus: all pairs'
+// bytes share the medium. Contention between concurrent transfers (of
+// different collectives) is the simulator's business, not this model's.
 #pragma once
 
 #include <utility>
