@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/live_bytes.h"
 #include "cost/target.h"
 #include "exec/launch.h"
 #include "ir/module.h"
@@ -38,6 +39,12 @@ inline constexpr const char* kTargetSpellings =
 // --max-messages for the simulator (sim::SimOptions::max_messages), `what`
 // saying what a refusal means to the subcommand.
 void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view what);
+
+// Where a peak of live bytes is reached and its `count` largest buffers,
+// one a line (`fused_on`: the target whose fusion the peak keeps on chip,
+// or empty).
+std::string PeakBuffersText(const analysis::PeakBreakdown& peak, std::string_view fused_on,
+                            size_t count);
 
 // The whole of the file at `path`; throws CommandError "PATH: cannot read".
 std::string ReadFile(const std::string& path);

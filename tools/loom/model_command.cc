@@ -36,7 +36,8 @@ namespace {
 // The --memory report of `module`: the footprint by category, the
 // program's peak live bytes, and against `target`'s device memory when one
 // is named: there the peak is the one with what the target's compiler fuses
-// kept on chip (analysis/live_bytes.h), after the peak with nothing fused.
+// kept on chip (analysis/live_bytes.h), after the peak with nothing fused;
+// a step that does not fit says where its peak is and what is live there.
 std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint& f,
                          const std::string& target) {
   int64_t peak = analysis::PeakLiveBytes(module);
@@ -52,7 +53,8 @@ std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint&
   line("peak live bytes of the program", peak);
   if (!target.empty()) {
     const cost::Target device = ResolveTarget(target, module);
-    if (device.compute().fuses_elementwise) {
+    const bool fused = device.compute().fuses_elementwise;
+    if (fused) {
       peak = analysis::PeakLiveBytes(module, analysis::Fusion::kFused);
       line(fmt::format("peak live bytes, fused as on {}", device.name()), peak);
     }
@@ -64,6 +66,12 @@ std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint&
                               100.0 * static_cast<double>(need) / static_cast<double>(capacity))
                 : fmt::format("  DOES NOT FIT {}: {} per device, {} more needed\n", device.name(),
                               FormatBytes(capacity), FormatBytes(need - capacity));
+    if (need > capacity) {
+      const analysis::PeakBreakdown breakdown = analysis::PeakLiveBreakdown(
+          module, fused ? analysis::Fusion::kFused : analysis::Fusion::kNone);
+      std::istringstream lines(PeakBuffersText(breakdown, fused ? device.name() : "", 5));
+      for (std::string next; std::getline(lines, next);) text += "  " + next + "\n";
+    }
   }
   return text;
 }

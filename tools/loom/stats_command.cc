@@ -120,36 +120,6 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
 }
 
-// Where the peak is and its `count` largest buffers.
-void PrintPeakBuffers(const analysis::PeakBreakdown& peak, std::string_view fused_on,
-                      size_t count) {
-  std::string where;
-  for (const ir::Instruction* instruction : peak.where) {
-    where += fmt::format("{}%{} in %{}", where.empty() ? "" : ", running ", instruction->name(),
-                         instruction->parent()->name());
-  }
-  fmt::print("\npeak live bytes{}{}: {}, at {}\n", fused_on.empty() ? "" : " fused as on ",
-             fused_on, FormatBytes(peak.peak_bytes), where.empty() ? "the start" : where);
-  const size_t shown = std::min(count, peak.live.size());
-  fmt::print("  the {} largest of the {} buffers live there:\n", shown, peak.live.size());
-  for (size_t i = 0; i < shown; ++i) {
-    const analysis::LiveBuffer& buffer = peak.live[i];
-    const ir::Instruction& value = *buffer.defined_by;
-    const ir::Shape& shape =
-        value.shape().IsTuple() ? value.shape().tuple_element(buffer.element) : value.shape();
-    const std::string element =
-        value.shape().IsTuple() ? fmt::format(" {{{}}}", buffer.element) : "";
-    fmt::print("  {:>12}  %{}{} in %{}: {} {}\n", FormatBytes(buffer.bytes), value.name(), element,
-               value.parent()->name(), shape.ToString(/*print_layout=*/false),
-               ir::OpcodeName(value.opcode()));
-  }
-  int64_t rest = 0;
-  for (size_t i = shown; i < peak.live.size(); ++i) rest = SaturatingAdd(rest, peak.live[i].bytes);
-  if (shown < peak.live.size()) {
-    fmt::print("  {:>12}  the other {}\n", FormatBytes(rest), peak.live.size() - shown);
-  }
-}
-
 nlohmann::json PeakBuffersJson(const analysis::PeakBreakdown& peak, size_t count) {
   nlohmann::json where = nlohmann::json::array();
   for (const ir::Instruction* instruction : peak.where) {
@@ -237,7 +207,8 @@ void AddStatsCommand(CLI::App& app) {
       peak = analysis::PeakLiveBreakdown(
           *module, peaks.fused ? analysis::Fusion::kFused : analysis::Fusion::kNone);
     }
-    if (*json != "-" && peak) PrintPeakBuffers(*peak, peaks.target, *peak_buffers);
+    if (*json != "-" && peak)
+      fmt::print("\n{}", PeakBuffersText(*peak, peaks.target, *peak_buffers));
     if (*json != "-" && *kernels > 0) PrintKernels(*module, *device, *kernels);
     if (!json->empty()) {
       nlohmann::json report = StatsJson(*module, stats, peaks);
