@@ -1371,20 +1371,56 @@ class StepWriter {
     a.norm1 = NormForward(c, xf);
     a.h = c.Mul(a.norm1.n, PerColumn(c, w.g1, xf));
     const auto [q, k, v] = ProjectQkv(c, a.h, w, 1);
-    const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(context), c.ScalarInt(0),
+    // Under context parallelism each device holds its chunk of the
+    // positions, and the token's is the last position of the last chunk.
+    const int64_t slot = plan_.context > 1 ? k_cache.dim(1) - 1 : context;
+    const std::vector<Value> at = {c.ScalarInt(0), c.ScalarInt(slot), c.ScalarInt(0),
                                    c.ScalarInt(0)};
-    const Value keys = c.DynamicUpdateSlice(k_cache, Held(c, k), at);
-    const Value values = c.DynamicUpdateSlice(v_cache, Held(c, v), at);
-    const Value p = MaterialisedSoftmax(c, q, ExpandKv(c, keys), std::nullopt, false);
-    const Value o = c.Transpose(
-        c.Dot(c.Convert(p, C_), c.Convert(ExpandKv(c, values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
-        {0, 2, 1, 3});
+    const Value keys = c.DynamicUpdateSlice(k_cache, TokenEntry(c, k_cache, k, at), at);
+    const Value values = c.DynamicUpdateSlice(v_cache, TokenEntry(c, v_cache, v, at), at);
+    const Value o = plan_.context > 1 ? DecodeAttentionAcrossChunks(c, q, keys, values)
+                                      : DecodeAttention(c, q, keys, values);
     a.x1 = c.Add(xf, Math(c, c.AllReduce(MatMul(c, c.Reshape(o, {b, s_.H * s_.hd}), w.wo, A_),
                                          tensor_groups_)));
     if (w.cross) a.x1 = DecodeCrossAttention(c, a.x1, w, caches[2], caches[3]);
     MlpForward(c, w, a);
     return {a.out, keys, values};
   }
+  // What the token writes at `at` of a cache: its k or v; under context
+  // parallelism only on the last chunk's device, the others keeping the
+  // entry there (a position of their own chunk).
+  Value TokenEntry(ComputationEmitter& c, const Value& cache, const Value& kv,
+                   const std::vector<Value>& at) {
+    const Value entry = Held(c, kv);
+    if (plan_.context == 1) return entry;
+    const Value kept = c.DynamicSlice(cache, at, entry.dims);
+    return Where(c, Is(c, ContextRank(c), plan_.context - 1), entry, kept);
+  }
+  // The token's attention o [b, 1, H, hd] over every cached position (q
+  // [b, 1, H, hd], the caches [b, positions, K, hd]).
+  Value DecodeAttention(ComputationEmitter& c, const Value& q, const Value& keys,
+                        const Value& values) {
+    const Value p = MaterialisedSoftmax(c, q, ExpandKv(c, keys), std::nullopt, false);
+    return c.Transpose(
+        c.Dot(c.Convert(p, C_), c.Convert(ExpandKv(c, values), C_), {{0, 1}, {0, 2}, {3}, {1}}, P_),
+        {0, 2, 1, 3});
+  }
+  // The same with the positions in chunks over the context axis (as flash
+  // decoding splits them): each device folds its chunk into a running
+  // softmax (m, l, acc), and the chunks' are joined by their maximum, the
+  // rescaled sums of l and of acc over the axis.
+  Value DecodeAttentionAcrossChunks(ComputationEmitter& c, const Value& q, const Value& keys,
+                                    const Value& values) {
+    const RunningSoftmax chunk =
+        FlashBlock(c, q, c.Convert(keys, C_), c.Convert(values, C_), std::nullopt, std::nullopt,
+                   /*causal=*/false);
+    const Value m = c.AllReduce(chunk.m, context_groups_, "maximum");
+    const Value rescale = c.Unary("exponential", c.Sub(chunk.m, m));
+    const Value l = c.AllReduce(c.Mul(chunk.l, rescale), context_groups_);
+    const Value acc = c.AllReduce(c.Mul(chunk.acc, Lanes(c, rescale, chunk.acc)), context_groups_);
+    return c.Transpose(c.Div(acc, Lanes(c, l, acc)), {0, 2, 1, 3});
+  }
+
   // x1 [b, M] plus the cross-attention of norm(x1) to the memory's k and v
   // [b, S, H, hd], as CrossAttentionForward computes it for one position.
   Value DecodeCrossAttention(ComputationEmitter& c, const Value& x1, const LayerWeights& w,
@@ -3136,7 +3172,13 @@ std::string StepWriter::WritePrefill() {
       e.DynamicSlice(e.Reshape(x, {b, s_.S, s_.M}),
                      {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {b, 1, s_.M}),
       {b, s_.M});
-  std::vector<Value> outputs = {ServedLogits(e, last, weights[1], weights[2]), k, v};
+  Value logits = ServedLogits(e, last, weights[1], weights[2]);
+  // Under context parallelism the last position is the last chunk's.
+  if (plan_.context > 1) {
+    logits =
+        e.AllReduce(Masked(e, Is(e, ContextRank(e), plan_.context - 1), logits), context_groups_);
+  }
+  std::vector<Value> outputs = {logits, k, v};
   outputs.insert(outputs.end(), memory_kv.begin(), memory_kv.end());
   e.SetRoot(e.Tuple(outputs));
   return module_.Text();
@@ -3147,7 +3189,8 @@ std::string StepWriter::WriteDecode(int64_t context) {
   const int64_t b = s_.b * s_.n;
   const Value token = e.Parameter("s32", {b, 1}, "token");
   const std::vector<Value> weights = WeightParameters(e);
-  std::vector<int64_t> cache = CacheDims(context + 1);
+  // Under context parallelism each device holds its chunk of the positions.
+  std::vector<int64_t> cache = CacheDims((context + 1) / plan_.context);
   cache[1] = b;
   const Value k_cache = e.Parameter(A_, cache, "k_cache");
   const Value v_cache = e.Parameter(A_, cache, "v_cache");
@@ -3568,6 +3611,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
     // decoder layer's of the memory's, the encoder's seq).
     int64_t positions = serving->kind == "decode" ? serving->context + 1 : m.seq;
     if (m.encoder_layers > 0) positions += m.seq;
+    positions /= p.context;  // a chunk of them under context parallelism
     f.activations = 2 * layers * local_batch * positions *
                     (MultiQuery(m) ? 1 : m.kv_heads / p.tensor) * m.head_dim * held;
     return f;
@@ -3647,8 +3691,18 @@ Expected<std::string> BuildInferenceStep(const ModelConfig& model, const Paralle
   if (plan.zero_stage != 0) {
     return Error{"ZeRO shards what training updates: serving takes zero_stage 0"};
   }
-  if (plan.context != 1) {
-    return Error{"context parallelism is built for training steps, not for serving: context 1"};
+  if (plan.context > 1) {
+    // Each device holds its chunk of the positions; a token routes with its
+    // sequence's others, and stages would hand on chunks.
+    if (plan.pipeline > 1 || plan.micro_batches > 1 || model.experts > 0) {
+      return Error{"context parallelism serves without pipeline stages, micro-batches or experts"};
+    }
+    if (step.kind == "decode" && (step.context + 1) % plan.context != 0) {
+      return Error{fmt::format(
+          "decode under context parallelism: context + 1 ({}) positions must divide into "
+          "{} chunks",
+          step.context + 1, plan.context)};
+    }
   }
   if (model.encoder_layers > 0 && plan.micro_batches > 1) {
     return Error{"an encoder-decoder is served without micro-batches: micro_batches 1"};

@@ -933,6 +933,99 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   }
 }
 
+// Serving under context parallelism: each device holds its chunk of each
+// sequence's positions and its chunk of the caches. The prefill's attention
+// reads the other chunks (ring attention, or Llama 3's all-gather) and its
+// logits are the last chunk's; a decode step's token is the last position
+// of the last chunk, whose device writes its k and v there, and each device
+// folds its chunk of the caches into a running softmax that the context
+// axis joins (flash decoding's split of the keys). Against the 1-device
+// steps: the joined softmax and the ring sum in a new order, so within
+// rounding.
+TEST(ContextParallelism, ServedStepsMatchTheOneDeviceSteps) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "f32";
+  const int64_t S = m.seq, b = m.batch;
+  const std::vector<Tensor> weights = FullWeights(m, 71);
+  const Tensor tokens = Tokens(b, S, m.vocab, 72);
+  const Tensor token = Tokens(b, 1, m.vocab, 73);
+  const ParallelPlan one;
+  const auto prompt =
+      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
+  const auto caches = exec::OutputLeaves(prompt[0].output);
+  // Decode at position 5 of caches of 6 (0 .. 4 from the prompt): 3 a chunk.
+  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
+                                            Positions(*caches[2], 2, 0, 5, 6)};
+  const auto step =
+      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+  struct Plan {
+    int tensor, data;
+    std::string form;
+  };
+  for (const Plan& p :
+       {Plan{1, 1, "ring"}, Plan{1, 1, "all-gather"}, Plan{2, 1, "ring"}, Plan{1, 2, "ring"}}) {
+    ParallelPlan plan;
+    plan.tensor = p.tensor;
+    plan.data = p.data;
+    plan.context = 2;
+    plan.context_form = p.form;
+    const int64_t devices = Devices(plan);
+    const auto replica = [&](int64_t d) { return d / (p.tensor * 2) % p.data; };
+    const auto chunk = [&](int64_t d) { return d / p.tensor % 2; };
+    // A cache [L, b, positions, kv heads, hd]: the replica's sequences, the
+    // chunk's positions, the kv heads over the model axis.
+    const auto cache_part = [&](const Tensor& full, int64_t d) {
+      return Shard(Shard(Shard(full, 1, p.data, replica(d)), 2, 2, chunk(d)), 3, p.tensor,
+                   d % p.tensor);
+    };
+    // The footprint's caches are a device's chunks of k and v, in f32.
+    const InferenceStep at{"decode", 5};
+    EXPECT_EQ(Footprint(m, plan, &at).activations,
+              2 * cache_part(cache_inputs[0], 0).ElementCount() * 4);
+    for (const std::string kind : {"prefill", "decode"}) {
+      const bool is_prefill = kind == "prefill";
+      const auto inputs = ServingInputs(
+          plan, m, weights,
+          [&](int64_t d) {
+            return std::vector{is_prefill
+                                   ? Shard(Shard(tokens, 0, p.data, replica(d)), 1, 2, chunk(d))
+                                   : Shard(token, 0, p.data, replica(d))};
+          },
+          [&](int64_t d) {
+            std::vector<Tensor> parts;
+            for (size_t k = 0; !is_prefill && k < 2; ++k) {
+              parts.push_back(cache_part(cache_inputs[k], d));
+            }
+            return parts;
+          });
+      const auto results =
+          RunStep(*BuildInference(m, plan, {kind, is_prefill ? 0 : 5}), devices, inputs);
+      const auto expected = exec::OutputLeaves((is_prefill ? prompt : step)[0].output);
+      double worst = 0;
+      for (int64_t d = 0; d < devices; ++d) {
+        const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
+        ASSERT_EQ(got.size(), 3u);
+        worst = std::max(worst,
+                         RelativeDifference(*got[0], Shard(*expected[0], 0, p.data, replica(d))));
+        for (size_t k = 1; k <= 2; ++k) {
+          worst = std::max(worst, RelativeDifference(*got[k], cache_part(*expected[k], d)));
+        }
+      }
+      EXPECT_LE(worst, std::ldexp(1.0, -12))
+          << kind << " tp=" << p.tensor << " dp=" << p.data << " " << p.form;
+      std::printf("[ model ] %s cp=2 tp=%d dp=%d %s: worst relative difference %.3g\n",
+                  kind.c_str(), p.tensor, p.data, p.form.c_str(), worst);
+    }
+  }
+  ParallelPlan staged;
+  staged.context = 2;
+  staged.pipeline = 2;
+  const Expected<std::string> refused = BuildInferenceStep(m, staged, {"decode", 5});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "context parallelism serves without pipeline stages, micro-batches or experts");
+}
+
 // Serving a mixture of experts (tiny-moe: blocks of a dense and an MoE
 // layer, 4 experts, top-2, capacity factor 1). The prefill routes groups
 // of positions of a sequence, as training does; a decode step routes each

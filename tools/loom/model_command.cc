@@ -149,7 +149,8 @@ void AddModelCommand(CLI::App& app) {
   command
       ->add_option("--context-parallel", options->context_parallel,
                    "Context-parallel ways: each sequence cut into this many chunks, one per "
-                   "device, attention reading the others' keys and values (training steps)")
+                   "device, attention reading the others' keys and values; in serving, each device "
+                   "holds its chunk of the KV caches")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command
       ->add_option("--context-form", options->context_form,
