@@ -164,37 +164,17 @@ std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to) 
     const bool inter = from / per_node != to / per_node;
     return {from * 4 + (inter ? 2 : 0), to * 4 + (inter ? 3 : 1)};
   }
-  const auto* torus = std::get_if<TorusTopology>(&target.topology());
-  if (torus == nullptr) return {0};
-  std::vector<int64_t> coords = target.Coordinates(from);
-  const std::vector<int64_t> goal = target.Coordinates(to);
-  std::vector<int64_t> strides(coords.size(), 1);
-  for (size_t d = 1; d < coords.size(); ++d) strides[d] = strides[d - 1] * torus->dims[d - 1];
-  int64_t position = 0;
-  for (size_t d = 0; d < coords.size(); ++d) position += coords[d] * strides[d];
+  if (!std::holds_alternative<TorusTopology>(target.topology())) return {0};
   std::vector<int64_t> links;
-  for (size_t d = 0; d < coords.size(); ++d) {
-    const int64_t n = torus->dims[d];
-    const int64_t a = coords[d];
-    const int64_t b = goal[d];
-    if (a == b) continue;
-    int direction = b > a ? +1 : -1;
-    int64_t hops = std::abs(b - a);
-    if (d < torus->wraparound.size() && torus->wraparound[d]) {
-      const int64_t forward = ((b - a) % n + n) % n;
-      const int64_t backward = n - forward;
-      direction = forward <= backward ? +1 : -1;
-      hops = std::min(forward, backward);
-    }
-    int64_t coord = a;
-    for (int64_t h = 0; h < hops; ++h) {
-      links.push_back(TorusLinkId(target, position, d, direction));
-      const int64_t next = ((coord + direction) % n + n) % n;
-      position += (next - coord) * strides[d];
-      coord = next;
-    }
-  }
+  ForEachTorusRouteLink(target, from, to, [&](int64_t link) { links.push_back(link); });
   return links;
+}
+
+int64_t TorusLinkCount(const Target& target) {
+  const auto& torus = std::get<TorusTopology>(target.topology());
+  int64_t positions = 1;
+  for (int64_t n : torus.dims) positions *= n;
+  return positions * static_cast<int64_t>(torus.dims.size()) * 2;
 }
 
 std::vector<std::vector<std::pair<int64_t, int64_t>>> AllToAllRounds(

@@ -41,6 +41,7 @@
 // each round crosses k hops of the ring.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -104,5 +105,41 @@ int64_t TorusHops(const Target& target, int64_t a, int64_t b);
 //   bus       0, the one medium.
 int64_t TorusLinkId(const Target& target, int64_t position, size_t dim, int direction);
 std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to);
+
+// How many link ids a torus target has (TorusLinkId is below it).
+int64_t TorusLinkCount(const Target& target);
+
+// Calls `visit(link)` for each link of the torus route from `from` to `to`,
+// in order, as RouteLinks lists them, without allocating: a permute's
+// pricing walks every pair's route.
+template <typename Visit>
+void ForEachTorusRouteLink(const Target& target, int64_t from, int64_t to, Visit&& visit) {
+  const auto& torus = std::get<TorusTopology>(target.topology());
+  if (from == to) return;
+  const int64_t goal = target.TorusPosition(to);
+  int64_t position = target.TorusPosition(from);
+  int64_t stride = 1;
+  for (size_t d = 0; d < torus.dims.size(); ++d) {
+    const int64_t n = torus.dims[d];
+    const int64_t a = position / stride % n, b = goal / stride % n;
+    if (a != b) {
+      int direction = b > a ? +1 : -1;
+      int64_t hops = b > a ? b - a : a - b;
+      if (d < torus.wraparound.size() && torus.wraparound[d]) {
+        const int64_t forward = ((b - a) % n + n) % n;
+        direction = forward <= n - forward ? +1 : -1;
+        hops = std::min(forward, n - forward);
+      }
+      int64_t coord = a;
+      for (int64_t h = 0; h < hops; ++h) {
+        visit(TorusLinkId(target, position, d, direction));
+        const int64_t next = ((coord + direction) % n + n) % n;
+        position += (next - coord) * stride;
+        coord = next;
+      }
+    }
+    stride *= n;
+  }
+}
 
 }  // namespace loom::cost

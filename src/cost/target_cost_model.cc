@@ -302,19 +302,19 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
     // Messages whose dimension-ordered routes cross the same link share
     // it: each takes as long as its busiest link's share (what the
     // simulator's max-min sharing gives the flows of that link).
-    std::map<int64_t, int64_t> messages_on_link;
-    std::vector<std::vector<int64_t>> routes;
+    std::vector<int32_t> messages_on_link(static_cast<size_t>(TorusLinkCount(target_)), 0);
     for (const auto& [source, target] : pairs) {
-      routes.push_back(source == target ? std::vector<int64_t>{}
-                                        : RouteLinks(target_, source, target));
-      for (int64_t link : routes.back()) ++messages_on_link[link];
+      ForEachTorusRouteLink(target_, source, target,
+                            [&](int64_t link) { ++messages_on_link[static_cast<size_t>(link)]; });
     }
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      const auto& [source, target] = pairs[i];
+    for (const auto& [source, target] : pairs) {
       if (source == target) continue;
-      int64_t sharing = 1;
-      for (int64_t link : routes[i]) sharing = std::max(sharing, messages_on_link[link]);
-      const auto hops = static_cast<double>(routes[i].size());
+      int64_t sharing = 1, route = 0;
+      ForEachTorusRouteLink(target_, source, target, [&](int64_t link) {
+        sharing = std::max<int64_t>(sharing, messages_on_link[static_cast<size_t>(link)]);
+        ++route;
+      });
+      const auto hops = static_cast<double>(route);
       const double time = hops * torus->link.latency_seconds +
                           static_cast<double>(sharing) * bytes / torus->link.bytes_per_second;
       note(source, time);
