@@ -83,18 +83,20 @@ void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view wh
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
 }
 
-std::string PeakBuffersText(const analysis::PeakBreakdown& peak, std::string_view fused_on,
-                            size_t count) {
+std::string PeakWhere(const analysis::PeakBreakdown& peak) {
   std::string where;
   for (const ir::Instruction* instruction : peak.where) {
     where += fmt::format("{}%{} in %{}", where.empty() ? "" : ", running ", instruction->name(),
                          instruction->parent()->name());
   }
-  std::string text =
-      fmt::format("peak live bytes{}{}: {}, at {}\n", fused_on.empty() ? "" : " fused as on ",
-                  fused_on, FormatBytes(peak.peak_bytes), where.empty() ? "the start" : where);
+  return where.empty() ? "the start" : where;
+}
+
+std::string PeakBuffersText(const analysis::PeakBreakdown& peak, size_t count,
+                            std::string_view indent) {
   const size_t shown = std::min(count, peak.live.size());
-  text += fmt::format("  the {} largest of the {} buffers live there:\n", shown, peak.live.size());
+  std::string text = fmt::format("{}the {} largest of the {} buffers live there:\n", indent, shown,
+                                 peak.live.size());
   for (size_t i = 0; i < shown; ++i) {
     const analysis::LiveBuffer& buffer = peak.live[i];
     const ir::Instruction& value = *buffer.defined_by;
@@ -102,14 +104,15 @@ std::string PeakBuffersText(const analysis::PeakBreakdown& peak, std::string_vie
         value.shape().IsTuple() ? value.shape().tuple_element(buffer.element) : value.shape();
     const std::string element =
         value.shape().IsTuple() ? fmt::format(" {{{}}}", buffer.element) : "";
-    text += fmt::format("  {:>12}  %{}{} in %{}: {} {}\n", FormatBytes(buffer.bytes), value.name(),
-                        element, value.parent()->name(), shape.ToString(/*print_layout=*/false),
-                        ir::OpcodeName(value.opcode()));
+    text += fmt::format("{}{:>12}  %{}{} in %{}: {} {}\n", indent, FormatBytes(buffer.bytes),
+                        value.name(), element, value.parent()->name(),
+                        shape.ToString(/*print_layout=*/false), ir::OpcodeName(value.opcode()));
   }
   int64_t rest = 0;
   for (size_t i = shown; i < peak.live.size(); ++i) rest = SaturatingAdd(rest, peak.live[i].bytes);
   if (shown < peak.live.size()) {
-    text += fmt::format("  {:>12}  the other {}\n", FormatBytes(rest), peak.live.size() - shown);
+    text += fmt::format("{}{:>12}  the other {}\n", indent, FormatBytes(rest),
+                        peak.live.size() - shown);
   }
   return text;
 }

@@ -40,11 +40,13 @@ inline constexpr const char* kTargetSpellings =
 // saying what a refusal means to the subcommand.
 void AddMaxMessagesOption(CLI::App& command, int64_t& value, std::string_view what);
 
-// Where a peak of live bytes is reached and its `count` largest buffers,
-// one a line (`fused_on`: the target whose fusion the peak keeps on chip,
-// or empty).
-std::string PeakBuffersText(const analysis::PeakBreakdown& peak, std::string_view fused_on,
-                            size_t count);
+// Where a peak of live bytes is reached: "%while.1 in %main, running %dot.3
+// in %body" (the instruction at the peak in each computation down).
+std::string PeakWhere(const analysis::PeakBreakdown& peak);
+// The `count` largest buffers live at the peak, one a line indented by
+// `indent`, after a line that says how many of how many they are.
+std::string PeakBuffersText(const analysis::PeakBreakdown& peak, size_t count,
+                            std::string_view indent = "  ");
 
 // The whole of the file at `path`; throws CommandError "PATH: cannot read".
 std::string ReadFile(const std::string& path);

@@ -69,8 +69,8 @@ std::string MemoryReport(const ir::Module& module, const model::MemoryFootprint&
     if (need > capacity) {
       const analysis::PeakBreakdown breakdown = analysis::PeakLiveBreakdown(
           module, fused ? analysis::Fusion::kFused : analysis::Fusion::kNone);
-      std::istringstream lines(PeakBuffersText(breakdown, fused ? device.name() : "", 5));
-      for (std::string next; std::getline(lines, next);) text += "  " + next + "\n";
+      text += fmt::format("  its peak is at {}\n{}", PeakWhere(breakdown),
+                          PeakBuffersText(breakdown, 5, "    "));
     }
   }
   return text;

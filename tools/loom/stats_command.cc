@@ -207,8 +207,11 @@ void AddStatsCommand(CLI::App& app) {
       peak = analysis::PeakLiveBreakdown(
           *module, peaks.fused ? analysis::Fusion::kFused : analysis::Fusion::kNone);
     }
-    if (*json != "-" && peak)
-      fmt::print("\n{}", PeakBuffersText(*peak, peaks.target, *peak_buffers));
+    if (*json != "-" && peak) {
+      fmt::print("\npeak live bytes{}{}: {}, at {}\n{}", peaks.fused ? " fused as on " : "",
+                 peaks.target, FormatBytes(peak->peak_bytes), PeakWhere(*peak),
+                 PeakBuffersText(*peak, *peak_buffers));
+    }
     if (*json != "-" && *kernels > 0) PrintKernels(*module, *device, *kernels);
     if (!json->empty()) {
       nlohmann::json report = StatsJson(*module, stats, peaks);
