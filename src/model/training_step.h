@@ -319,6 +319,10 @@ Expected<std::string> BuildTrainingStep(const ModelConfig& model, const Parallel
 //     caches of context + 1 positions (0 .. context-1 filled) after the
 //     weights; writes the token's k and v at `context`, attends over all,
 //     and returns its logits [b,V] and both caches.
+// Under context parallelism (no stages, micro-batches or experts) each
+// device holds its chunk of the positions: the prefill's tokens and caches
+// S/context of them, a decode's caches (context + 1)/context, the token's
+// entry the last of the last chunk.
 // An encoder-decoder's prefill takes the decoder's prompt s32[b,S] after
 // the tokens (which the encoder reads) and returns after the caches the
 // memory's k and v of each decoder layer [L, b, S, heads/tensor,
