@@ -779,6 +779,31 @@ std::vector<std::vector<Tensor>> ServingInputs(
   return inputs;
 }
 
+// The 1-device serving steps the partitioned ones are held to: `m`'s
+// weights, a prompt's tokens and a token per sequence (drawn from `seed`,
+// `seed` + 1 and `seed` + 2), the prefill, and the decode at position 5
+// against caches of 6 positions (0 .. 4 from the prompt, `cache_inputs`).
+struct ServingReference {
+  std::vector<Tensor> weights;
+  Tensor tokens, token;
+  std::vector<exec::DeviceResult> prefill;
+  std::vector<Tensor> cache_inputs;
+  std::vector<exec::DeviceResult> decode;
+};
+ServingReference OneDeviceServing(const ModelConfig& m, uint64_t seed) {
+  ServingReference r;
+  r.weights = FullWeights(m, seed);
+  r.tokens = Tokens(m.batch, m.seq, m.vocab, seed + 1);
+  r.token = Tokens(m.batch, 1, m.vocab, seed + 2);
+  const ParallelPlan one;
+  r.prefill = RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(r.tokens, r.weights)});
+  const auto caches = exec::OutputLeaves(r.prefill[0].output);
+  r.cache_inputs = {Positions(*caches[1], 2, 0, 5, 6), Positions(*caches[2], 2, 0, 5, 6)};
+  r.decode = RunStep(*BuildInference(m, one, {"decode", 5}), 1,
+                     {Concat(r.token, r.weights, r.cache_inputs)});
+  return r;
+}
+
 // Decoding token S after a prefill of tokens 0 .. S-1 gives the logits a
 // prefill of all S + 1 tokens gives at its last position, and the caches
 // that prefill holds, bitwise: with the deterministic kernels every value
@@ -862,19 +887,8 @@ TEST(InferenceStep, HoldsItsWeightMatricesInTheComputeType) {
 TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
-  const int64_t S = m.seq, b = m.batch;
-  const std::vector<Tensor> weights = FullWeights(m, 21);
-  const Tensor tokens = Tokens(b, S, m.vocab, 22);
-  const Tensor token = Tokens(b, 1, m.vocab, 23);
-  const ParallelPlan one;
-  const auto prompt =
-      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
-  const auto caches = exec::OutputLeaves(prompt[0].output);
-  // Decode at position 5 of a cache of 6 (positions 0 .. 4 from the prompt).
-  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
-                                            Positions(*caches[2], 2, 0, 5, 6)};
-  const auto step =
-      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+  const ServingReference one_device = OneDeviceServing(m, 21);
+  const auto& [weights, tokens, token, prompt, cache_inputs, step] = one_device;
   struct Plan {
     int tensor, data, pipeline, micro_batches;
   };
@@ -945,19 +959,9 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
 TEST(ContextParallelism, ServedStepsMatchTheOneDeviceSteps) {
   ModelConfig m = ModelPreset("tiny-gqa").value();
   m.compute_type = "f32";
-  const int64_t S = m.seq, b = m.batch;
-  const std::vector<Tensor> weights = FullWeights(m, 71);
-  const Tensor tokens = Tokens(b, S, m.vocab, 72);
-  const Tensor token = Tokens(b, 1, m.vocab, 73);
-  const ParallelPlan one;
-  const auto prompt =
-      RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
-  const auto caches = exec::OutputLeaves(prompt[0].output);
-  // Decode at position 5 of caches of 6 (0 .. 4 from the prompt): 3 a chunk.
-  const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
-                                            Positions(*caches[2], 2, 0, 5, 6)};
-  const auto step =
-      RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+  // Decoding at position 5 against caches of 6: 3 positions a chunk.
+  const ServingReference one_device = OneDeviceServing(m, 71);
+  const auto& [weights, tokens, token, prompt, cache_inputs, step] = one_device;
   struct Plan {
     int tensor, data;
     std::string form;
@@ -2065,17 +2069,8 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
     ModelConfig m = ModelPreset("tiny-gqa").value();
     m.compute_type = "f32";
     m.layers = p.layers;
-    const std::vector<Tensor> weights = FullWeights(m, 31);
-    const Tensor tokens = Tokens(m.batch, m.seq, m.vocab, 32);
-    const Tensor token = Tokens(m.batch, 1, m.vocab, 33);
-    const ParallelPlan one;
-    const auto prompt =
-        RunStep(*BuildInference(m, one, {"prefill", 0}), 1, {Concat(tokens, weights)});
-    const auto caches = exec::OutputLeaves(prompt[0].output);
-    const std::vector<Tensor> cache_inputs = {Positions(*caches[1], 2, 0, 5, 6),
-                                              Positions(*caches[2], 2, 0, 5, 6)};
-    const auto step =
-        RunStep(*BuildInference(m, one, {"decode", 5}), 1, {Concat(token, weights, cache_inputs)});
+    const ServingReference one_device = OneDeviceServing(m, 31);
+    const auto& [weights, tokens, token, prompt, cache_inputs, step] = one_device;
     const int64_t tensor = p.tensor;
     ParallelPlan plan;
     plan.tensor = tensor;
