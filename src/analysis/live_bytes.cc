@@ -306,9 +306,9 @@ class PeakModel {
 
   // Adds to `breakdown` where `computation` peaks and the buffers live there,
   // descending into the computation that instruction runs when its peak is
-  // what the instruction adds.
-  void Explain(const Computation& computation, bool parameters_own_bytes,
-               PeakBreakdown& breakdown) {
+  // what the instruction adds; returns the computation's peak.
+  int64_t Explain(const Computation& computation, bool parameters_own_bytes,
+                  PeakBreakdown& breakdown) {
     const ScheduleScan scan = Scan(computation, parameters_own_bytes);
     const int64_t at = scan.peak_position;
     const Instruction* instruction = at >= 0 ? computation.instructions()[at].get() : nullptr;
@@ -326,6 +326,7 @@ class PeakModel {
       }
     }
     if (descends) Explain(*callee, /*parameters_own_bytes=*/false, breakdown);
+    return scan.peak;
   }
 
  private:
@@ -374,15 +375,13 @@ class PeakModel {
     return peaking;
   }
 
-  static std::vector<const Computation*> CalledForPeak(const Instruction& instruction) {
+  static std::vector<Computation*> CalledForPeak(const Instruction& instruction) {
     switch (instruction.opcode()) {
       case Opcode::kWhile:
       case Opcode::kCall:
       case Opcode::kAsyncStart:
-      case Opcode::kConditional: {
-        const std::vector<Computation*> called = instruction.called_computations();
-        return {called.begin(), called.end()};
-      }
+      case Opcode::kConditional:
+        return instruction.called_computations();
       default:
         return {};
     }
@@ -420,9 +419,8 @@ int64_t PeakLiveBytes(const ir::Module& module, Fusion fusion) {
 PeakBreakdown PeakLiveBreakdown(const ir::Module& module, Fusion fusion) {
   PeakBreakdown breakdown;
   if (module.entry() == nullptr) return breakdown;
-  PeakModel model(fusion);
-  breakdown.peak_bytes = model.PeakOf(*module.entry(), /*parameters_own_bytes=*/true);
-  model.Explain(*module.entry(), /*parameters_own_bytes=*/true, breakdown);
+  breakdown.peak_bytes =
+      PeakModel(fusion).Explain(*module.entry(), /*parameters_own_bytes=*/true, breakdown);
   std::stable_sort(breakdown.live.begin(), breakdown.live.end(),
                    [](const LiveBuffer& a, const LiveBuffer& b) { return a.bytes > b.bytes; });
   return breakdown;

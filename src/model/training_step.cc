@@ -2436,7 +2436,7 @@ class StepWriter {
     const Embedded source = Embed(c, tokens, weights[0]);
     const auto [encoded, encoder_saved] = ForwardLoop(c, source.x0, encoder, {}, encoding);
     const auto [norm, memory] = EncoderMemory(c, encoded, gain);
-    LayerStack decoding = stacks.decoding;
+    LayerStack decoding;
     decoding.memory = memory;
     const Embedded shifted = Embed(c, ShiftedRight(c, targets), weights[0]);
     const auto [xl, decoder_saved] = ForwardLoop(c, shifted.x0, decoder, {}, decoding);
@@ -2457,9 +2457,10 @@ class StepWriter {
   // The stacked weights by stack (of the weights in Weights order): the
   // decoder's (the model's only stack but for an encoder-decoder), and an
   // encoder-decoder's encoder's with its final norm's gain.
+  // (The decoder's stack is the default LayerStack, with the memory once
+  // the encoder has made it.)
   struct Stacks {
     std::vector<Value> decoder;
-    LayerStack decoding;
     std::vector<Value> encoder;
     LayerStack encoding;
     Value gain;
@@ -2469,7 +2470,7 @@ class StepWriter {
     size_t encoder_gain = 3;
     while (infos_[encoder_gain].name != "enc.gf") ++encoder_gain;
     const auto gain = static_cast<long>(encoder_gain);
-    return {std::vector<Value>(weights.begin() + 3, weights.begin() + gain), LayerStack{},
+    return {std::vector<Value>(weights.begin() + 3, weights.begin() + gain),
             std::vector<Value>(weights.begin() + gain + 1, weights.end()),
             LayerStack{encoder_gain + 1, true, std::nullopt}, weights[encoder_gain]};
   }
@@ -3137,7 +3138,7 @@ std::string StepWriter::WritePrefill() {
                               },
                               std::nullopt, stacks.encoding)
                               .first;
-    LayerStack decoding = stacks.decoding;
+    LayerStack decoding;
     decoding.memory = EncoderMemory(e, encoded, stacks.gain).second;
     std::vector<Value> caches;
     for (int i = 0; i < 4; ++i) caches.push_back(e.Full(A_, 0, CacheDims(s_.S)));

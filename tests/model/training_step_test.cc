@@ -717,6 +717,12 @@ std::unique_ptr<ir::Module> BuildInference(const ModelConfig& m, const ParallelP
   return std::move(module).value();
 }
 
+// The message a serving step is refused with ("" where it is built).
+std::string ServingRefusal(const ModelConfig& m, const ParallelPlan& p, const InferenceStep& step) {
+  const Expected<std::string> text = BuildInferenceStep(m, p, step);
+  return text.ok() ? "" : text.error().message;
+}
+
 // Full weights in parameter order (as FullInputs draws them).
 std::vector<Tensor> FullWeights(const ModelConfig& m, uint64_t seed) {
   ParallelPlan one;
@@ -777,6 +783,20 @@ std::vector<std::vector<Tensor>> ServingInputs(
     inputs.push_back(std::move(mine));
   }
   return inputs;
+}
+
+// Each device's parts of a decode's caches by `part` (none for a prefill):
+// ServingInputs' caches_of.
+std::function<std::vector<Tensor>(int64_t)> DecodeCacheParts(
+    std::string_view kind, const std::vector<Tensor>& caches,
+    const std::function<Tensor(const Tensor&, int64_t)>& part) {
+  return [kind, &caches, part](int64_t d) {
+    std::vector<Tensor> parts;
+    if (kind == "decode") {
+      for (const Tensor& cache : caches) parts.push_back(part(cache, d));
+    }
+    return parts;
+  };
 }
 
 // The 1-device serving steps the partitioned ones are held to: `m`'s
@@ -915,13 +935,7 @@ TEST(InferenceStep, PartitionedStepsMatchTheOneDeviceSteps) {
             return std::vector{
                 Shard(kind == "prefill" ? tokens : token, 0, data, d / tensor % data)};
           },
-          [&](int64_t d) {
-            std::vector<Tensor> parts;
-            if (kind == "decode") {
-              for (const Tensor& cache : cache_inputs) parts.push_back(cache_part(cache, d));
-            }
-            return parts;
-          });
+          DecodeCacheParts(kind, cache_inputs, cache_part));
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
       const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
@@ -995,13 +1009,7 @@ TEST(ContextParallelism, ServedStepsMatchTheOneDeviceSteps) {
                                    ? Shard(Shard(tokens, 0, p.data, replica(d)), 1, 2, chunk(d))
                                    : Shard(token, 0, p.data, replica(d))};
           },
-          [&](int64_t d) {
-            std::vector<Tensor> parts;
-            for (size_t k = 0; !is_prefill && k < 2; ++k) {
-              parts.push_back(cache_part(cache_inputs[k], d));
-            }
-            return parts;
-          });
+          DecodeCacheParts(kind, cache_inputs, cache_part));
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, is_prefill ? 0 : 5}), devices, inputs);
       const auto expected = exec::OutputLeaves((is_prefill ? prompt : step)[0].output);
@@ -1024,9 +1032,7 @@ TEST(ContextParallelism, ServedStepsMatchTheOneDeviceSteps) {
   ParallelPlan staged;
   staged.context = 2;
   staged.pipeline = 2;
-  const Expected<std::string> refused = BuildInferenceStep(m, staged, {"decode", 5});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message,
+  EXPECT_EQ(ServingRefusal(m, staged, {"decode", 5}),
             "context parallelism serves without pipeline stages, micro-batches or experts");
 }
 
@@ -1239,9 +1245,7 @@ TEST(EncoderDecoder, ServedStepsContinueThePrefillAndComputeTheTrainingLogits) {
   }
   ParallelPlan micro;
   micro.micro_batches = 2;
-  const Expected<std::string> refused = BuildInferenceStep(m, micro, {"decode", 3});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message,
+  EXPECT_EQ(ServingRefusal(m, micro, {"decode", 3}),
             "an encoder-decoder is served without micro-batches: micro_batches 1");
 }
 
@@ -2089,13 +2093,7 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
       const auto inputs = ServingInputs(
           plan, m, weights,
           [&](int64_t) { return std::vector{kind == "prefill" ? tokens : token}; },
-          [&](int64_t d) {
-            std::vector<Tensor> parts;
-            if (kind == "decode") {
-              for (const Tensor& cache : cache_inputs) parts.push_back(cache_part(cache, d));
-            }
-            return parts;
-          });
+          DecodeCacheParts(kind, cache_inputs, cache_part));
       const auto results =
           RunStep(*BuildInference(m, plan, {kind, kind == "decode" ? 5 : 0}), devices, inputs);
       const auto expected = exec::OutputLeaves((kind == "prefill" ? prompt : step)[0].output);
@@ -2155,9 +2153,7 @@ TEST(SequenceParallelism, RefusesWhatItIsNotBuiltForAndScattersTheRowParallelSum
   ParallelPlan plan;
   plan.tensor = 2;
   plan.sequence_parallel = true;
-  Expected<std::string> serving = BuildInferenceStep(m, plan, InferenceStep{"prefill", 0});
-  ASSERT_FALSE(serving.ok());
-  EXPECT_EQ(serving.error().message,
+  EXPECT_EQ(ServingRefusal(m, plan, {"prefill", 0}),
             "sequence parallelism is built for training steps, not for serving");
   Expected<std::string> text = BuildTrainingStep(m, plan);
   ASSERT_TRUE(text.ok()) << text.error().message;

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "analysis/live_bytes.h"
 #include "ir/parser.h"
