@@ -350,11 +350,13 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       return step;
     }
   }
-  if (op == Opcode::kReduce && !device_.Supports(instruction)) {
-    step.kind = StepKind::kReduce;
+  if ((op == Opcode::kReduce || op == Opcode::kScatter) && !device_.Supports(instruction)) {
+    step.kind = op == Opcode::kReduce ? StepKind::kReduce : StepKind::kScatter;
     const Status status = call(instruction.called("to_apply"));
-    if (!status.ok())
-      return unsupported(OpError(instruction, "reduce needs operands and to_apply"));
+    if (!status.ok()) {
+      return unsupported(
+          OpError(instruction, fmt::format("{} needs operands and to_apply", ir::OpcodeName(op))));
+    }
     return step;
   }
   if (!device_.Supports(instruction)) {
@@ -450,7 +452,16 @@ class Executor::Evaluation {
   Expected<Value> DeviceOp(const Step& step, std::vector<Value>& in);
   Expected<Value> While(const Step& step, Value state);
   Expected<Value> Conditional(const Step& step, const std::vector<Value>& in);
+  // An element of a host array, for a per-element call.
+  struct Element {
+    const cpu::HostArray* array;
+    int64_t at;
+  };
+  Expected<std::vector<const ir::Shape*>> ScalarParameters(const Step& step, int64_t count);
+  Status CallOnElements(const Step& step, const std::vector<const ir::Shape*>& parameters,
+                        std::span<const Element> arguments, std::span<const Element> results);
   Expected<Value> GeneralReduce(const Step& step, const std::vector<Value>& in);
+  Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
   Expected<Array> NewArray(const ir::Shape& shape);
@@ -576,6 +587,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return executor_.Execute(*step.called[0], std::move(in), depth_ + 1);
     case StepKind::kReduce:
       return GeneralReduce(step, in);
+    case StepKind::kScatter:
+      return GeneralScatter(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -753,6 +766,61 @@ Expected<Value> Executor::Evaluation::AsyncStart(const Step& step, std::vector<V
   return Value::OfTuple(&shape, std::move(elements));
 }
 
+// The shapes of the first `count` parameters of the step's callee, each a
+// scalar it reads.
+Expected<std::vector<const ir::Shape*>> Executor::Evaluation::ScalarParameters(const Step& step,
+                                                                               int64_t count) {
+  const Program& callee = *step.called[0];
+  std::vector<const ir::Shape*> shapes;
+  for (int64_t k = 0; k < count; ++k) {
+    const int32_t slot = k < static_cast<int64_t>(callee.parameter_slots.size())
+                             ? callee.parameter_slots[static_cast<size_t>(k)]
+                             : -1;
+    if (slot < 0) {
+      return OpError(*step.instruction,
+                     fmt::format("to_apply must read {} scalar parameters", count));
+    }
+    shapes.push_back(&callee.steps[static_cast<size_t>(slot)].instruction->shape());
+  }
+  return shapes;
+}
+
+// One call of the step's callee on scalars: its arguments the elements
+// `arguments`, its results (one value, or a tuple of as many) written to the
+// elements `results`.
+Status Executor::Evaluation::CallOnElements(const Step& step,
+                                            const std::vector<const ir::Shape*>& parameters,
+                                            std::span<const Element> arguments,
+                                            std::span<const Element> results) {
+  std::vector<Value> values;
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    const cpu::HostArray& source = *arguments[k].array;
+    LOOM_ASSIGN_OR_RETURN(Array scalar, NewArray(*parameters[k]));
+    const int64_t width = source.element_bytes();
+    LOOM_RETURN_IF_ERROR(
+        device_.CopyFromHost(std::span<const std::byte>(source.data + arguments[k].at * width,
+                                                        static_cast<size_t>(width)),
+                             scalar));
+    values.push_back(Value::OfArray(std::move(scalar)));
+  }
+  LOOM_ASSIGN_OR_RETURN(Value result,
+                        executor_.Execute(*step.called[0], std::move(values), depth_ + 1));
+  const size_t returned = result.is_tuple() ? result.elements().size() : 1;
+  if (returned != results.size()) {
+    return OpError(*step.instruction,
+                   fmt::format("to_apply returned {} values, not {}", returned, results.size()));
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    const Value& value = result.is_tuple() ? result.elements()[k] : result;
+    const cpu::HostArray& target = *results[k].array;
+    const int64_t width = target.element_bytes();
+    LOOM_RETURN_IF_ERROR(device_.CopyToHost(
+        value.array(),
+        std::span<std::byte>(target.data + results[k].at * width, static_cast<size_t>(width))));
+  }
+  return OkStatus();
+}
+
 // reduce with a reducer the device cannot run as one op (several inputs, or
 // a computation of more than one op): each result element folds its inputs
 // in row-major order of the reduced dimensions, acc = to_apply(acc, x),
@@ -791,45 +859,20 @@ Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
   for (int64_t k = static_cast<int64_t>(kept.size()) - 2; k >= 0; --k) {
     out_strides[k] = out_strides[k + 1] * in_shape.dim(kept[k + 1]);
   }
-  // Scalar arguments for the reducer: n accumulators, then n inputs.
-  std::vector<const ir::Shape*> scalar_shapes;
-  const Program& reducer = *step.called[0];
-  for (int64_t k = 0; k < 2 * n; ++k) {
-    const int32_t slot = k < static_cast<int64_t>(reducer.parameter_slots.size())
-                             ? reducer.parameter_slots[static_cast<size_t>(k)]
-                             : -1;
-    if (slot < 0) {
-      return OpError(instruction, fmt::format("to_apply must read {} scalar parameters", 2 * n));
-    }
-    scalar_shapes.push_back(&reducer.steps[static_cast<size_t>(slot)].instruction->shape());
-  }
+  // The reducer's arguments: n accumulators, then n inputs.
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
+                        ScalarParameters(step, 2 * n));
+  std::vector<Element> arguments(static_cast<size_t>(2 * n));
   std::vector<int64_t> index(static_cast<size_t>(in_shape.rank()), 0);
   for (int64_t linear = 0; linear < in_shape.ElementCount(); ++linear) {
     int64_t out_index = 0;
     for (size_t k = 0; k < kept.size(); ++k) out_index += index[kept[k]] * out_strides[k];
-    std::vector<Value> arguments;
-    for (int64_t k = 0; k < 2 * n; ++k) {
-      const cpu::HostArray& source = k < n ? accs[k] : inputs[k - n];
-      const int64_t at = k < n ? out_index : linear;
-      LOOM_ASSIGN_OR_RETURN(Array scalar, NewArray(*scalar_shapes[k]));
-      const int64_t width = source.element_bytes();
-      LOOM_RETURN_IF_ERROR(device_.CopyFromHost(
-          std::span<const std::byte>(source.data + at * width, static_cast<size_t>(width)),
-          scalar));
-      arguments.push_back(Value::OfArray(std::move(scalar)));
-    }
-    LOOM_ASSIGN_OR_RETURN(Value result,
-                          executor_.Execute(*step.called[0], std::move(arguments), depth_ + 1));
-    if (result.is_tuple() ? static_cast<int64_t>(result.elements().size()) != n : n != 1) {
-      return OpError(instruction, "to_apply returned the wrong number of values");
-    }
     for (int64_t k = 0; k < n; ++k) {
-      const Value& value = result.is_tuple() ? result.elements()[k] : result;
-      const int64_t width = accs[k].element_bytes();
-      LOOM_RETURN_IF_ERROR(device_.CopyToHost(
-          value.array(),
-          std::span<std::byte>(accs[k].data + out_index * width, static_cast<size_t>(width))));
+      arguments[k] = {&accs[k], out_index};
+      arguments[n + k] = {&inputs[k], linear};
     }
+    LOOM_RETURN_IF_ERROR(
+        CallOnElements(step, parameters, arguments, std::span<const Element>(arguments).first(n)));
     for (int64_t d = in_shape.rank() - 1; d >= 0; --d) {
       if (++index[d] < in_shape.dim(d)) break;
       index[d] = 0;
@@ -839,6 +882,53 @@ Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
   std::vector<Value> elements;
   for (Array& acc : accumulators) elements.push_back(Value::OfArray(std::move(acc)));
   return Value::OfTuple(&result_shape, std::move(elements));
+}
+
+// scatter the device cannot run as one op (several operands, or a combiner
+// of more than one op): each update element that lands, in the order the
+// device's scatter combines them, calls the combiner on the N operands'
+// current elements and the N updates' (cpu::ForEachScatterElement).
+Expected<Value> Executor::Evaluation::GeneralScatter(const Step& step,
+                                                     const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  const int64_t n = static_cast<int64_t>(in.size() - 1) / 2;
+  if (n < 1 || static_cast<int64_t>(in.size()) != 2 * n + 1) {
+    return OpError(instruction, "scatter takes N operands, indices and N updates");
+  }
+  for (const Value& value : in) {
+    if (value.is_tuple()) return OpError(instruction, "scatter of a tuple");
+  }
+  std::vector<Array> outs;
+  std::vector<cpu::HostArray> out_views, updates;
+  for (int64_t k = 0; k < n; ++k) {
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[k].array(), instruction));
+    LOOM_ASSIGN_OR_RETURN(Array out, NewArray(*operand.shape));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(out, instruction));
+    std::memcpy(view.data, operand.data, static_cast<size_t>(operand.bytes()));
+    outs.push_back(std::move(out));
+    out_views.push_back(view);
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray update, HostArrayOf(in[n + 1 + k].array(), instruction));
+    updates.push_back(update);
+  }
+  LOOM_ASSIGN_OR_RETURN(const cpu::HostArray indices, HostArrayOf(in[n].array(), instruction));
+  // The combiner's arguments: n operand elements, then n update elements.
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
+                        ScalarParameters(step, 2 * n));
+  std::vector<Element> arguments(static_cast<size_t>(2 * n));
+  LOOM_RETURN_IF_ERROR(cpu::ForEachScatterElement(
+      instruction, *out_views[0].shape, indices, *updates[0].shape,
+      [&](int64_t update, int64_t element) {
+        for (int64_t k = 0; k < n; ++k) {
+          arguments[k] = {&out_views[k], element};
+          arguments[n + k] = {&updates[k], update};
+        }
+        return CallOnElements(step, parameters, arguments,
+                              std::span<const Element>(arguments).first(n));
+      }));
+  if (!instruction.shape().IsTuple()) return Value::OfArray(std::move(outs[0]));
+  std::vector<Value> elements;
+  for (Array& out : outs) elements.push_back(Value::OfArray(std::move(out)));
+  return Value::OfTuple(&instruction.shape(), std::move(elements));
 }
 
 // --- collectives ---------------------------------------------------------------------

@@ -62,6 +62,7 @@ enum class StepKind : uint8_t {
   kConditional,
   kCall,        // call, fusion
   kReduce,      // reduce with a reducer computation the device cannot run
+  kScatter,     // scatter with a combiner (or of operands) the device cannot run
   kAsyncStart,  // a generic async-start: runs its callee at once
   kAsyncUpdate,
   kAsyncDone,

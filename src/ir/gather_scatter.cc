@@ -114,7 +114,68 @@ Expected<std::pair<std::vector<int64_t>, int64_t>> BatchAndVector(const Shape& i
   return std::make_pair(std::move(batch), length);
 }
 
+std::vector<int64_t> SortedUnion(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+  return a;
+}
+
+// What a gather's or a scatter's batching dimensions must be, by XLA's
+// rules, with the attributes named as the op spells them.
+struct BatchingRule {
+  const std::vector<int64_t>& operand_dims;  // operand_batching_dims, input_batching_dims
+  std::string_view operand_name;
+  const std::vector<int64_t>& indices_dims;  // start_indices_batching_dims, ...
+  std::string_view indices_name;
+  const std::vector<int64_t>& unwalked;  // collapsed_slice_dims, inserted_window_dims
+  std::string_view unwalked_name;
+  const std::vector<int64_t>& start_map;  // start_index_map, scatter_dims_to_operand_dims
+  std::string_view start_map_name;
+};
+
+Status CheckBatchingDims(const Shape& operand, const Shape& indices, int64_t index_vector_dim,
+                         const BatchingRule& rule) {
+  LOOM_RETURN_IF_ERROR(
+      CheckDimensionList(rule.operand_dims, operand.rank(), rule.operand_name, true));
+  LOOM_RETURN_IF_ERROR(
+      CheckDimensionList(rule.indices_dims, indices.rank(), rule.indices_name, false));
+  if (rule.operand_dims.size() != rule.indices_dims.size()) {
+    return Fail(fmt::format("{} has {} entries but {} has {}", rule.operand_name,
+                            rule.operand_dims.size(), rule.indices_name, rule.indices_dims.size()));
+  }
+  for (size_t i = 0; i < rule.operand_dims.size(); ++i) {
+    const int64_t d = rule.operand_dims[i];
+    const int64_t s = rule.indices_dims[i];
+    if (s == index_vector_dim) {
+      return Fail(fmt::format("{} holds index_vector_dim={}", rule.indices_name, s));
+    }
+    for (const auto& [other, name] : {std::pair{&rule.unwalked, rule.unwalked_name},
+                                      std::pair{&rule.start_map, rule.start_map_name}}) {
+      if (Contains(*other, d)) {
+        return Fail(
+            fmt::format("operand dimension {} is in both {} and {}", d, rule.operand_name, name));
+      }
+    }
+    if (operand.dim(d) != indices.dim(s)) {
+      return Fail(fmt::format(
+          "batching dimension {} of the operand {} has {} elements but dimension {} of the "
+          "indices {} has {}",
+          d, operand.ToString(false), operand.dim(d), s, indices.ToString(false), indices.dim(s)));
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
+
+std::vector<int64_t> GatherDimensions::UnwalkedOperandDims() const {
+  return SortedUnion(collapsed_slice_dims, operand_batching_dims);
+}
+
+std::vector<int64_t> ScatterDimensions::UnwalkedOperandDims() const {
+  return SortedUnion(inserted_window_dims, input_batching_dims);
+}
 
 std::vector<int64_t> WindowOperandDims(int64_t rank, const std::vector<int64_t>& skipped) {
   std::vector<int64_t> walked;
@@ -157,9 +218,6 @@ Expected<ScatterDimensions> ScatterDimensionsOf(const Instruction& scatter) {
 
 Expected<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
                                  const GatherDimensions& dims) {
-  if (!dims.operand_batching_dims.empty() || !dims.start_indices_batching_dims.empty()) {
-    return Fail("gather with batching dimensions is not supported");
-  }
   if (!operand.IsArray()) return Fail("the operand of gather must be an array");
   LOOM_ASSIGN_OR_RETURN(const auto batch_and_vector,
                         BatchAndVector(indices, dims.index_vector_dim));
@@ -189,16 +247,27 @@ Expected<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
     return Fail(fmt::format("start_index_map has {} entries but an index vector of {} has {}",
                             dims.start_index_map.size(), indices.ToString(false), length));
   }
-  const int64_t offsets = rank - static_cast<int64_t>(dims.collapsed_slice_dims.size());
+  LOOM_RETURN_IF_ERROR(CheckBatchingDims(
+      operand, indices, dims.index_vector_dim,
+      {dims.operand_batching_dims, "operand_batching_dims", dims.start_indices_batching_dims,
+       "start_indices_batching_dims", dims.collapsed_slice_dims, "collapsed_slice_dims",
+       dims.start_index_map, "start_index_map"}));
+  for (int64_t d : dims.operand_batching_dims) {
+    if (dims.slice_sizes[static_cast<size_t>(d)] > 1) {
+      return Fail(fmt::format("batching dimension {} has slice size {}, not 1", d,
+                              dims.slice_sizes[static_cast<size_t>(d)]));
+    }
+  }
+  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.UnwalkedOperandDims());
+  const auto offsets = static_cast<int64_t>(walked.size());
   if (static_cast<int64_t>(dims.offset_dims.size()) != offsets) {
-    return Fail(
-        fmt::format("offset_dims has {} entries but the operand has {} uncollapsed "
-                    "dimensions",
-                    dims.offset_dims.size(), offsets));
+    return Fail(fmt::format(
+        "offset_dims has {} entries but the operand has {} dimensions neither collapsed nor "
+        "batching",
+        dims.offset_dims.size(), offsets));
   }
   const int64_t out_rank = static_cast<int64_t>(batch.size()) + offsets;
   LOOM_RETURN_IF_ERROR(CheckDimensionList(dims.offset_dims, out_rank, "offset_dims", true));
-  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.collapsed_slice_dims);
   std::vector<int64_t> out;
   size_t next_batch = 0, next_window = 0;
   for (int64_t i = 0; i < out_rank; ++i) {
@@ -213,9 +282,6 @@ Expected<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
 
 Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shape& updates,
                           const ScatterDimensions& dims) {
-  if (!dims.input_batching_dims.empty() || !dims.scatter_indices_batching_dims.empty()) {
-    return Fail("scatter with batching dimensions is not supported");
-  }
   if (!operand.IsArray() || !updates.IsArray()) {
     return Fail("the operand and the updates of scatter must be arrays");
   }
@@ -238,15 +304,20 @@ Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shap
         fmt::format("scatter_dims_to_operand_dims has {} entries but an index vector of {} has {}",
                     dims.scatter_dims_to_operand_dims.size(), indices.ToString(false), length));
   }
-  if (static_cast<int64_t>(dims.update_window_dims.size() + dims.inserted_window_dims.size()) !=
-      rank) {
-    return Fail(
-        fmt::format("update_window_dims and inserted_window_dims have {} entries, the "
-                    "operand {} has rank {}",
-                    dims.update_window_dims.size() + dims.inserted_window_dims.size(),
-                    operand.ToString(false), rank));
+  LOOM_RETURN_IF_ERROR(CheckBatchingDims(
+      operand, indices, dims.index_vector_dim,
+      {dims.input_batching_dims, "input_batching_dims", dims.scatter_indices_batching_dims,
+       "scatter_indices_batching_dims", dims.inserted_window_dims, "inserted_window_dims",
+       dims.scatter_dims_to_operand_dims, "scatter_dims_to_operand_dims"}));
+  const size_t listed = dims.update_window_dims.size() + dims.inserted_window_dims.size() +
+                        dims.input_batching_dims.size();
+  if (static_cast<int64_t>(listed) != rank) {
+    return Fail(fmt::format(
+        "update_window_dims, inserted_window_dims and input_batching_dims have {} entries, the "
+        "operand {} has rank {}",
+        listed, operand.ToString(false), rank));
   }
-  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.inserted_window_dims);
+  const std::vector<int64_t> walked = WindowOperandDims(rank, dims.UnwalkedOperandDims());
   size_t next_batch = 0, next_window = 0;
   for (int64_t i = 0; i < updates.rank(); ++i) {
     if (Contains(dims.update_window_dims, i)) {
@@ -277,6 +348,7 @@ Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shap
 
 IndexVectors IndexVectorsOf(const Shape& indices, int64_t index_vector_dim) {
   IndexVectors vectors;
+  vectors.index_vector_dim = index_vector_dim;
   std::vector<int64_t> strides(static_cast<size_t>(indices.rank()), 1);
   for (int64_t d = indices.rank() - 2; d >= 0; --d) {
     strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * indices.dim(d + 1);
@@ -305,6 +377,12 @@ IndexVectors IndexVectorsOf(const Shape& indices, int64_t index_vector_dim) {
     }
   }
   return vectors;
+}
+
+int64_t IndexVectors::Coordinate(int64_t batch, int64_t indices_dim) const {
+  const auto position = static_cast<size_t>(indices_dim - (indices_dim > index_vector_dim ? 1 : 0));
+  for (size_t d = batch_dims.size(); d-- > position + 1;) batch /= batch_dims[d];
+  return batch % batch_dims[position];
 }
 
 }  // namespace loom::ir

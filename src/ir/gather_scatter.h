@@ -26,8 +26,18 @@
 // skipped whole (what XLA's CPU and GPU backends do and what JAX's
 // mode="drop" relies on); the starts are not clamped.
 //
-// The batching dimensions of newer XLA (operand_batching_dims and its
-// kin) are read, and the helpers below refuse them by name.
+// Newer XLA's batching dimensions pair operand dimensions with dimensions
+// of the start indices (operand_batching_dims[i] with
+// start_indices_batching_dims[i]; for scatter input_batching_dims and
+// scatter_indices_batching_dims) of the same size: the batch element at
+// coordinate c of that indices dimension reads (or writes) the operand at
+// c in its paired dimension, which no window walks, as a vmapped gather
+// (jnp.take_along_axis under vmap) does per batch row:
+//
+//   %picked = f32[4,3] gather(f32[4,10] %rows, s32[4,3,1] %at),
+//       offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},
+//       operand_batching_dims={0}, start_indices_batching_dims={0},
+//       index_vector_dim=2, slice_sizes={1,1}
 #pragma once
 
 #include <cstdint>
@@ -47,6 +57,10 @@ struct GatherDimensions {
   std::vector<int64_t> slice_sizes;
   std::vector<int64_t> operand_batching_dims;
   std::vector<int64_t> start_indices_batching_dims;
+
+  // The operand dimensions no window walks, increasing: the collapsed and
+  // the batching ones.
+  std::vector<int64_t> UnwalkedOperandDims() const;
 };
 
 struct ScatterDimensions {
@@ -56,6 +70,10 @@ struct ScatterDimensions {
   int64_t index_vector_dim = 0;
   std::vector<int64_t> input_batching_dims;
   std::vector<int64_t> scatter_indices_batching_dims;
+
+  // The operand dimensions no window walks, increasing: the inserted and
+  // the batching ones.
+  std::vector<int64_t> UnwalkedOperandDims() const;
 };
 
 // The dimension numbers of a gather or scatter instruction; an error at the
@@ -72,7 +90,7 @@ Status CheckScatterShapes(const Shape& operand, const Shape& indices, const Shap
                           const ScatterDimensions& dims);
 
 // The operand dimensions a window walks, in order: those not in `skipped`
-// (gather's collapsed_slice_dims, scatter's inserted_window_dims). Window
+// (UnwalkedOperandDims of the dimension numbers). Window
 // dimension j of the result (gather's offset_dims[j]) or of the updates
 // (scatter's update_window_dims[j]) walks entry j.
 std::vector<int64_t> WindowOperandDims(int64_t rank, const std::vector<int64_t>& skipped);
@@ -84,9 +102,15 @@ struct IndexVectors {
   std::vector<int64_t> batch_dims;  // sizes, in order
   int64_t length = 1;               // entries per vector
   int64_t vector_stride = 0;        // elements between a vector's entries
+  int64_t index_vector_dim = 0;
   // The linear element of entry 0 of vector `batch` (row-major over
   // batch_dims).
   std::vector<int64_t> first_element;
+
+  // The coordinate of vector `batch` in the indices' dimension
+  // `indices_dim` (a batch dimension, not index_vector_dim): the operand
+  // coordinate of a batching dimension paired with it.
+  int64_t Coordinate(int64_t batch, int64_t indices_dim) const;
 };
 IndexVectors IndexVectorsOf(const Shape& indices, int64_t index_vector_dim);
 

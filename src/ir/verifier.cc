@@ -1679,10 +1679,6 @@ Status ModuleVerifier::VerifyScatter(const Instruction& instruction) {
     }
   }
   LOOM_ASSIGN_OR_RETURN(const ScatterDimensions dims, ScatterDimensionsOf(instruction));
-  // Newer XLA's batching dimensions: their rules are not checked here.
-  if (!dims.input_batching_dims.empty() || !dims.scatter_indices_batching_dims.empty()) {
-    return Trust(instruction);
-  }
   const Shape& indices = instruction.operand(n)->shape();
   for (int64_t i = 0; i < n; ++i) {
     const Status fits = CheckScatterShapes(instruction.operand(i)->shape(), indices,
@@ -1710,9 +1706,6 @@ Status ModuleVerifier::VerifyGather(const Instruction& instruction) {
                                        Operands(instruction.operand_count())));
   }
   LOOM_ASSIGN_OR_RETURN(const GatherDimensions dims, GatherDimensionsOf(instruction));
-  if (!dims.operand_batching_dims.empty() || !dims.start_indices_batching_dims.empty()) {
-    return Trust(instruction);
-  }
   return ExpectInferred(instruction, InferGatherShape(instruction.operand(0)->shape(),
                                                       instruction.operand(1)->shape(), dims));
 }

@@ -350,6 +350,114 @@ TEST(ExecutorDifferential, GatherAndScatter) {
   }
 }
 
+// Newer XLA's batching dimensions (a vmapped take_along_axis), scatters of
+// two operands at once, and combiners of more than one op, which the
+// executor runs a combiner call per element.
+TEST(ExecutorDifferential, BatchedAndVariadicGatherAndScatter) {
+  uint32_t seed = 470;
+  for (const std::string type : {"f32", "bf16", "s32", "pred"}) {
+    auto same = [&](const std::string& what, const std::string& body,
+                    const std::string& computations = "") {
+      ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type), seed++,
+                 fmt::format(fmt::runtime(computations), type), /*must_run=*/true);
+    };
+    // Per batch row b of 4, five starts into its own row of 10 (one past
+    // the end, one negative: clamped).
+    const std::string at =
+        "  at = s32[4,5,1] constant({{ {{{{1}},{{9}},{{3}},{{3}},{{0}}}}, "
+        "{{{{12}},{{2}},{{2}},{{-1}},{{5}}}}, {{{{7}},{{7}},{{0}},{{4}},{{8}}}}, "
+        "{{{{6}},{{1}},{{9}},{{2}},{{3}}}} }})\n";
+    same("gather along a batching dimension",
+         "  p0 = {0}[4,10,3] parameter(0)\n" + at +
+             "  ROOT r = {0}[4,5,3] gather(p0, at), offset_dims={{2}}, collapsed_slice_dims={{1}}, "
+             "start_index_map={{1}}, operand_batching_dims={{0}}, "
+             "start_indices_batching_dims={{0}}, "
+             "index_vector_dim=2, slice_sizes={{1,1,3}}\n");
+    same("gather, the batching dimension last in both",
+         "  p0 = {0}[10,4] parameter(0)\n"
+         "  at = s32[5,4] constant({{ {{1,9,3,3}}, {{0,12,2,2}}, {{-1,5,7,7}}, {{0,4,8,6}}, "
+         "{{1,9,2,3}} }})\n"
+         "  ROOT r = {0}[5,4] gather(p0, at), offset_dims={{}}, collapsed_slice_dims={{0}}, "
+         "start_index_map={{0}}, operand_batching_dims={{1}}, start_indices_batching_dims={{1}}, "
+         "index_vector_dim=2, slice_sizes={{1,1}}\n");
+    const std::string add = type == "pred" ? "or" : "add";
+    const std::string max = type == "pred" ? "and" : "maximum";
+    same("scatter-" + add + " along a batching dimension",
+         "  p0 = {0}[4,10,3] parameter(0)\n  p1 = {0}[4,5,3] parameter(1)\n" + at +
+             "  ROOT r = {0}[4,10,3] scatter(p0, at, p1), update_window_dims={{2}}, "
+             "inserted_window_dims={{1}}, scatter_dims_to_operand_dims={{1}}, "
+             "input_batching_dims={{0}}, scatter_indices_batching_dims={{0}}, "
+             "index_vector_dim=2, to_apply=%combine\n",
+         "\n%combine (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+         "  %b = {0}[] parameter(1)\n  ROOT %r = {0}[] " +
+             add + "(%a, %b)\n}}\n");
+    const std::string ids = "  ids = s32[6] constant({{3, 0, 7, 3, -1, 9}})\n";
+    same("scatter of two operands",
+         "  p0 = {0}[8,5] parameter(0)\n  p1 = {0}[8,5] parameter(1)\n"
+         "  p2 = {0}[6,5] parameter(2)\n  p3 = {0}[6,5] parameter(3)\n" +
+             ids +
+             "  ROOT r = ({0}[8,5], {0}[8,5]) scatter(p0, p1, ids, p2, p3), "
+             "update_window_dims={{1}}, inserted_window_dims={{0}}, "
+             "scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%pair\n",
+         "\n%pair (a: {0}[], b: {0}[], c: {0}[], d: {0}[]) -> ({0}[], {0}[]) {{\n"
+         "  %a = {0}[] parameter(0)\n  %b = {0}[] parameter(1)\n"
+         "  %c = {0}[] parameter(2)\n  %d = {0}[] parameter(3)\n"
+         "  %s = {0}[] " +
+             add + "(%a, %c)\n  %m = {0}[] " + max +
+             "(%b, %d)\n  ROOT %r = ({0}[], {0}[]) tuple(%s, %m)\n}}\n");
+    // a + b * b, in the order the updates come (repeated rows fold in turn).
+    const std::string times = type == "pred" ? "and" : "multiply";
+    same("scatter with a combiner of two ops",
+         "  p0 = {0}[8,5] parameter(0)\n  p1 = {0}[6,5] parameter(1)\n" + ids +
+             "  ROOT r = {0}[8,5] scatter(p0, ids, p1), update_window_dims={{1}}, "
+             "inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, "
+             "to_apply=%fold\n",
+         "\n%fold (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+         "  %b = {0}[] parameter(1)\n  %bb = {0}[] " +
+             times + "(%b, %b)\n  ROOT %r = {0}[] " + add + "(%a, %bb)\n}}\n");
+  }
+}
+
+// A batching dimension is the batch coordinate as one more start index (an
+// iota), with its dimension collapsed (inserted): XLA's own normalization of
+// them. Both forms, side by side, give the same bits.
+TEST(ExecutorDifferential, BatchingDimensionsAreAnIotaOfStarts) {
+  const std::string text = R"(HloModule batching
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[] add(%a, %b)
+}
+
+ENTRY main {
+  p0 = f32[4,10,3] parameter(0)
+  p1 = f32[4,5,3] parameter(1)
+  at = s32[4,5,1] constant({ {{1},{9},{3},{3},{0}}, {{12},{2},{2},{-1},{5}}, {{7},{7},{0},{4},{8}}, {{6},{1},{9},{2},{3}} })
+  batch = s32[4,5,1] iota(), iota_dimension=0
+  both = s32[4,5,2] concatenate(batch, at), dimensions={2}
+  g = f32[4,5,3] gather(p0, at), offset_dims={2}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1,3}
+  g2 = f32[4,5,3] gather(p0, both), offset_dims={2}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=2, slice_sizes={1,1,3}
+  s = f32[4,10,3] scatter(p0, at, p1), update_window_dims={2}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=%add
+  s2 = f32[4,10,3] scatter(p0, both, p1), update_window_dims={2}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=2, to_apply=%add
+  ROOT r = (f32[4,5,3], f32[4,5,3], f32[4,10,3], f32[4,10,3], f32[4,10,3]) tuple(g, g2, s, s2, p0)
+}
+)";
+  auto module = ir::ParseModule(text);
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  std::vector<Tensor> inputs;
+  for (const ir::Instruction* parameter : (*module)->entry()->parameters()) {
+    inputs.push_back(RandomInput(parameter->shape(), 480 + static_cast<uint32_t>(inputs.size())));
+  }
+  Expected<Tensor> out = Interpreter({}, {}).RunEntry(**module, inputs);
+  ASSERT_TRUE(out.ok()) << out.error().ToString();
+  const std::vector<Tensor>& results = out->tuple_elements();
+  EXPECT_EQ(Difference(results[0], results[1]), "");
+  EXPECT_EQ(Difference(results[2], results[3]), "");
+  EXPECT_NE(Difference(results[2], results[4]), "");  // the scatter wrote something
+}
+
 TEST(ExecutorDifferential, Reductions) {
   uint32_t seed = 500;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "u8", "pred"}) {

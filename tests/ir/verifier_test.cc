@@ -546,8 +546,9 @@ TEST(VerifierShapes, Slice) {
 }
 
 TEST(VerifierShapes, GatherAndScatter) {
-  const std::string add = "\n%add {\n  %x = f32[] parameter(0)\n  %y = f32[] parameter(1)\n"
-                          "  ROOT %s = f32[] add(%x, %y)\n}\n";
+  const std::string add =
+      "\n%add {\n  %x = f32[] parameter(0)\n  %y = f32[] parameter(1)\n"
+      "  ROOT %s = f32[] add(%x, %y)\n}\n";
   EXPECT_EQ(Verdict(Entry(R"(  %t = f32[8,5] parameter(0)
   %ids = s32[6] parameter(1)
   %g = f32[6,5] gather(%t, %ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
@@ -588,6 +589,58 @@ TEST(VerifierShapes, GatherAndScatter) {
   %s = f32[8,5] scatter(%t, %ids, %u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
 )") + add),
             "6:3: %s: update window dimension 1 (6) is larger than operand dimension 1 (5)");
+}
+
+TEST(VerifierShapes, GatherAndScatterBatchingDimensions) {
+  const std::string add =
+      "\n%add {\n  %x = f32[] parameter(0)\n  %y = f32[] parameter(1)\n"
+      "  ROOT %s = f32[] add(%x, %y)\n}\n";
+  const std::string head = "  %t = f32[4,10,3] parameter(0)\n  %at = s32[4,5,1] parameter(1)\n";
+  const std::string batched =
+      "operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2";
+  EXPECT_EQ(Verdict(Entry(head +
+                          "  %g = f32[4,5,3] gather(%t, %at), offset_dims={2}, "
+                          "collapsed_slice_dims={1}, start_index_map={1}, " +
+                          batched +
+                          ", slice_sizes={1,1,3}\n"
+                          "  %s = f32[4,10,3] scatter(%t, %at, %g), update_window_dims={2}, "
+                          "inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, "
+                          "input_batching_dims={0}, scatter_indices_batching_dims={0}, "
+                          "index_vector_dim=2, to_apply=%add\n") +
+                    add),
+            "ok");
+  // The batching dimension is no offset dimension: the shape is inferred
+  // without it.
+  EXPECT_EQ(Verdict(Entry(head +
+                          "  %g = f32[4,5,1,3] gather(%t, %at), offset_dims={2,3}, "
+                          "collapsed_slice_dims={1}, start_index_map={1}, " +
+                          batched + ", slice_sizes={1,1,3}\n")),
+            "5:3: %g: offset_dims has 2 entries but the operand has 1 dimensions neither "
+            "collapsed nor batching");
+  EXPECT_EQ(Verdict(Entry(head +
+                          "  %g = f32[4,5,3] gather(%t, %at), offset_dims={2}, "
+                          "collapsed_slice_dims={0}, start_index_map={1}, " +
+                          batched + ", slice_sizes={1,1,3}\n")),
+            "5:3: %g: operand dimension 0 is in both operand_batching_dims and "
+            "collapsed_slice_dims");
+  EXPECT_EQ(Verdict(Entry("  %t = f32[4,10,3] parameter(0)\n  %at = s32[5,4,1] parameter(1)\n"
+                          "  %g = f32[5,4,3] gather(%t, %at), offset_dims={2}, "
+                          "collapsed_slice_dims={1}, start_index_map={1}, " +
+                          batched + ", slice_sizes={1,1,3}\n")),
+            "5:3: %g: batching dimension 0 of the operand f32[4,10,3] has 4 elements but "
+            "dimension 0 of the indices s32[5,4,1] has 5");
+  EXPECT_EQ(Verdict(Entry(head + "  %g = f32[4,5,3] gather(%t, %at), offset_dims={2}, "
+                                 "collapsed_slice_dims={1}, start_index_map={1}, "
+                                 "operand_batching_dims={0}, start_indices_batching_dims={2}, "
+                                 "index_vector_dim=2, slice_sizes={1,1,3}\n")),
+            "5:3: %g: start_indices_batching_dims holds index_vector_dim=2");
+  EXPECT_EQ(Verdict(Entry(head + "  %u = f32[4,5,3] parameter(2)\n"
+                                 "  %s = f32[4,10,3] scatter(%t, %at, %u), update_window_dims={2}, "
+                                 "inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, "
+                                 "index_vector_dim=2, to_apply=%add\n") +
+                    add),
+            "6:3: %s: update_window_dims, inserted_window_dims and input_batching_dims have 2 "
+            "entries, the operand f32[4,10,3] has rank 3");
 }
 
 TEST(VerifierShapes, DynamicSliceAndUpdate) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include "exec/cpu/kernels.h"
 #include "exec/scalar_ops.h"
@@ -120,14 +122,11 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
               const HostArray& out) {
   auto dims = ir::GatherDimensionsOf(op);
   if (!dims.ok()) return dims.error();
-  if (!dims->operand_batching_dims.empty() || !dims->start_indices_batching_dims.empty()) {
-    return KernelError(op, "gather with batching dimensions is not supported");
-  }
   const std::vector<int64_t>& operand_dims = operand.shape->dims();
   const std::vector<int64_t>& out_dims = out.shape->dims();
   const std::vector<int64_t> operand_strides = RowMajorStrides(operand_dims);
   const std::vector<int64_t> walked =
-      ir::WindowOperandDims(static_cast<int64_t>(operand_dims.size()), dims->collapsed_slice_dims);
+      ir::WindowOperandDims(static_cast<int64_t>(operand_dims.size()), dims->UnwalkedOperandDims());
   const WindowWalk walk = WalkOf(out_dims, dims->offset_dims, operand_dims, walked);
   const std::vector<int64_t> bases = BatchOffsets(out_dims, dims->offset_dims);
   const ir::IndexVectors vectors = ir::IndexVectorsOf(*indices.shape, dims->index_vector_dim);
@@ -145,6 +144,10 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
       const bool huge_unsigned = scalar::IsUnsignedLike(indices.type()) && entry < 0;
       start += (huge_unsigned ? limit : std::clamp<int64_t>(entry, 0, limit)) * operand_strides[d];
     }
+    for (size_t i = 0; i < dims->operand_batching_dims.size(); ++i) {
+      start += vectors.Coordinate(static_cast<int64_t>(b), dims->start_indices_batching_dims[i]) *
+               operand_strides[static_cast<size_t>(dims->operand_batching_dims[i])];
+    }
     ForEachRun(walk, [&](int64_t to, int64_t from) {
       std::memcpy(out.data + (bases[b] + to) * bytes, operand.data + (start + from) * bytes,
                   static_cast<size_t>(walk.run * bytes));
@@ -153,57 +156,52 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
   return OkStatus();
 }
 
-bool ScatterRuns(const ir::Instruction& op) {
-  if (op.operand_count() != 3) return false;
-  const ir::Computation* combiner = op.called("to_apply");
-  return combiner != nullptr && (ir::CommutativeBinaryReducer(*combiner).has_value() ||
-                                 ir::ReturnsSecondParameter(*combiner));
-}
+namespace {
 
-Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
-               const HostArray& out) {
-  if (operands.size() != 3 || !ScatterRuns(op)) {
-    return KernelError(op, "scatter needs one operand and a combiner of one binary op");
-  }
+// Where a scatter's update windows land: window b (row-major over the
+// updates' scatter dimensions, as the index vectors run) starts at update
+// element bases[b] and at operand element firsts[b], or is dropped whole
+// (-1) where it does not fit.
+struct ScatterWindows {
+  WindowWalk walk;
+  std::vector<int64_t> bases;
+  std::vector<int64_t> firsts;
+};
+
+Expected<ScatterWindows> ScatterWindowsOf(const ir::Instruction& op, const ir::Shape& operand,
+                                          const HostArray& indices, const ir::Shape& updates) {
   auto dims = ir::ScatterDimensionsOf(op);
   if (!dims.ok()) return dims.error();
-  if (!dims->input_batching_dims.empty() || !dims->scatter_indices_batching_dims.empty()) {
-    return KernelError(op, "scatter with batching dimensions is not supported");
-  }
-  const HostArray& operand = operands[0];
-  const HostArray& indices = operands[1];
-  const HostArray& updates = operands[2];
-  if (out.data != operand.data) {
-    std::memcpy(out.data, operand.data, static_cast<size_t>(operand.bytes()));
-  }
-  const std::optional<ir::Opcode> reducer = ir::CommutativeBinaryReducer(*op.called("to_apply"));
-  const std::vector<int64_t>& operand_dims = operand.shape->dims();
-  const std::vector<int64_t>& update_dims = updates.shape->dims();
+  const std::vector<int64_t>& operand_dims = operand.dims();
+  const std::vector<int64_t>& update_dims = updates.dims();
   const auto rank = static_cast<int64_t>(operand_dims.size());
   const std::vector<int64_t> operand_strides = RowMajorStrides(operand_dims);
-  const std::vector<int64_t> walked = ir::WindowOperandDims(rank, dims->inserted_window_dims);
-  const WindowWalk walk = WalkOf(update_dims, dims->update_window_dims, operand_dims, walked);
-  const std::vector<int64_t> bases = BatchOffsets(update_dims, dims->update_window_dims);
-  // The window's extent in each operand dimension: 1 where it is inserted.
+  const std::vector<int64_t> walked = ir::WindowOperandDims(rank, dims->UnwalkedOperandDims());
+  ScatterWindows windows;
+  windows.walk = WalkOf(update_dims, dims->update_window_dims, operand_dims, walked);
+  windows.bases = BatchOffsets(update_dims, dims->update_window_dims);
+  // The window's extent in each operand dimension: 1 where it is inserted
+  // or batching.
   std::vector<int64_t> extent(static_cast<size_t>(rank), 1);
   for (size_t j = 0; j < walked.size(); ++j) {
     extent[static_cast<size_t>(walked[j])] =
         update_dims[static_cast<size_t>(dims->update_window_dims[j])];
   }
   const ir::IndexVectors vectors = ir::IndexVectorsOf(*indices.shape, dims->index_vector_dim);
-  if (bases.size() != vectors.first_element.size()) {
+  if (windows.bases.size() != vectors.first_element.size()) {
     return KernelError(op, "the updates' scatter dimensions are not the indices' batch dimensions");
   }
-  const ir::Shape run_shape(operand.type(), {walk.run});
-  const int64_t bytes = operand.element_bytes();
   std::vector<int64_t> start(static_cast<size_t>(rank));
-  Status status = OkStatus();
-  for (size_t b = 0; b < bases.size() && status.ok(); ++b) {
+  for (size_t b = 0; b < windows.bases.size(); ++b) {
     std::fill(start.begin(), start.end(), 0);
     for (int64_t k = 0; k < vectors.length; ++k) {
       const auto d =
           static_cast<size_t>(dims->scatter_dims_to_operand_dims[static_cast<size_t>(k)]);
       start[d] = IndexEntry(indices, vectors, static_cast<int64_t>(b), k);
+    }
+    for (size_t i = 0; i < dims->input_batching_dims.size(); ++i) {
+      start[static_cast<size_t>(dims->input_batching_dims[i])] =
+          vectors.Coordinate(static_cast<int64_t>(b), dims->scatter_indices_batching_dims[i]);
     }
     bool fits = true;
     int64_t first = 0;  // the window's first element in the operand
@@ -211,15 +209,65 @@ Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
       fits = fits && start[d] >= 0 && start[d] <= operand_dims[d] - extent[d];
       first += start[d] * operand_strides[d];
     }
-    if (!fits) continue;  // the whole window is dropped
-    ForEachRun(walk, [&](int64_t from, int64_t to) {
+    windows.firsts.push_back(fits ? first : -1);
+  }
+  return windows;
+}
+
+}  // namespace
+
+bool ScatterRuns(const ir::Instruction& op) {
+  if (op.operand_count() != 3) return false;
+  const ir::Computation* combiner = op.called("to_apply");
+  return combiner != nullptr && (ir::CommutativeBinaryReducer(*combiner).has_value() ||
+                                 ir::ReturnsSecondParameter(*combiner));
+}
+
+Status ForEachScatterElement(const ir::Instruction& op, const ir::Shape& operand,
+                             const HostArray& indices, const ir::Shape& updates,
+                             const std::function<Status(int64_t, int64_t)>& visit) {
+  LOOM_ASSIGN_OR_RETURN(const ScatterWindows windows,
+                        ScatterWindowsOf(op, operand, indices, updates));
+  Status status = OkStatus();
+  for (size_t b = 0; b < windows.bases.size() && status.ok(); ++b) {
+    if (windows.firsts[b] < 0) continue;
+    ForEachRun(windows.walk, [&](int64_t from, int64_t to) {
+      for (int64_t i = 0; i < windows.walk.run && status.ok(); ++i) {
+        status = visit(windows.bases[b] + from + i, windows.firsts[b] + to + i);
+      }
+    });
+  }
+  return status;
+}
+
+Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
+               const HostArray& out) {
+  if (operands.size() != 3 || !ScatterRuns(op)) {
+    return KernelError(op, "scatter needs one operand and a combiner of one binary op");
+  }
+  const HostArray& operand = operands[0];
+  const HostArray& indices = operands[1];
+  const HostArray& updates = operands[2];
+  LOOM_ASSIGN_OR_RETURN(const ScatterWindows windows,
+                        ScatterWindowsOf(op, *operand.shape, indices, *updates.shape));
+  if (out.data != operand.data) {
+    std::memcpy(out.data, operand.data, static_cast<size_t>(operand.bytes()));
+  }
+  const std::optional<ir::Opcode> reducer = ir::CommutativeBinaryReducer(*op.called("to_apply"));
+  const int64_t run = windows.walk.run;
+  const ir::Shape run_shape(operand.type(), {run});
+  const int64_t bytes = operand.element_bytes();
+  Status status = OkStatus();
+  for (size_t b = 0; b < windows.bases.size() && status.ok(); ++b) {
+    if (windows.firsts[b] < 0) continue;  // the whole window is dropped
+    ForEachRun(windows.walk, [&](int64_t from, int64_t to) {
       if (!status.ok()) return;
-      const HostArray target{out.data + (first + to) * bytes, &run_shape};
-      const HostArray update{updates.data + (bases[b] + from) * bytes, &run_shape};
+      const HostArray target{out.data + (windows.firsts[b] + to) * bytes, &run_shape};
+      const HostArray update{updates.data + (windows.bases[b] + from) * bytes, &run_shape};
       if (reducer) {
         status = Combine(*reducer, target, update, target);
       } else {
-        std::memmove(target.data, update.data, static_cast<size_t>(walk.run * bytes));
+        std::memmove(target.data, update.data, static_cast<size_t>(run * bytes));
       }
     });
   }

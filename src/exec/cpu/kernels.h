@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -79,6 +80,14 @@ Status Gather(const ir::Instruction& op, const HostArray& operand, const HostArr
 bool ScatterRuns(const ir::Instruction& op);
 Status Scatter(const ir::Instruction& op, std::span<const HostArray> operands,
                const HostArray& out);
+// Every update element of a scatter of `operand`-shaped arrays at `indices`
+// whose window fits, as visit(update element, operand element), in the
+// order Scatter combines them: for scatters it does not run (several
+// operands, or a combiner of more than one op), which the executor runs a
+// combiner call per element.
+Status ForEachScatterElement(const ir::Instruction& op, const ir::Shape& operand,
+                             const HostArray& indices, const ir::Shape& updates,
+                             const std::function<Status(int64_t, int64_t)>& visit);
 
 // reduce with a reducer that is one commutative binary op (ir/reduction.h):
 // each result element folds its inputs in row-major order of the reduced

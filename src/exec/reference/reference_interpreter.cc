@@ -664,14 +664,24 @@ bool In(const std::vector<int64_t>& dims, int64_t d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
 }
 
+// The operand coordinates the batching dimensions give: operand dimension
+// operand_dims[i] takes the batch index's entry for the indices' dimension
+// indices_dims[i] (the batch index skips index_vector_dim).
+void PlaceBatching(const std::vector<int64_t>& operand_dims,
+                   const std::vector<int64_t>& indices_dims, int64_t index_vector_dim,
+                   const std::vector<int64_t>& batch, std::vector<int64_t>& at) {
+  for (size_t i = 0; i < operand_dims.size(); ++i) {
+    const int64_t s = indices_dims[i];
+    at[operand_dims[i]] = batch[s - (s > index_vector_dim ? 1 : 0)];
+  }
+}
+
 // Each output element, straight from the definition: its batch dimensions
-// pick an index vector, which places the clamped slice; its offset
-// dimensions index the slice's uncollapsed dimensions.
+// pick an index vector, which places the clamped slice, and the batching
+// dimensions' coordinates; its offset dimensions index the slice's other
+// dimensions.
 Expected<Tensor> Evaluation::Gather(const Instruction& instruction) const {
   LOOM_ASSIGN_OR_RETURN(const ir::GatherDimensions dims, ir::GatherDimensionsOf(instruction));
-  if (!dims.operand_batching_dims.empty() || !dims.start_indices_batching_dims.empty()) {
-    return OpError(instruction, "gather with batching dimensions is not supported");
-  }
   const Tensor& operand = Operand(instruction, 0);
   const Tensor& indices = Operand(instruction, 1);
   const std::vector<int64_t>& operand_dims = operand.shape().dims();
@@ -690,30 +700,33 @@ Expected<Tensor> Evaluation::Gather(const Instruction& instruction) const {
           const bool huge_unsigned = scalar::IsUnsignedLike(indices.type()) && vector[k] < 0;
           from[d] = huge_unsigned ? limit : std::clamp<int64_t>(vector[k], 0, limit);
         }
+        PlaceBatching(dims.operand_batching_dims, dims.start_indices_batching_dims,
+                      dims.index_vector_dim, batch, from);
         size_t next = 0;
         for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
-          if (!In(dims.collapsed_slice_dims, d)) from[d] += offsets[next++];
+          if (!In(dims.collapsed_slice_dims, d) && !In(dims.operand_batching_dims, d)) {
+            from[d] += offsets[next++];
+          }
         }
       });
 }
 
-// Each update element in row-major order, combined into the operand by
-// to_apply; a window that does not fit in the operand is skipped whole.
+// Each update element in row-major order, combined into the operands by
+// to_apply (the N operands' elements, then the N updates'); a window that
+// does not fit in the operand is skipped whole.
 Expected<Tensor> Evaluation::Scatter(const Instruction& instruction) const {
-  if (instruction.operand_count() != 3) {
-    return OpError(instruction, "scatter of more than one operand is not supported");
+  const int64_t n = (instruction.operand_count() - 1) / 2;
+  if (n < 1 || instruction.operand_count() != 2 * n + 1) {
+    return OpError(instruction, "scatter takes N operands, indices and N updates");
   }
   LOOM_ASSIGN_OR_RETURN(const ir::ScatterDimensions dims, ir::ScatterDimensionsOf(instruction));
-  if (!dims.input_batching_dims.empty() || !dims.scatter_indices_batching_dims.empty()) {
-    return OpError(instruction, "scatter with batching dimensions is not supported");
-  }
   const ir::Computation* combiner = instruction.called("to_apply");
   if (combiner == nullptr) return OpError(instruction, "scatter needs to_apply");
-  Tensor out = Operand(instruction, 0);
-  const Tensor& indices = Operand(instruction, 1);
-  const Tensor& updates = Operand(instruction, 2);
-  const std::vector<int64_t>& operand_dims = out.shape().dims();
-  const std::vector<int64_t>& update_dims = updates.shape().dims();
+  std::vector<Tensor> outs;
+  for (int64_t k = 0; k < n; ++k) outs.push_back(Operand(instruction, k));
+  const Tensor& indices = Operand(instruction, n);
+  const std::vector<int64_t>& operand_dims = outs[0].shape().dims();
+  const std::vector<int64_t>& update_dims = Operand(instruction, n + 1).shape().dims();
   const std::vector<int64_t> strides = Strides(operand_dims);
   std::optional<Error> failure;
   ForEachIndex(update_dims, [&](const std::vector<int64_t>& index, int64_t linear) {
@@ -730,16 +743,20 @@ Expected<Tensor> Evaluation::Scatter(const Instruction& instruction) const {
     const std::vector<int64_t> vector = IndexVectorAt(indices, dims.index_vector_dim, batch);
     std::vector<int64_t> to(operand_dims.size(), 0);
     for (size_t k = 0; k < vector.size(); ++k) to[dims.scatter_dims_to_operand_dims[k]] = vector[k];
+    PlaceBatching(dims.input_batching_dims, dims.scatter_indices_batching_dims,
+                  dims.index_vector_dim, batch, to);
     size_t next = 0;
     for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
-      const bool inserted = In(dims.inserted_window_dims, d);
-      const int64_t size = inserted ? 1 : window_sizes[next];
+      const bool walked = !In(dims.inserted_window_dims, d) && !In(dims.input_batching_dims, d);
+      const int64_t size = walked ? window_sizes[next] : 1;
       if (to[d] < 0 || to[d] + size > operand_dims[d]) return;  // the window does not fit
-      if (!inserted) to[d] += window[next++];
+      if (walked) to[d] += window[next++];
     }
     const int64_t at = Linear(to, strides);
     std::vector<Tensor> arguments;
-    for (Expected<Tensor> scalar : {ScalarFrom(out, at), ScalarFrom(updates, linear)}) {
+    for (int64_t k = 0; k < 2 * n; ++k) {
+      Expected<Tensor> scalar = k < n ? ScalarFrom(outs[k], at)
+                                      : ScalarFrom(Operand(instruction, n + 1 + (k - n)), linear);
       if (!scalar.ok()) {
         failure = scalar.error();
         return;
@@ -747,15 +764,22 @@ Expected<Tensor> Evaluation::Scatter(const Instruction& instruction) const {
       arguments.push_back(std::move(scalar).value());
     }
     Expected<Tensor> result = Call(combiner, std::move(arguments), instruction);
-    if (!result.ok() || result->IsTuple()) {
-      failure =
-          result.ok() ? OpError(instruction, "to_apply must return one value") : result.error();
+    if (!result.ok()) {
+      failure = result.error();
       return;
     }
-    out.SetBits(at, result->GetBits(0));
+    const bool tuple = result->IsTuple();
+    if (tuple ? static_cast<int64_t>(result->tuple_elements().size()) != n : n != 1) {
+      failure = OpError(instruction, fmt::format("to_apply must return {} values", n));
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      outs[k].SetBits(at, (tuple ? result->tuple_elements()[k] : *result).GetBits(0));
+    }
   });
   if (failure) return *failure;
-  return out;
+  if (n == 1) return std::move(outs[0]);
+  return Tensor::Tuple(std::move(outs));
 }
 
 Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
