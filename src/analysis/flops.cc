@@ -36,11 +36,36 @@ int64_t DotFlops(const ir::Instruction& dot) {
   return 2 * dot.shape().ElementCount() * contracted;
 }
 
+DotDims DotDimsOf(const ir::Instruction& dot) {
+  DotDims dims;
+  if (!dot.attrs().dot || dot.operand_count() < 2) return dims;
+  const ir::DotDimensions& numbers = *dot.attrs().dot;
+  const ir::Shape& lhs = dot.operand(0)->shape();
+  const ir::Shape& rhs = dot.operand(1)->shape();
+  auto free_size = [](const ir::Shape& shape, const std::vector<int64_t>& batch,
+                      const std::vector<int64_t>& contracting) {
+    int64_t size = 1;
+    for (int64_t d = 0; d < shape.rank(); ++d) {
+      if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+          std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
+        size *= shape.dim(d);
+      }
+    }
+    return size;
+  };
+  dims.batch = ProductOfDims(lhs, numbers.lhs_batch);
+  dims.k = ProductOfDims(lhs, numbers.lhs_contracting);
+  dims.m = free_size(lhs, numbers.lhs_batch, numbers.lhs_contracting);
+  dims.n = free_size(rhs, numbers.rhs_batch, numbers.rhs_contracting);
+  return dims;
+}
+
 namespace {
 
 void AddKernelDots(const ir::Instruction& instruction, int depth, KernelDots& dots) {
   if (instruction.opcode() == ir::Opcode::kDot && instruction.attrs().dot) {
     dots.flops += DotFlops(instruction);
+    dots.dims.push_back(DotDimsOf(instruction));
     if (!dots.type) dots.type = instruction.operand(0)->shape().type();
     return;
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ir/collective_groups.h"
 #include "ir/instruction.h"
@@ -15,12 +16,25 @@ namespace loom::analysis {
 // that is not a dot with dimension numbers).
 int64_t DotFlops(const ir::Instruction& dot);
 
+// A dot as a matrix unit sees it: `batch` products of [m, k] x [k, n], m
+// the lhs's dimensions neither batch nor contracted, n the rhs's, k the
+// contracted ones (each a product of sizes; 1 where there are none).
+struct DotDims {
+  int64_t batch = 1;
+  int64_t m = 1;
+  int64_t n = 1;
+  int64_t k = 1;
+};
+DotDims DotDimsOf(const ir::Instruction& dot);
+
 // The dots one kernel runs: a dot itself, or those of a fusion's
-// computation (and of the fusions it runs in turn); their FLOPs, and the
-// element type of the first one's operands (what its peak is read for).
+// computation (and of the fusions it runs in turn); their FLOPs, their
+// shapes, and the element type of the first one's operands (what its peak
+// is read for).
 struct KernelDots {
   int64_t flops = 0;
   std::optional<ir::PrimitiveType> type;  // none: no dot
+  std::vector<DotDims> dims;              // one per dot
 };
 KernelDots KernelDotsOf(const ir::Instruction& instruction);
 

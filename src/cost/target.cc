@@ -110,6 +110,20 @@ int64_t Target::DeviceAt(const std::vector<int64_t>& coords) const {
   return torus.device_order.empty() ? position : torus.device_order[static_cast<size_t>(position)];
 }
 
+double MatrixTiling::SpentFlops(int64_t batch, int64_t m, int64_t n, int64_t k) const {
+  const auto useful = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
+                      static_cast<double>(n) * static_cast<double>(k);
+  if (!present() || useful == 0) return useful;
+  auto whole = [](int64_t size, int64_t step) { return (size + step - 1) / step; };
+  const auto steps = static_cast<double>(whole(k, tile_k) * tile_k);
+  auto spent = [&](int64_t rows, int64_t columns) {
+    const int64_t tiles = batch * whole(m, rows) * whole(n, columns);
+    const auto waves = static_cast<double>(whole(tiles, units));
+    return 2.0 * waves * static_cast<double>(units * rows * columns) * steps;
+  };
+  return std::min(spent(tile_m, tile_n), spent(tile_n, tile_m));
+}
+
 namespace {
 
 // --- built-ins (figures from ../shared/BRIEF.md section 4; latencies and
@@ -123,6 +137,10 @@ ComputeSpec TpuV4Compute() {
   spec.memory_bytes = 32.0 * (1LL << 30);
   spec.launch_seconds = 1e-6;     // assumption
   spec.fuses_elementwise = true;  // XLA's loop and input fusion
+  // Eight 128x128 MXUs (four per TensorCore, two TensorCores): a product
+  // contracts and fills its columns 128 at a time, its rows stream through
+  // 8 (a vreg's sublanes) at a time.
+  spec.tiling = {.units = 8, .tile_m = 8, .tile_n = 128, .tile_k = 128};
   return spec;
 }
 
@@ -145,6 +163,9 @@ ComputeSpec A100Compute() {
   spec.memory_bytes = 80e9;
   spec.launch_seconds = 4e-6;     // kernel launch, assumption
   spec.fuses_elementwise = true;  // XLA's loop and input fusion
+  // 108 SMs, one 256x128 tile each at a time (the guide's own A100
+  // example; CUTLASS's largest Ampere bf16 tile, k in steps of 64).
+  spec.tiling = {.units = 108, .tile_m = 256, .tile_n = 128, .tile_k = 64};
   return spec;
 }
 
@@ -156,6 +177,9 @@ ComputeSpec H100Compute(double memory_bandwidth, double memory_bytes) {
   spec.memory_bytes = memory_bytes;
   spec.launch_seconds = 4e-6;     // kernel launch, assumption
   spec.fuses_elementwise = true;  // XLA's loop and input fusion
+  // 132 SMs (SXM), one 128x256 tile each at a time (CUTLASS's Hopper bf16
+  // warp-specialized tile, k in steps of 64).
+  spec.tiling = {.units = 132, .tile_m = 128, .tile_n = 256, .tile_k = 64};
   return spec;
 }
 
@@ -234,7 +258,9 @@ Expected<double> Number(const Json& object, std::string_view key, std::string_vi
 std::optional<int64_t> IntegerIn(const Json& value, int64_t low, int64_t high) {
   if (value.is_number_unsigned()) {
     const auto unsigned_value = value.get<uint64_t>();
+    // Non-negative literals arrive here, 0 included: check both bounds.
     if (unsigned_value > static_cast<uint64_t>(high)) return std::nullopt;
+    if (low > 0 && unsigned_value < static_cast<uint64_t>(low)) return std::nullopt;
     return static_cast<int64_t>(unsigned_value);
   }
   if (!value.is_number_integer()) return std::nullopt;
@@ -250,6 +276,23 @@ Expected<Link> ParseLink(const Json& object, std::string_view where) {
   LOOM_ASSIGN_OR_RETURN(link.latency_seconds, Number(object, "latency", where));
   if (link.bytes_per_second <= 0) return Error{fmt::format("{}: bandwidth must be > 0", where)};
   return link;
+}
+
+// {"units": 108, "tile": [256, 128, 64]}: MatrixTiling.
+Expected<MatrixTiling> ParseTiling(const Json& json) {
+  constexpr std::string_view kForm =
+      "compute.tiling must be {\"units\": N, \"tile\": [M, N, K]}, each an integer in 1..65536";
+  if (!json.is_object() || !json.contains("units") || !json.contains("tile") ||
+      !json["tile"].is_array() || json["tile"].size() != 3) {
+    return Error{std::string(kForm)};
+  }
+  const std::optional<int64_t> units = IntegerIn(json["units"], 1, 65536);
+  std::vector<int64_t> tile;
+  for (const auto& size : json["tile"]) {
+    if (const std::optional<int64_t> value = IntegerIn(size, 1, 65536)) tile.push_back(*value);
+  }
+  if (!units || tile.size() != 3) return Error{std::string(kForm)};
+  return MatrixTiling{.units = *units, .tile_m = tile[0], .tile_n = tile[1], .tile_k = tile[2]};
 }
 
 Expected<ComputeSpec> ParseCompute(const Json& json) {
@@ -273,6 +316,9 @@ Expected<ComputeSpec> ParseCompute(const Json& json) {
     spec.fuses_elementwise = fuses->get<bool>();
   }
   if (spec.memory_bytes_per_second <= 0) return Error{"compute: memory_bandwidth must be > 0"};
+  if (const auto tiling = json.find("tiling"); tiling != json.end()) {
+    LOOM_ASSIGN_OR_RETURN(spec.tiling, ParseTiling(*tiling));
+  }
   return spec;
 }
 
@@ -379,6 +425,10 @@ std::string TargetToJson(const Target& target) {
                   {"memory_capacity", target.compute().memory_bytes},
                   {"launch_latency", target.compute().launch_seconds},
                   {"fuses_elementwise", target.compute().fuses_elementwise}};
+  if (const MatrixTiling& tiling = target.compute().tiling; tiling.present()) {
+    compute["tiling"] = {{"units", tiling.units},
+                         {"tile", {tiling.tile_m, tiling.tile_n, tiling.tile_k}}};
+  }
   Json topology;
   if (const auto* torus = std::get_if<TorusTopology>(&target.topology())) {
     topology = {{"kind", "torus"},

@@ -32,6 +32,27 @@ struct Link {
   double latency_seconds = 0;   // per hop
 };
 
+// How a device's matrix units cut a product into work (tile and wave
+// quantization, as NVIDIA's "Matrix Multiplication Background" guide
+// describes GEMMs on its GPUs): the [m, n] result of each of a dot's batch
+// of products in tiles of tile_m x tile_n (either way round, whichever
+// takes fewer waves), each tile contracting k in steps of tile_k, and
+// `units` tiles at a time (one per SM) until all are done. Every wave
+// takes as long as a full one: a product runs at the peak only when its
+// sizes fill whole tiles and its tiles whole waves. Absent (units 0), a
+// product of any shape runs at the peak.
+struct MatrixTiling {
+  int64_t units = 0;
+  int64_t tile_m = 0;
+  int64_t tile_n = 0;
+  int64_t tile_k = 0;
+
+  bool present() const { return units > 0; }
+  // The FLOPs the device spends on `batch` products of [m, k] x [k, n]:
+  // 2 m n k each, padded to whole tiles and whole waves.
+  double SpentFlops(int64_t batch, int64_t m, int64_t n, int64_t k) const;
+};
+
 struct ComputeSpec {
   // Dense peak FLOP/s by element type name: "bf16" (also used for f16),
   // "f32", "f64", "f8", "s8". A type without an entry uses f32's.
@@ -43,6 +64,7 @@ struct ComputeSpec {
   // kernel (analysis/fusion.h): XLA on TPUs and GPUs does; Loom's executor
   // does not.
   bool fuses_elementwise = false;
+  MatrixTiling tiling;
 
   double PeakFlops(ir::PrimitiveType type) const;
 };

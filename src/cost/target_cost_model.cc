@@ -51,9 +51,14 @@ double TargetCostModel::MemorySeconds(double bytes) const {
   return bytes / target_.compute().memory_bytes_per_second;
 }
 
-double TargetCostModel::DotSeconds(double flops, double bytes, ir::PrimitiveType type) const {
+double TargetCostModel::DotSeconds(const analysis::KernelDots& dots, double bytes) const {
   const ComputeSpec& compute = target_.compute();
-  return std::max(flops / compute.PeakFlops(type), MemorySeconds(bytes)) + compute.launch_seconds;
+  double spent = 0;
+  for (const analysis::DotDims& dot : dots.dims) {
+    spent += compute.tiling.SpentFlops(dot.batch, dot.m, dot.n, dot.k);
+  }
+  const double peak = compute.PeakFlops(dots.type.value_or(ir::PrimitiveType::kF32));
+  return std::max(spent / peak, MemorySeconds(bytes)) + compute.launch_seconds;
 }
 
 double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const {
@@ -64,19 +69,11 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   // own.
   if (analysis::FoldsIntoUsers(instruction)) return 0;
   const double result_bytes = static_cast<double>(instruction.shape().ByteSize());
-  if (opcode == Opcode::kDot) {
-    const auto flops = static_cast<double>(analysis::DotFlops(instruction));
-    return DotSeconds(flops, OperandBytes(instruction) + result_bytes,
-                      instruction.operand(0)->shape().type());
-  }
-  if (opcode == Opcode::kFusion) {
-    // One kernel: it reads its operands and writes its result once, what
-    // it computes in between stays on chip; its dots run at the peak.
+  if (opcode == Opcode::kDot || opcode == Opcode::kFusion) {
+    // A fusion is one kernel: it reads its operands and writes its result
+    // once, what it computes in between stays on chip.
     const analysis::KernelDots dots = analysis::KernelDotsOf(instruction);
-    if (dots.type) {
-      return DotSeconds(static_cast<double>(dots.flops), OperandBytes(instruction) + result_bytes,
-                        *dots.type);
-    }
+    if (dots.type) return DotSeconds(dots, OperandBytes(instruction) + result_bytes);
   }
   double bytes = OperandBytes(instruction) + result_bytes;
   if (opcode == Opcode::kDynamicUpdateSlice) {
@@ -172,9 +169,8 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   double bytes = 0;
   for (const auto& [value, value_bytes] : read) bytes += value_bytes;
   if (opcode == Opcode::kDot) {
-    return DotSeconds(static_cast<double>(analysis::DotFlops(instruction)),
-                      bytes + static_cast<double>(instruction.shape().ByteSize()),
-                      instruction.operand(0)->shape().type());
+    return DotSeconds(analysis::KernelDotsOf(instruction),
+                      bytes + static_cast<double>(instruction.shape().ByteSize()));
   }
   const std::optional<double> in_place = InPlaceUpdateBytes(instruction);
   bytes += in_place ? *in_place : static_cast<double>(instruction.shape().ByteSize());

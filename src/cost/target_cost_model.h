@@ -1,4 +1,6 @@
-// The cost model of a Target (target.h): rooflines for compute (scalar
+// The cost model of a Target (target.h): rooflines for compute (a product's
+// FLOPs as the target's matrix units spend them, padded to whole tiles and
+// waves, target.h's MatrixTiling; scalar
 // arithmetic is free: it folds into the op that uses it, as XLA fuses it;
 // on targets whose compiler fuses, a chain of elementwise ops is priced as
 // the one kernel analysis/fusion.h makes of it), and the native algorithm
@@ -23,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/flops.h"
 #include "cost/cost_model.h"
 #include "cost/target.h"
 
@@ -49,7 +52,10 @@ class TargetCostModel : public CostModel {
 
   // The building blocks, for the gate and for tests. Groups are target
   // device ids in ring order.
-  double DotSeconds(double flops, double bytes, ir::PrimitiveType type) const;
+  // A kernel of products `dots` that moves `bytes`: the FLOPs its products
+  // spend (MatrixTiling) at the peak of their type, or its bytes at the
+  // memory's bandwidth, whichever is longer, and the launch.
+  double DotSeconds(const analysis::KernelDots& dots, double bytes) const;
   double MemorySeconds(double bytes) const;
   double AllGatherSeconds(const std::vector<int64_t>& group, double bytes) const;
   double AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const;

@@ -299,6 +299,45 @@ ENTRY %main {
   EXPECT_EQ(model.TransferSeconds(*entry.FindInstruction("d"), grid), 0);
 }
 
+// A target that cuts products into tiles: 4 units, 2x4 tiles, k in steps
+// of 8. Its products take whole waves of whole tiles.
+TEST(TargetCostModel, AProductTakesWholeWavesOfWholeTiles) {
+  const MatrixTiling tiling{.units = 4, .tile_m = 2, .tile_n = 4, .tile_k = 8};
+  // [4, 8] x [8, 16]: 2 x 4 = 8 tiles, two full waves, no padding.
+  EXPECT_DOUBLE_EQ(tiling.SpentFlops(1, 4, 16, 8), 2.0 * 4 * 16 * 8);
+  // m = 5 pads to 6 rows: 3 x 4 = 12 tiles of 2x4 (as 4x2, 2 x 8 = 16):
+  // three waves of 4 tiles of 2 x 4 x 8.
+  EXPECT_DOUBLE_EQ(tiling.SpentFlops(1, 5, 16, 8), 2.0 * 3 * 4 * (2 * 4) * 8);
+  // One row of a batch of 3: each product one 2x4 tile (or one 4x2 one),
+  // three tiles in one wave of four; k = 5 pads to 8.
+  EXPECT_DOUBLE_EQ(tiling.SpentFlops(3, 1, 2, 5), 2.0 * 1 * 4 * (2 * 4) * 8);
+  // The other way round takes fewer waves: a [16, 2] result is 4 tiles of
+  // 4x2, one wave, where as 2x4 tiles it is 8, padded to 4 columns.
+  EXPECT_DOUBLE_EQ(tiling.SpentFlops(1, 16, 2, 8), 2.0 * 16 * 2 * 8);
+  EXPECT_DOUBLE_EQ(MatrixTiling{}.SpentFlops(3, 5, 7, 9), 2.0 * 3 * 5 * 7 * 9);
+
+  ComputeSpec compute = SimpleCompute();
+  compute.tiling = tiling;
+  const TargetCostModel model(Target("tiled", "", compute, Bus().topology()));
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %a = f32[3,1,5] parameter(0)
+  %b = f32[3,5,2] parameter(1)
+  ROOT %d = f32[3,1,2] dot(%a, %b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Instruction& dot = *(*module)->entry()->FindInstruction("d");
+  const analysis::DotDims dims = analysis::DotDimsOf(dot);
+  EXPECT_EQ(dims.batch, 3);
+  EXPECT_EQ(dims.m, 1);
+  EXPECT_EQ(dims.n, 2);
+  EXPECT_EQ(dims.k, 5);
+  // The padded FLOPs (512) at 1e12 outlast the 27 elements' bytes.
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(dot), 2.0 * 4 * 8 * 8 / 1e12 + 1e-6);
+}
+
 TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
   auto cube = FindTarget("tpu-v4-4x4x4");
   ASSERT_TRUE(cube.ok());
@@ -313,6 +352,7 @@ TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
   EXPECT_EQ(dgx->device_count(), 32);
   EXPECT_EQ(dgx->Coordinates(9), (std::vector<int64_t>{1, 1}));
   EXPECT_DOUBLE_EQ(dgx->compute().PeakFlops(ir::PrimitiveType::kBF16), 989e12);
+  EXPECT_EQ(dgx->compute().tiling.units, 132);  // SMs
   EXPECT_TRUE(FindTarget("loopback-2gbit").ok());
   EXPECT_FALSE(FindTarget("tpu-v9").ok());
 }
@@ -332,6 +372,16 @@ TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
   EXPECT_EQ(bad.error().message,
             "bad.json: topology: 'wraparound' must be an array of booleans, one per dimension");
   EXPECT_FALSE(ParseTargetJson("{", "x.json").ok());
+  // 0 is a non-negative literal, which nlohmann keeps unsigned: the lower
+  // bound must still refuse it.
+  auto empty_axis = ParseTargetJson(R"({"name": "x", "compute": {"peak_flops": {"f32": 1e12},
+      "memory_bandwidth": 1e12, "memory_capacity": 1, "launch_latency": 0},
+      "topology": {"kind": "torus", "dims": [0, 2], "wraparound": [true, true],
+                   "link": {"bandwidth": 1, "latency": 0}}})",
+                                    "empty.json");
+  ASSERT_FALSE(empty_axis.ok());
+  EXPECT_EQ(empty_axis.error().message,
+            "empty.json: topology.dims: each must be an integer in 1..4096");
   // fuses_elementwise is optional (false), and must be a boolean.
   const std::string compute =
       R"({"name": "x", "compute": {"peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e12,
@@ -347,6 +397,19 @@ TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
   auto wrong = ParseTargetJson(compute + R"(, "fuses_elementwise": 1)" + topology, "w.json");
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().message, "w.json: compute: 'fuses_elementwise' must be true or false");
+  // tiling is optional (products at the peak whatever their shape).
+  EXPECT_FALSE(plain->compute().tiling.present());
+  auto tiled = ParseTargetJson(
+      compute + R"(, "tiling": {"units": 108, "tile": [256, 128, 64]})" + topology, "t.json");
+  ASSERT_TRUE(tiled.ok()) << tiled.error().message;
+  EXPECT_EQ(tiled->compute().tiling.tile_m, 256);
+  EXPECT_EQ(tiled->compute().tiling.tile_k, 64);
+  auto untiled = ParseTargetJson(
+      compute + R"(, "tiling": {"units": 108, "tile": [256, 0, 64]})" + topology, "u.json");
+  ASSERT_FALSE(untiled.ok());
+  EXPECT_EQ(untiled.error().message,
+            "u.json: compute.tiling must be {\"units\": N, \"tile\": [M, N, K]}, each an integer "
+            "in 1..65536");
 }
 
 // Integers past int64_t, products that wrap, and numbers that are not

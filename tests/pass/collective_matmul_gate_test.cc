@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "ir/clone.h"
@@ -42,11 +43,15 @@ std::shared_ptr<const cost::TargetCostModel> ModelOf(const std::string& name) {
   return std::make_shared<cost::TargetCostModel>(*target);
 }
 
-GateRun RunGate(ir::Module& module, const std::string& target) {
-  GatedCollectiveMatmul pass(CollectiveMatmulOptions{}, ModelOf(target));
+GateRun RunGate(ir::Module& module, std::shared_ptr<const cost::TargetCostModel> model) {
+  GatedCollectiveMatmul pass(CollectiveMatmulOptions{}, std::move(model));
   Expected<bool> changed = pass.Run(module);
   EXPECT_TRUE(changed.ok()) << changed.error().ToString();
   return {changed.ok() && *changed, pass.Decisions(), pass.Explain()};
+}
+
+GateRun RunGate(ir::Module& module, const std::string& target) {
+  return RunGate(module, ModelOf(target));
 }
 
 GateRun RunGate(const std::string& hlo, const std::string& target) {
@@ -61,25 +66,27 @@ double Scheduled(const ir::Module& module, const std::string& target) {
   return seconds.ok() ? *seconds : 0;
 }
 
-// x: bf16[512, K] gathered on N devices to [512 N, K], times w: bf16[K, F].
-std::string GatherDot(int64_t k, int64_t f, int64_t n = 4) {
+// x: bf16[R, K] gathered on N devices to [R N, K], times w: bf16[K, F].
+std::string GatherDot(int64_t k, int64_t f, int64_t n = 4, int64_t rows = 512) {
   return fmt::format(R"(
 HloModule gather_dot, num_partitions={2}
 ENTRY %main {{
-  %x = bf16[512,{0}] parameter(0)
+  %x = bf16[{4},{0}] parameter(0)
   %w = bf16[{0},{1}] parameter(1)
   %x.full = bf16[{3},{0}] all-gather(%x), channel_id=1, replica_groups=[1,{2}]<=[{2}], dimensions={{0}}, use_global_device_ids=true
   ROOT %y = bf16[{3},{1}] dot(%x.full, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
 }}
 )",
-                     k, f, n, 512 * n);
+                     k, f, n, rows * n, rows);
 }
 
+// (On an H100 a ring step's product needs rows enough to fill the 132 SMs'
+// tiles: see the next test.)
 TEST(CollectiveMatmulStepGate, AProductNothingElseCanHideItsGatherBehindGetsARing) {
-  for (const auto& [target, k, f] :
-       {std::tuple{"tpu-v4-4x4x4", 8192, 4096}, std::tuple{"dgx-h100", 8192, 4096},
-        std::tuple{"loopback-2gbit", 4096, 512}}) {
-    auto module = ir::ParseModule(GatherDot(k, f));
+  for (const auto& [target, k, f, rows] :
+       {std::tuple{"tpu-v4-4x4x4", 8192, 4096, 512}, std::tuple{"dgx-h100", 8192, 4096, 2048},
+        std::tuple{"loopback-2gbit", 4096, 512, 512}}) {
+    auto module = ir::ParseModule(GatherDot(k, f, 4, rows));
     ASSERT_TRUE(module.ok());
     const double before = Scheduled(**module, target);
     GateRun run = RunGate(**module, target);
@@ -91,6 +98,29 @@ TEST(CollectiveMatmulStepGate, AProductNothingElseCanHideItsGatherBehindGetsARin
     // The rewritten module's scheduled step is what the gate said, and shorter.
     EXPECT_LT(Scheduled(**module, target), before * (1 - 0.005)) << run.Explain();
   }
+}
+
+// A ring step multiplies one shard: 512 rows of a 4096-wide result is 64
+// tiles of 128x256, one wave on half of an H100's 132 SMs, where the whole
+// product's 256 tiles fill two waves. The same ring on the same GPU with
+// its products at the peak whatever their shape (no tiling) pays.
+TEST(CollectiveMatmulStepGate, ARingWhoseStepsCannotFillTheSMsIsDeclined) {
+  const std::string hlo = GatherDot(8192, 4096);
+  GateRun tiled = RunGate(hlo, "dgx-h100");
+  const Decision* d = tiled.Of("x.full");
+  ASSERT_NE(d, nullptr) << tiled.Explain();
+  EXPECT_FALSE(d->rewritten) << tiled.Explain();
+  Expected<cost::Target> h100 = cost::FindTarget("dgx-h100");
+  ASSERT_TRUE(h100.ok());
+  cost::ComputeSpec untiled = h100->compute();
+  untiled.tiling = {};
+  auto module = ir::ParseModule(hlo);
+  ASSERT_TRUE(module.ok());
+  GateRun at_peak = RunGate(**module, std::make_shared<cost::TargetCostModel>(cost::Target(
+                                          "h100-untiled", "", untiled, h100->topology())));
+  d = at_peak.Of("x.full");
+  ASSERT_NE(d, nullptr) << at_peak.Explain();
+  EXPECT_TRUE(d->rewritten) << at_peak.Explain();
 }
 
 TEST(CollectiveMatmulStepGate, AThinProductBehindALargeGatherOnAFastCollectiveIsDeclined) {
@@ -146,11 +176,11 @@ HloModule two, num_partitions=4
   ROOT %s = bf16[] add(%p, %q)
 }
 ENTRY %main {
-  %x = bf16[1024,16384] parameter(0)
+  %x = bf16[4096,16384] parameter(0)
   %w = bf16[16384,2048] parameter(1)
-  %x.full = bf16[4096,16384] all-gather(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
-  %p = bf16[4096,2048] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT %out = bf16[1024,2048] reduce-scatter(%p), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
+  %x.full = bf16[16384,16384] all-gather(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  %p = bf16[16384,2048] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %out = bf16[4096,2048] reduce-scatter(%p), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
 }
 )";
   for (const char* target : {"tpu-v4-8x8x8", "dgx-h100", "loopback-2gbit"}) {
