@@ -5,7 +5,7 @@
 # collectives of 2022 were) and after async+schedule (what overlaps, as the
 # runs' data-parallel reductions do). Nothing here is tuned to these
 # numbers: the targets are the datasheets' (`loom targets`), every product
-# at its dense peak. The last column is a sensitivity, not a model: the step
+# at its dense peak in whole waves of whole tiles (the target's tiling). The last column is a sensitivity, not a model: the step
 # as written with every product at 80% of the peak (the middle of what
 # large bf16 GEMMs reach on these GPUs by public measurements), on the same
 # target otherwise.
