@@ -13,6 +13,7 @@
 
 #include "ir/attribute_names.h"
 #include "ir/collective_groups.h"
+#include "ir/convolution.h"
 #include "ir/gather_scatter.h"
 #include "ir/literal.h"
 #include "ir/shape_inference.h"
@@ -244,6 +245,7 @@ class ModuleVerifier {
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
+  Status VerifyConvolution(const Instruction& instruction);
 
   // Helpers.
   Expected<int64_t> ShardCountFromShapes(const Instruction& instruction, int64_t dimension,
@@ -1190,8 +1192,10 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyScatter(instruction);
     case Opcode::kGather:
       return VerifyGather(instruction);
+    case Opcode::kConvolution:
+      return VerifyConvolution(instruction);
     default:
-      // convolution, custom-call, sort, fft, rng, select-and-scatter,
+      // custom-call, sort, fft, rng, select-and-scatter,
       // triangular-solve, cholesky, batch-norm-*, topk, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
@@ -1708,6 +1712,27 @@ Status ModuleVerifier::VerifyGather(const Instruction& instruction) {
   LOOM_ASSIGN_OR_RETURN(const GatherDimensions dims, GatherDimensionsOf(instruction));
   return ExpectInferred(instruction, InferGatherShape(instruction.operand(0)->shape(),
                                                       instruction.operand(1)->shape(), dims));
+}
+
+// convolution(input, kernel): the dimensions inferred (ir/convolution.h);
+// the result's element type may differ from the operands' (XLA's
+// preferred_element_type) but not its kind.
+Status ModuleVerifier::VerifyConvolution(const Instruction& instruction) {
+  if (instruction.operand_count() != 2) {
+    return At(instruction, fmt::format("convolution takes an input and a kernel, got {}",
+                                       Operands(instruction.operand_count())));
+  }
+  LOOM_ASSIGN_OR_RETURN(const Convolution convolution, ConvolutionOf(instruction));
+  const Shape& input = instruction.operand(0)->shape();
+  Expected<std::vector<int64_t>> dims =
+      InferConvolutionDims(input, instruction.operand(1)->shape(), convolution);
+  if (!dims.ok()) return At(instruction, dims.error().message);
+  const Shape& result = instruction.shape();
+  if (result.IsArray() && IsFloatingPoint(result.type()) != IsFloatingPoint(input.type())) {
+    return At(instruction,
+              fmt::format("a convolution of {} cannot give {}", Str(input), Str(result)));
+  }
+  return ExpectShape(instruction, Shape(result.IsArray() ? result.type() : input.type(), *dims));
 }
 
 // --- driver ------------------------------------------------------------------------

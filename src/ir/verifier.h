@@ -1,7 +1,7 @@
 // The verifier: structural checks (names, parameters, roots, definition
 // before use, no cycles, called computations' signatures) and shape
 // inference for every op Loom interprets. An op Loom cannot infer (for
-// example convolution or a custom-call) keeps its declared shape: the
+// example sort or a custom-call) keeps its declared shape: the
 // verifier trusts it and says so in VerifyReport::trusted.
 #pragma once
 
@@ -46,7 +46,7 @@ struct VerifyReport {
   int64_t replica_count = 1;
   DeviceGrid grid() const { return DeviceGrid{replica_count, partition_count}; }
   // One line per instruction whose shape was trusted, not inferred:
-  // "%conv.1: convolution (shape trusted as declared)".
+  // "%sort.1: sort (shape trusted as declared)".
   std::vector<std::string> trusted;
   // What is allowed but probably not meant (an attribute name XLA does not
   // define): the CLI prints these as "FILE:LINE:COL: warning: ...".

@@ -1361,9 +1361,73 @@ TEST(VerifierTrusted, UninterpretedOpsAreListed) {
 }
 )");
   EXPECT_EQ(report.trusted,
-            (std::vector<std::string>{"%conv: convolution (shape trusted as declared)",
-                                      "%cc: custom-call (shape trusted as declared)",
+            (std::vector<std::string>{"%cc: custom-call (shape trusted as declared)",
                                       "%s: sort (shape trusted as declared)"}));
+}
+
+// --- convolution ------------------------------------------------------------------
+
+TEST(VerifierConvolution, InfersTheOutputOfWindowsStridesPaddingAndDilation) {
+  // 0fb: spatial, feature, batch. 16 inputs dilated by 16 are 241 wide;
+  // windows of 16 at stride 15 fit 16 times.
+  EXPECT_EQ(Verdict(Entry(R"(  %p = f32[16,64,256] parameter(0)
+  %c = f32[16,256,256] convolution(%p, %p), window={size=16 stride=15 lhs_dilate=16}, dim_labels=0fb_0io->0fb
+)")),
+            "ok");
+  // 2-D, padded 1 on each side, stride 2: (32 + 2 - 3) / 2 + 1 = 16.
+  EXPECT_EQ(Verdict(Entry(R"(  %x = bf16[8,32,32,16] parameter(0)
+  %w = bf16[3,3,16,64] parameter(1)
+  %y = f32[8,16,16,64] convolution(%x, %w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+)")),
+            "ok");
+  // Depthwise: 16 groups of one feature, the kernel's 32 outputs 2 a group.
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[2,16,10] parameter(0)
+  %w = f32[32,1,3] parameter(1)
+  %y = f32[2,32,10] convolution(%x, %w), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0, feature_group_count=16
+)")),
+            "ok");
+  // A weight gradient of it: the batch in 16 groups of features.
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[16,2,10] parameter(0)
+  %dy = f32[10,2,32] parameter(1)
+  %w = f32[3,1,32] convolution(%x, %dy), window={size=10 pad=1_1}, dim_labels=bf0_0io->0bf, batch_group_count=16
+)")),
+            "ok");
+}
+
+TEST(VerifierConvolution, NamesWhatDoesNotFit) {
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,32,16] parameter(0)
+  %w = f32[3,3,16,64] parameter(1)
+  %y = f32[8,32,32,64] convolution(%x, %w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+)")),
+            "5:3: %y: declared shape f32[8,32,32,64] but convolution infers f32[8,16,16,64]");
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,32,16] parameter(0)
+  %w = f32[3,3,8,64] parameter(1)
+  %y = f32[8,30,30,64] convolution(%x, %w), window={size=3x3}, dim_labels=b01f_01io->b01f
+)")),
+            "5:3: %y: the input's 16 features in 1 group(s) do not match the kernel's 8 input "
+            "features");
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,16] parameter(0)
+  %w = f32[5,16,64] parameter(1)
+  %y = f32[8,30,64] convolution(%x, %w), window={size=3}, dim_labels=b0f_0io->b0f
+)")),
+            "5:3: %y: window size 3 in spatial dimension 0 but the kernel f32[5,16,64] has 5");
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,16] parameter(0)
+  %w = f32[3,16,64] parameter(1)
+  %y = f32[8,30,64] convolution(%x, %w), window={size=3}, dim_labels=b0f_0io->b1f
+)")),
+            "5:59: %y: dim_labels=b0f_0io->b1f: 'b1f' takes b, f and the spatial digits 0..0 "
+            "once each");
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,16] parameter(0)
+  %w = f32[3,16,64] parameter(1)
+  %y = f32[8,30,64] convolution(%x, %w), window={size=3 stride=0}, dim_labels=b0f_0io->b0f
+)")),
+            "5:42: %y: window stride=0: 0 must be at least 1");
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8,32,16] parameter(0)
+  %w = s32[3,16,64] parameter(1)
+  %y = f32[8,30,64] convolution(%x, %w), window={size=3}, dim_labels=b0f_0io->b0f
+)")),
+            "5:3: %y: the input f32[8,32,16] and kernel s32[3,16,64] must be of one float or "
+            "integer type");
 }
 
 TEST(VerifierTrusted, ReduceWindowReducerIsStillChecked) {
