@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/computation.h"
+#include "ir/convolution.h"
 #include "ir/verifier.h"
 
 namespace loom::analysis {
@@ -60,9 +61,43 @@ DotDims DotDimsOf(const ir::Instruction& dot) {
   return dims;
 }
 
+std::optional<ConvolutionWork> ConvolutionWorkOf(const ir::Instruction& convolution) {
+  if (convolution.opcode() != ir::Opcode::kConvolution || convolution.operand_count() != 2) {
+    return std::nullopt;
+  }
+  const Expected<ir::Convolution> c = ir::ConvolutionOf(convolution);
+  const ir::Shape& input = convolution.operand(0)->shape();
+  const ir::Shape& kernel = convolution.operand(1)->shape();
+  if (!c.ok() || !ir::InferConvolutionDims(input, kernel, *c).ok()) return std::nullopt;
+  const ir::Shape& out = convolution.shape();
+  const ir::ConvolutionDimensions& d = c->dims;
+  int64_t positions = 1, landing = 1;  // output positions; (position, tap) pairs that land
+  for (size_t k = 0; k < c->window.size(); ++k) {
+    const int64_t extent = out.dim(d.output_spatial[k]);
+    positions *= extent;
+    landing *= ir::ValidTapPairs(c->window[k], input.dim(d.input_spatial[k]), extent);
+  }
+  const int64_t groups = c->feature_groups * c->batch_groups;
+  const int64_t features = kernel.dim(d.kernel_input_feature);
+  const int64_t outputs = kernel.dim(d.kernel_output_feature);
+  ConvolutionWork work;
+  work.dims.batch = groups;
+  work.dims.m = out.dim(d.output_batch) * positions;
+  work.dims.n = outputs / groups;
+  work.dims.k = positions == 0 ? 0 : features * ((landing + positions - 1) / positions);
+  work.flops = 2 * out.dim(d.output_batch) * outputs * features * landing;
+  return work;
+}
+
 namespace {
 
 void AddKernelDots(const ir::Instruction& instruction, int depth, KernelDots& dots) {
+  if (const std::optional<ConvolutionWork> work = ConvolutionWorkOf(instruction)) {
+    dots.flops += work->flops;
+    dots.dims.push_back(work->dims);
+    if (!dots.type) dots.type = instruction.operand(0)->shape().type();
+    return;
+  }
   if (instruction.opcode() == ir::Opcode::kDot && instruction.attrs().dot) {
     dots.flops += DotFlops(instruction);
     dots.dims.push_back(DotDimsOf(instruction));
@@ -89,6 +124,13 @@ int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid
   const ir::Opcode op = instruction.opcode();
   if (op == ir::Opcode::kDot && instruction.attrs().dot && instruction.operand_count() > 0) {
     return ProductOfDims(instruction.operand(0)->shape(), instruction.attrs().dot->lhs_contracting);
+  }
+  if (op == ir::Opcode::kConvolution && ConvolutionWorkOf(instruction)) {
+    // Every tap of a group's features, at most: the kernel's elements per
+    // output feature.
+    const ir::Shape& kernel = instruction.operand(1)->shape();
+    const int64_t outputs = kernel.dim(ir::ConvolutionOf(instruction)->dims.kernel_output_feature);
+    return outputs == 0 ? 1 : kernel.ElementCount() / outputs;
   }
   if (op == ir::Opcode::kReduce && instruction.operand_count() > 0) {
     return ProductOfDims(instruction.operand(0)->shape(),

@@ -27,8 +27,21 @@ struct DotDims {
 };
 DotDims DotDimsOf(const ir::Instruction& dot);
 
-// The dots one kernel runs: a dot itself, or those of a fusion's
-// computation (and of the fusions it runs in turn); their FLOPs, their
+// A convolution as a matrix unit runs it (an implicit GEMM, one per group
+// of ir/convolution.h): m the output batch times its positions, n a
+// group's output features, k a group's input features times the taps an
+// output position reads (those that land on an input element, as XLA's
+// cost analysis counts them: the mean over the positions, rounded up);
+// its FLOPs 2 x the multiply-adds that land, exactly. Nothing for a
+// convolution whose attributes do not parse.
+struct ConvolutionWork {
+  DotDims dims;
+  int64_t flops = 0;
+};
+std::optional<ConvolutionWork> ConvolutionWorkOf(const ir::Instruction& convolution);
+
+// The dots one kernel runs: a dot or a convolution itself, or those of a
+// fusion's computation (and of the fusions it runs in turn); their FLOPs, their
 // shapes, and the element type of the first one's operands (what its peak
 // is read for).
 struct KernelDots {
@@ -39,8 +52,8 @@ struct KernelDots {
 KernelDots KernelDotsOf(const ir::Instruction& instruction);
 
 // How many terms one element of `instruction`'s result sums: a dot's
-// contracted size, a reduce's reduced size, a reducing collective's group
-// size (on `grid`); 1 for everything else.
+// contracted size, a convolution's taps times a group's input features, a reduce's reduced size, a
+// reducing collective's group size (on `grid`); 1 for everything else.
 int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid);
 // The longest sum of any instruction of `module`: what bounds the rounding
 // by which two orders of the same sums can differ.

@@ -69,7 +69,7 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
   // own.
   if (analysis::FoldsIntoUsers(instruction)) return 0;
   const double result_bytes = static_cast<double>(instruction.shape().ByteSize());
-  if (opcode == Opcode::kDot || opcode == Opcode::kFusion) {
+  if (opcode == Opcode::kDot || opcode == Opcode::kConvolution || opcode == Opcode::kFusion) {
     // A fusion is one kernel: it reads its operands and writes its result
     // once, what it computes in between stays on chip.
     const analysis::KernelDots dots = analysis::KernelDotsOf(instruction);
@@ -168,7 +168,7 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   }
   double bytes = 0;
   for (const auto& [value, value_bytes] : read) bytes += value_bytes;
-  if (opcode == Opcode::kDot) {
+  if (opcode == Opcode::kDot || opcode == Opcode::kConvolution) {
     return DotSeconds(analysis::KernelDotsOf(instruction),
                       bytes + static_cast<double>(instruction.shape().ByteSize()));
   }

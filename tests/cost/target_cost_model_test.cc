@@ -338,6 +338,33 @@ ENTRY %main {
   EXPECT_DOUBLE_EQ(model.ComputeSeconds(dot), 2.0 * 4 * 8 * 8 / 1e12 + 1e-6);
 }
 
+// A convolution is the implicit GEMM of the taps that land on the input:
+// here 1-D, 10 positions padded 1 each side, 3 taps, so the two edge
+// positions read 2 taps and the 8 inner ones 3 (28 of 30 pairs).
+TEST(TargetCostModel, AConvolutionIsTheProductOfTheTapsThatLand) {
+  const TargetCostModel model(Torus({1, 1, 1}, {false, false, false}));
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %x = f32[4,10,16] parameter(0)
+  %w = f32[3,16,64] parameter(1)
+  ROOT %y = f32[4,10,64] convolution(%x, %w), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Instruction& y = *(*module)->entry()->FindInstruction("y");
+  const std::optional<analysis::ConvolutionWork> work = analysis::ConvolutionWorkOf(y);
+  ASSERT_TRUE(work.has_value());
+  EXPECT_EQ(work->flops, 2 * 4 * 64 * 16 * 28);
+  EXPECT_EQ(work->dims.batch, 1);
+  EXPECT_EQ(work->dims.m, 4 * 10);
+  EXPECT_EQ(work->dims.n, 64);
+  EXPECT_EQ(work->dims.k, 16 * 3);  // 2.8 taps a position, rounded up
+  EXPECT_EQ(analysis::KernelDotsOf(y).flops, work->flops);
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(y), 2.0 * 40 * 64 * 48 / 1e12 + 1e-6);
+  EXPECT_EQ(analysis::SumLength(y, ir::DeviceGrid{1, 1}), 3 * 16);
+}
+
 TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
   auto cube = FindTarget("tpu-v4-4x4x4");
   ASSERT_TRUE(cube.ok());
