@@ -22,7 +22,6 @@ skipped=()
 # Why a corpus module may fail to run, as extended regular expressions over
 # its error: ops the executor does not run, and what a CI machine lacks.
 known_reasons=(
-  'unsupported op convolution'
   'unsupported custom-call (Boh|Sharding)'
   'may hold up to .* more than the .* this run may use'
 )

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -532,6 +534,120 @@ TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
       "  p0 = bf16[130,70] parameter(0)\n  p1 = bf16[70,90] parameter(1)\n"
       "  ROOT r = f32[130,90] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
       seed++);
+}
+
+TEST(ExecutorDifferential, ConvolutionsEveryWindowAndGrouping) {
+  uint32_t seed = 700;
+  for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {
+    auto same = [&](const std::string& what, const std::string& body) {
+      ExpectSame(what + " " + type, fmt::format(fmt::runtime(body), type), seed++, "",
+                 /*must_run=*/true);
+    };
+    same("2-D, strided, padded unevenly",
+         "  p0 = {0}[3,9,8,5] parameter(0)\n  p1 = {0}[3,2,5,7] parameter(1)\n"
+         "  ROOT r = {0}[3,5,5,7] convolution(p0, p1), window={{size=3x2 stride=2x2 "
+         "pad=1_1x0_2}}, dim_labels=b01f_01io->b01f\n");
+    same("dilated both ways, reversed, cut by negative padding",
+         "  p0 = {0}[2,4,11] parameter(0)\n  p1 = {0}[6,4,3] parameter(1)\n"
+         "  ROOT r = {0}[2,6,16] convolution(p0, p1), window={{size=3 pad=-1_2 lhs_dilate=2 "
+         "rhs_dilate=3 rhs_reversal=1}}, dim_labels=bf0_oi0->bf0\n");
+    same("depthwise, a multiplier of 3",
+         "  p0 = {0}[2,10,4] parameter(0)\n  p1 = {0}[3,1,12] parameter(1)\n"
+         "  ROOT r = {0}[2,10,12] convolution(p0, p1), window={{size=3 pad=1_1}}, "
+         "dim_labels=b0f_0io->b0f, feature_group_count=4\n");
+    same("grouped, two groups",
+         "  p0 = {0}[2,10,6] parameter(0)\n  p1 = {0}[3,3,8] parameter(1)\n"
+         "  ROOT r = {0}[2,8,8] convolution(p0, p1), window={{size=3}}, "
+         "dim_labels=b0f_0io->b0f, feature_group_count=2\n");
+    same("batch groups (a depthwise weight gradient)",
+         "  p0 = {0}[8,3,10] parameter(0)\n  p1 = {0}[10,3,16] parameter(1)\n"
+         "  ROOT r = {0}[3,1,16] convolution(p0, p1), window={{size=10 pad=1_1}}, "
+         "dim_labels=bf0_0io->0bf, batch_group_count=8\n");
+    same("no spatial dimension (a product)",
+         "  p0 = {0}[5,37] parameter(0)\n  p1 = {0}[37,19] parameter(1)\n"
+         "  ROOT r = {0}[5,19] convolution(p0, p1), dim_labels=bf_io->bf\n");
+    same("the corpus's: spatial first, batch last",
+         "  p0 = {0}[16,6,20] parameter(0)\n  p1 = {0}[16,6,20] parameter(1)\n"
+         "  ROOT r = {0}[16,20,20] convolution(p0, p1), window={{size=16 stride=15 "
+         "lhs_dilate=16}}, dim_labels=0fb_0io->0fb\n");
+  }
+  ExpectSame("bf16 -> f32",
+             "  p0 = bf16[2,12,12,16] parameter(0)\n  p1 = bf16[3,3,16,24] parameter(1)\n"
+             "  ROOT r = f32[2,12,12,24] convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
+             "dim_labels=b01f_01io->b01f\n",
+             seed++, "", /*must_run=*/true);
+  // 21 output positions of 1080 taps x 64 features: the kernel lowers the
+  // input 16 rows (4 MiB) at a time, so the product runs in two blocks.
+  ExpectSame("a lowered input of two blocks",
+             "  p0 = f32[1,1100,64] parameter(0)\n  p1 = f32[1080,64,2] parameter(1)\n"
+             "  ROOT r = f32[1,21,2] convolution(p0, p1), window={size=1080}, "
+             "dim_labels=b0f_0io->b0f\n",
+             seed++, "", /*must_run=*/true);
+}
+
+// The window's arithmetic by hand, on x = 1 2 3 4 and a kernel w0 w1 w2 =
+// 1 10 100: both sides read it through one definition, so the numbers
+// check that definition.
+TEST(ExecutorDifferential, ConvolutionWindowsAreTheHandComputedSums) {
+  const auto run = [](const std::string& window, const std::vector<int64_t>& out) {
+    SCOPED_TRACE(window);
+    const std::string text = fmt::format(
+        "HloModule conv\nENTRY main {{\n  x = f32[1,1,4] parameter(0)\n"
+        "  w = f32[1,1,3] parameter(1)\n  ROOT y = f32[1,1,{}] convolution(x, w), "
+        "window={{size=3 {}}}, dim_labels=bf0_oi0->bf0\n}}\n",
+        out.size(), window);
+    auto module = ir::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    ASSERT_TRUE(ir::VerifyModule(**module).ok()) << text;
+    std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {1, 1, 4})).value(),
+                                  Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {1, 1, 3})).value()};
+    for (int64_t i = 0; i < 4; ++i) inputs[0].SetDouble(i, static_cast<double>(i + 1));
+    for (int64_t t = 0; t < 3; ++t) inputs[1].SetDouble(t, std::pow(10.0, static_cast<double>(t)));
+    for (const bool reference : {false, true}) {
+      Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                     : Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(y.ok()) << y.error().ToString();
+      std::vector<int64_t> got;
+      for (int64_t i = 0; i < y->ElementCount(); ++i) got.push_back(llround(y->GetDouble(i)));
+      EXPECT_EQ(got, out) << (reference ? "reference" : "executor");
+    }
+  };
+  run("pad=1_1", {10 + 200, 1 + 20 + 300, 2 + 30 + 400, 3 + 40});
+  run("pad=1_1 rhs_reversal=1", {10 + 2, 100 + 20 + 3, 200 + 30 + 4, 300 + 40});
+  // 1 _ 2 _ 3 _ 4, windows of 3 at stride 2.
+  run("stride=2 lhs_dilate=2", {1 + 200, 2 + 300, 3 + 400});
+  // Taps 0, 2, 4 of the padded _ 1 2 3 4 _.
+  run("pad=1_1 rhs_dilate=2", {20 + 400, 1 + 30});
+}
+
+// A tap that lands in the padding adds nothing, not 0 · w: with an infinity
+// or NaN in the kernel the first output, whose tap 0 reads the padding, is
+// still the sum of the other two (which a product over the zero-padded input
+// would make NaN).
+TEST(ExecutorDifferential, AConvolutionsPaddingMeetsNoneOfTheKernel) {
+  for (const double bad :
+       {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    SCOPED_TRACE(bad);
+    auto module = ir::ParseModule(
+        "HloModule conv\nENTRY main {\n  x = f32[1,1,4] parameter(0)\n"
+        "  w = f32[1,1,3] parameter(1)\n  ROOT y = f32[1,1,4] convolution(x, w), "
+        "window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0\n}\n");
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {1, 1, 4})).value(),
+                                  Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {1, 1, 3})).value()};
+    for (int64_t i = 0; i < 4; ++i) inputs[0].SetDouble(i, static_cast<double>(i + 1));
+    for (int64_t t = 0; t < 3; ++t) inputs[1].SetDouble(t, t == 0 ? bad : std::pow(10.0, t));
+    for (const bool reference : {false, true}) {
+      Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                     : Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(y.ok()) << y.error().ToString();
+      EXPECT_EQ(y->GetDouble(0), 10 + 200) << (reference ? "reference" : "executor");
+      for (int64_t i = 1; i < 4; ++i) {
+        EXPECT_EQ(std::isnan(y->GetDouble(i)), std::isnan(bad));
+        EXPECT_TRUE(!std::isfinite(y->GetDouble(i)));
+      }
+    }
+  }
 }
 
 TEST(ExecutorDifferential, ControlFlowAndTuples) {

@@ -193,6 +193,7 @@ bool CpuDevice::Supports(const ir::Instruction& op) const {
     case Opcode::kPad:
     case Opcode::kIota:
     case Opcode::kDot:
+    case Opcode::kConvolution:
       return true;
     case Opcode::kReduce:
       return op.operand_count() == 2 && SimpleReducer(op).has_value();
@@ -277,6 +278,9 @@ Status CpuDevice::Run(const ir::Instruction& op, std::span<const Array> operands
     case Opcode::kDot:
       LOOM_RETURN_IF_ERROR(need(2));
       return Dot(op, in[0], in[1], out, options_.deterministic);
+    case Opcode::kConvolution:
+      LOOM_RETURN_IF_ERROR(need(2));
+      return Convolution(op, in[0], in[1], out);
     case Opcode::kReduce: {
       LOOM_RETURN_IF_ERROR(need(2));
       const std::optional<Opcode> reducer = SimpleReducer(op);

@@ -97,6 +97,13 @@ Status Reduce(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 
+// convolution (ir/convolution.h): every element sums its taps, row-major,
+// and in each its group's input features in increasing order, in double
+// (int64, wrapping, for integers), rounded once to the result's type: the
+// same bits on every CPU, deterministic or not.
+Status Convolution(const ir::Instruction& op, const HostArray& input, const HostArray& kernel,
+                   const HostArray& out);
+
 // dot: OpenBLAS on the operands' own memory (transpose flags and leading
 // dimensions), or the deterministic kernel (exec/cpu/deterministic_gemm.h).
 Status Dot(const ir::Instruction& op, const HostArray& lhs, const HostArray& rhs,

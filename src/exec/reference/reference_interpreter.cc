@@ -15,6 +15,7 @@
 #include "exec/scalar_ops.h"
 #include "exec/trace.h"
 #include "ir/async.h"
+#include "ir/convolution.h"
 #include "ir/gather_scatter.h"
 #include "ir/reduction.h"
 
@@ -164,6 +165,7 @@ class Evaluation {
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
+  Expected<Tensor> Convolution(const Instruction& instruction) const;
   Expected<Tensor> GetTupleElement(const Instruction& instruction) const;
   Expected<Tensor> While(const Instruction& instruction) const;
   Expected<Tensor> Conditional(const Instruction& instruction) const;
@@ -269,6 +271,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Scatter(instruction);
     case Opcode::kDot:
       return Dot(instruction);
+    case Opcode::kConvolution:
+      return Convolution(instruction);
     case Opcode::kTuple: {
       std::vector<Tensor> elements;
       for (int64_t i = 0; i < instruction.operand_count(); ++i)
@@ -852,6 +856,68 @@ Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
   Expected<Tensor> out = ReferenceDot(Operand(instruction, 0), Operand(instruction, 1), dims,
                                       instruction.shape(), options_.deterministic);
   if (!out.ok()) return OpError(instruction, out.error().message);
+  return out;
+}
+
+// Each output element as ir/convolution.h defines it, index by index: its
+// taps in row-major order, in each its group's input features in
+// increasing order, the products added in double (int64, wrapping, for
+// integers) and rounded once.
+Expected<Tensor> Evaluation::Convolution(const Instruction& instruction) const {
+  Expected<ir::Convolution> parsed = ir::ConvolutionOf(instruction);
+  if (!parsed.ok()) return OpError(instruction, parsed.error().message);
+  const ir::Convolution& c = *parsed;
+  const ir::ConvolutionDimensions& d = c.dims;
+  const Tensor& input = Operand(instruction, 0);
+  const Tensor& kernel = Operand(instruction, 1);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  const std::vector<int64_t>& in_dims = input.shape().dims();
+  const std::vector<int64_t>& kernel_dims = kernel.shape().dims();
+  if (in_dims.size() != d.input_spatial.size() + 2 || kernel_dims.size() != in_dims.size() ||
+      out.shape().rank() != static_cast<int64_t>(in_dims.size())) {
+    return OpError(instruction, "convolution operands do not match dim_labels");
+  }
+  const std::vector<int64_t> in_strides = Strides(in_dims), kernel_strides = Strides(kernel_dims);
+  const int64_t group_features = kernel_dims[d.kernel_input_feature];
+  const int64_t group_outputs =
+      kernel_dims[d.kernel_output_feature] / (c.feature_groups * c.batch_groups);
+  const int64_t out_batch = out.shape().dim(d.output_batch);
+  std::vector<int64_t> taps;
+  for (const ir::WindowDimension& w : c.window) taps.push_back(w.size);
+  const bool integer = ir::IsInteger(input.type());
+  std::vector<int64_t> at(in_dims.size()), from(kernel_dims.size());
+  ForEachIndex(out.shape().dims(), [&](const std::vector<int64_t>& y, int64_t linear) {
+    const int64_t feature = y[d.output_feature], group = feature / group_outputs;
+    at[d.input_batch] = y[d.output_batch] + (c.batch_groups > 1 ? group * out_batch : 0);
+    from[d.kernel_output_feature] = feature;
+    double sum = 0;
+    uint64_t integer_sum = 0;
+    ForEachIndex(taps, [&](const std::vector<int64_t>& tap, int64_t) {
+      for (size_t k = 0; k < taps.size(); ++k) {
+        const ir::WindowDimension& w = c.window[k];
+        at[d.input_spatial[k]] =
+            ir::InputPosition(w, in_dims[d.input_spatial[k]], y[d.output_spatial[k]], tap[k]);
+        if (at[d.input_spatial[k]] < 0) return;
+        from[d.kernel_spatial[k]] = w.reversal ? w.size - 1 - tap[k] : tap[k];
+      }
+      for (int64_t i = 0; i < group_features; ++i) {
+        at[d.input_feature] = (c.feature_groups > 1 ? group * group_features : 0) + i;
+        from[d.kernel_input_feature] = i;
+        const int64_t a = Linear(at, in_strides), b = Linear(from, kernel_strides);
+        if (integer) {
+          integer_sum +=
+              static_cast<uint64_t>(input.GetInt(a)) * static_cast<uint64_t>(kernel.GetInt(b));
+        } else {
+          sum += input.GetDouble(a) * kernel.GetDouble(b);
+        }
+      }
+    });
+    if (integer) {
+      out.SetInt(linear, static_cast<int64_t>(integer_sum));
+    } else {
+      out.SetDouble(linear, sum);
+    }
+  });
   return out;
 }
 
