@@ -89,6 +89,11 @@ std::optional<ConvolutionWork> ConvolutionWorkOf(const ir::Instruction& convolut
   return work;
 }
 
+int64_t ConvolutionFlops(const ir::Instruction& convolution) {
+  const std::optional<ConvolutionWork> work = ConvolutionWorkOf(convolution);
+  return work ? work->flops : 0;
+}
+
 namespace {
 
 void AddKernelDots(const ir::Instruction& instruction, int depth, KernelDots& dots) {

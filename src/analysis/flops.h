@@ -39,6 +39,8 @@ struct ConvolutionWork {
   int64_t flops = 0;
 };
 std::optional<ConvolutionWork> ConvolutionWorkOf(const ir::Instruction& convolution);
+// Its FLOPs alone (0 for anything that is not a convolution that parses).
+int64_t ConvolutionFlops(const ir::Instruction& convolution);
 
 // The dots one kernel runs: a dot or a convolution itself, or those of a
 // fusion's computation (and of the fusions it runs in turn); their FLOPs, their

@@ -99,6 +99,8 @@ struct DynamicTally {
   std::map<std::string, CollectiveStats> collectives;
   int64_t dot_count = 0;
   int64_t dot_flops = 0;
+  int64_t convolution_count = 0;
+  int64_t convolution_flops = 0;
   std::set<const Instruction*> unknown_trip_count_loops;
 };
 
@@ -113,6 +115,8 @@ void MaxInto(DynamicTally& tally, const DynamicTally& branch) {
   }
   tally.dot_count = std::max(tally.dot_count, branch.dot_count);
   tally.dot_flops = std::max(tally.dot_flops, branch.dot_flops);
+  tally.convolution_count = std::max(tally.convolution_count, branch.convolution_count);
+  tally.convolution_flops = std::max(tally.convolution_flops, branch.convolution_flops);
   tally.unknown_trip_count_loops.insert(branch.unknown_trip_count_loops.begin(),
                                         branch.unknown_trip_count_loops.end());
 }
@@ -123,12 +127,14 @@ void AddInto(DynamicTally& tally, const DynamicTally& other) {
   }
   AddTimes(tally.dot_count, other.dot_count, 1);
   AddTimes(tally.dot_flops, other.dot_flops, 1);
+  AddTimes(tally.convolution_count, other.convolution_count, 1);
+  AddTimes(tally.convolution_flops, other.convolution_flops, 1);
   tally.unknown_trip_count_loops.insert(other.unknown_trip_count_loops.begin(),
                                         other.unknown_trip_count_loops.end());
 }
 
-// Inside a fusion only dots are counted (see DynamicStats).
-enum class WalkMode { kEverything, kDotsOnly };
+// Inside a fusion only dots and convolutions are counted (see DynamicStats).
+enum class WalkMode { kEverything, kProductsOnly };
 
 // The dynamic walk of DynamicStats: every instruction of a computation that
 // runs `times` times, and the computations it runs in turn.
@@ -151,7 +157,11 @@ class DynamicWalker {
       AddTimes(tally.dot_count, 1, times);
       AddTimes(tally.dot_flops, DotFlops(instruction), times);
     }
-    if (mode == WalkMode::kDotsOnly) return;
+    if (instruction.opcode() == Opcode::kConvolution) {
+      AddTimes(tally.convolution_count, 1, times);
+      AddTimes(tally.convolution_flops, ConvolutionFlops(instruction), times);
+    }
+    if (mode == WalkMode::kProductsOnly) return;
     const std::string kind = CollectiveKind(instruction.opcode());
     if (kind.empty()) return;
     AddTimes(tally.collectives[kind], CollectiveStatsOf(instruction, kind, grid_), times);
@@ -172,7 +182,7 @@ class DynamicWalker {
         return;
       case Opcode::kFusion:
         for (const ir::Computation* callee : instruction.called_computations()) {
-          Walk(*callee, times, WalkMode::kDotsOnly, tally);
+          Walk(*callee, times, WalkMode::kProductsOnly, tally);
         }
         return;
       default:
@@ -227,6 +237,8 @@ DynamicStats ComputeDynamicStats(const ir::Module& module, const ir::DeviceGrid&
   }
   stats.dot_count = tally.dot_count;
   stats.dot_flops = tally.dot_flops;
+  stats.convolution_count = tally.convolution_count;
+  stats.convolution_flops = tally.convolution_flops;
   stats.unknown_trip_count_loops = static_cast<int64_t>(tally.unknown_trip_count_loops.size());
   return stats;
 }
@@ -243,10 +255,11 @@ bool AnySaturated(const std::map<std::string, CollectiveStats>& collectives) {
 
 bool AnySaturated(const ModuleStats& stats) {
   const DynamicStats& dynamic = stats.dynamic;
-  return IsSaturated(stats.dot_flops) || IsSaturated(stats.entry_parameter_bytes) ||
-         AnySaturated(stats.collectives) || AnySaturated(dynamic.collectives) ||
-         IsSaturated(dynamic.bytes_sent_per_device) || IsSaturated(dynamic.dot_count) ||
-         IsSaturated(dynamic.dot_flops);
+  return IsSaturated(stats.dot_flops) || IsSaturated(stats.convolution_flops) ||
+         IsSaturated(stats.entry_parameter_bytes) || AnySaturated(stats.collectives) ||
+         AnySaturated(dynamic.collectives) || IsSaturated(dynamic.bytes_sent_per_device) ||
+         IsSaturated(dynamic.dot_count) || IsSaturated(dynamic.dot_flops) ||
+         IsSaturated(dynamic.convolution_count) || IsSaturated(dynamic.convolution_flops);
 }
 
 }  // namespace
@@ -263,6 +276,10 @@ ModuleStats ComputeStats(const ir::Module& module, const ir::VerifyReport& repor
       if (instruction->opcode() == Opcode::kDot) {
         ++stats.dot_count;
         AddTimes(stats.dot_flops, DotFlops(*instruction), 1);
+      }
+      if (instruction->opcode() == Opcode::kConvolution) {
+        ++stats.convolution_count;
+        AddTimes(stats.convolution_flops, ConvolutionFlops(*instruction), 1);
       }
       const std::string kind = CollectiveKind(instruction->opcode());
       if (kind.empty()) continue;

@@ -33,7 +33,7 @@ struct CollectiveStats {
 //   - call and async-start callees, once per execution;
 //   - conditional branches: each number is the largest over the branches,
 //     taken separately, so the result bounds every branch but may mix them;
-//   - fusion bodies, for their dots only.
+//   - fusion bodies, for their dots and convolutions only.
 // It does not go into reducers (`to_apply` of collectives, reduce, map, ...)
 // or other called computations (sort comparators, custom-call callees): a
 // reducer combines elements on one device and moves no data between devices.
@@ -44,6 +44,8 @@ struct DynamicStats {
   int64_t bytes_sent_per_device = 0;  // ring bytes, summed over the kinds
   int64_t dot_count = 0;              // executions
   int64_t dot_flops = 0;
+  int64_t convolution_count = 0;  // executions
+  int64_t convolution_flops = 0;
   // While loops reached whose trip count is unknown (each loop once, however
   // often it runs): their bodies counted once per execution of the loop.
   int64_t unknown_trip_count_loops = 0;
@@ -56,6 +58,8 @@ struct ModuleStats {
   std::map<std::string, CollectiveStats> collectives;  // by collective kind
   int64_t dot_count = 0;
   int64_t dot_flops = 0;  // 2 x output elements x contracted size, per device
+  int64_t convolution_count = 0;
+  int64_t convolution_flops = 0;  // 2 x the multiply-adds that land (analysis/flops.h)
   int64_t entry_parameter_bytes = 0;
   int64_t devices = 1;
   DynamicStats dynamic;

@@ -142,6 +142,36 @@ ENTRY %main {
 }
 )";
 
+TEST(ModuleStatsTest, ConvolutionsCountTheMultiplyAddsThatLand) {
+  // A 3x3 window padded by 1 over an 8x8 image: along each spatial
+  // dimension the 8 output positions read 3 taps each, less the one that
+  // falls on the padding at either edge, 8 x 3 - 2 = 22 (position, tap)
+  // pairs; 22 x 22 in two dimensions, times batch 2, 4 output and 3 input
+  // features, 2 FLOPs each. The fused copy counts as the entry's does.
+  const ModuleStats stats = StatsOf(R"(
+HloModule conv
+%fused {
+  %p0 = f32[2,8,8,3] parameter(0)
+  %p1 = f32[3,3,3,4] parameter(1)
+  ROOT %c = f32[2,8,8,4] convolution(%p0, %p1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}
+ENTRY %e {
+  %x = f32[2,8,8,3] parameter(0)
+  %k = f32[3,3,3,4] parameter(1)
+  %y = f32[2,8,8,4] convolution(%x, %k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  %z = f32[2,8,8,4] fusion(%x, %k), kind=kOutput, calls=%fused
+  ROOT %s = f32[2,8,8,4] add(%y, %z)
+}
+)");
+  constexpr int64_t kFlops = 2LL * 2 * 4 * 3 * 22 * 22;
+  EXPECT_EQ(stats.dot_count, 0);
+  EXPECT_EQ(stats.dot_flops, 0);
+  EXPECT_EQ(stats.convolution_count, 2);
+  EXPECT_EQ(stats.convolution_flops, 2 * kFlops);
+  EXPECT_EQ(stats.dynamic.convolution_count, 2);
+  EXPECT_EQ(stats.dynamic.convolution_flops, 2 * kFlops);
+}
+
 TEST(ModuleStatsTest, DynamicCountsMultiplyLoopBodiesByTheirTripCounts) {
   const ModuleStats stats = StatsOf(kRingLoop);
   // Static: one collective-permute of f32[64,128] (32 KiB), one dot.

@@ -11,7 +11,7 @@ set -uo pipefail
 loom=$1
 corpus=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-max_gflop=${LOOM_CORPUS_MAX_GFLOP:-200}  # dot GFLOP over all devices
+max_gflop=${LOOM_CORPUS_MAX_GFLOP:-200}  # dot and convolution GFLOP over all devices
 seconds=${LOOM_CORPUS_SECONDS:-30}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -46,10 +46,10 @@ for module in "$corpus"/*.hlo; do
     failed=$((failed + 1))
     continue
   fi
-  flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops')
+  flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops + .convolution_flops')
   gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
   if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
-    skipped+=("$name: too much compute for a CI run: $gflop GFLOP of dots per device x $devices devices")
+    skipped+=("$name: too much compute for a CI run: $gflop GFLOP of dots and convolutions per device x $devices devices")
     continue
   fi
   timeout "$seconds" "$loom" run "$module" --devices "$devices" --seed 1 --json - >"$work/threads" 2>"$work/err"

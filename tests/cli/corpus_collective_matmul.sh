@@ -33,10 +33,10 @@ for module in "$corpus"/*.hlo; do
     rewritten=$(jq '[.passes[].decisions[] | select(.rewritten)] | length' "$work/opt.json")
     [[ $rewritten -eq 0 ]] && continue
     devices=$("$loom" verify "$module" --json - 2>/dev/null | jq -e '.devices')
-    flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops')
+    flops=$("$loom" stats "$module" --json - 2>/dev/null | jq -e '.dot_flops + .convolution_flops')
     gflop=$(awk -v f="$flops" 'BEGIN { printf "%.3f", f / 1e9 }')
     if awk -v g="$gflop" -v n="$devices" -v max="$max_gflop" 'BEGIN { exit !(g * n > max) }'; then
-      notes+=("$name ($passes): $rewritten rewritten, not run: $gflop GFLOP of dots per device x $devices devices")
+      notes+=("$name ($passes): $rewritten rewritten, not run: $gflop GFLOP of dots and convolutions per device x $devices devices")
       continue
     fi
     kernels=--deterministic

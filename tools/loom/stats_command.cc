@@ -1,6 +1,6 @@
-// `loom stats MODULE`: op counts, bytes moved per collective kind, dot FLOPs,
-// and the same per device over one run (loops times their trip counts) with
-// the peak of live bytes.
+// `loom stats MODULE`: op counts, bytes moved per collective kind, dot and
+// convolution FLOPs, and the same per device over one run (loops times their
+// trip counts) with the peak of live bytes.
 #include <fmt/format.h>
 
 #include <map>
@@ -42,6 +42,10 @@ void PrintDynamicStats(const analysis::DynamicStats& dynamic, const Peaks& peaks
   fmt::print("  bytes sent:        {}\n", BytesSentByKind(dynamic));
   fmt::print("  dot FLOPs:         {:.3f} GFLOP ({} dots run)\n",
              static_cast<double>(dynamic.dot_flops) / 1e9, dynamic.dot_count);
+  if (dynamic.convolution_count > 0) {
+    fmt::print("  convolution FLOPs: {:.3f} GFLOP ({} convolutions run)\n",
+               static_cast<double>(dynamic.convolution_flops) / 1e9, dynamic.convolution_count);
+  }
   fmt::print("  peak live bytes:   {} (text order, buffers freed after their last use)\n",
              FormatBytes(peaks.unfused));
   if (peaks.fused) {
@@ -76,11 +80,15 @@ nlohmann::json StatsJson(const ir::Module& module, const analysis::ModuleStats& 
       {"collectives", CollectivesJson(stats.collectives)},
       {"dots", stats.dot_count},
       {"dot_flops", stats.dot_flops},
+      {"convolutions", stats.convolution_count},
+      {"convolution_flops", stats.convolution_flops},
       {"dynamic",
        {{"collectives", CollectivesJson(dynamic.collectives)},
         {"bytes_sent_per_device", dynamic.bytes_sent_per_device},
         {"dots", dynamic.dot_count},
         {"dot_flops", dynamic.dot_flops},
+        {"convolutions", dynamic.convolution_count},
+        {"convolution_flops", dynamic.convolution_flops},
         {"unknown_trip_count_loops", dynamic.unknown_trip_count_loops},
         {"peak_live_bytes", peaks.unfused}}},
       {"saturated", stats.saturated},
@@ -111,6 +119,11 @@ void PrintStats(const std::string& path, const ir::Module& module,
   }
   fmt::print("\ndots: {}   dot FLOPs per device: {} ({:.3f} GFLOP)\n", stats.dot_count,
              stats.dot_flops, static_cast<double>(stats.dot_flops) / 1e9);
+  if (stats.convolution_count > 0) {
+    fmt::print("convolutions: {}   convolution FLOPs per device: {} ({:.3f} GFLOP)\n",
+               stats.convolution_count, stats.convolution_flops,
+               static_cast<double>(stats.convolution_flops) / 1e9);
+  }
   PrintDynamicStats(stats.dynamic, peaks);
   if (stats.saturated) {
     fmt::print(
@@ -167,7 +180,8 @@ void AddStatsCommand(CLI::App& app) {
   auto input = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
       "stats",
-      "Print op counts, bytes moved per collective kind and dot FLOPs of a module, statically "
+      "Print op counts, bytes moved per collective kind and dot and convolution FLOPs of a module, "
+      "statically "
       "and over one run (loop bodies times their trip counts), and its peak live bytes");
   command->add_option("MODULE", *input, "HLO text file")->required();
   auto json = std::make_shared<std::string>();
