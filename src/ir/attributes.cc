@@ -4,9 +4,28 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <numeric>
 
 namespace loom::ir {
+
+std::optional<int64_t> ParseInteger(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string_view> SplitText(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    const size_t at = text.find(separator);
+    parts.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    text = text.substr(at + 1);
+  }
+}
+
 namespace {
 
 constexpr std::array<std::string_view, 6> kDirectionNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};

@@ -16,6 +16,12 @@ namespace loom::ir {
 class Computation;
 class Instruction;
 
+// For attributes Loom reads from their raw text on demand (windows,
+// dim_labels, group counts): the whole of `text` as a decimal integer, or
+// none; `text` cut at every `separator` (empty parts kept).
+std::optional<int64_t> ParseInteger(std::string_view text);
+std::vector<std::string_view> SplitText(std::string_view text, char separator);
+
 // lhs_batch_dims, rhs_batch_dims, lhs_contracting_dims, rhs_contracting_dims.
 struct DotDimensions {
   std::vector<int64_t> lhs_batch;

@@ -32,20 +32,10 @@
 
 #include "ir/instruction.h"
 #include "ir/shape.h"
+#include "ir/window.h"
 #include "support/status.h"
 
 namespace loom::ir {
-
-struct WindowDimension {
-  int64_t size = 1;
-  int64_t stride = 1;
-  int64_t pad_low = 0;
-  int64_t pad_high = 0;
-  int64_t lhs_dilate = 1;
-  int64_t rhs_dilate = 1;
-  bool reversal = false;
-  friend bool operator==(const WindowDimension&, const WindowDimension&) = default;
-};
 
 // Which dimension of each array plays which part; spatial[k] is the
 // dimension of spatial index k (window dimension k).
@@ -69,9 +59,6 @@ struct Convolution {
   int64_t batch_groups = 1;
 };
 
-// `window={...}` as written ("{size=3x3 stride=2x2 pad=0_1x0_1}"), or what
-// is wrong with it.
-Expected<std::vector<WindowDimension>> ParseWindow(std::string_view text);
 // `dim_labels=b01f_01io->b01f`, or what is wrong with it.
 Expected<ConvolutionDimensions> ParseDimLabels(std::string_view text);
 
@@ -84,16 +71,5 @@ Expected<Convolution> ConvolutionOf(const Instruction& convolution);
 // caller's: XLA lets the result take a preferred type.
 Expected<std::vector<int64_t>> InferConvolutionDims(const Shape& input, const Shape& kernel,
                                                     const Convolution& convolution);
-
-// The input position tap `tap` of output position `out` reads in spatial
-// dimension `w` of an input of `extent`, or -1 where it falls in a hole
-// or outside the input.
-int64_t InputPosition(const WindowDimension& w, int64_t extent, int64_t out, int64_t tap);
-
-// How many (output position, tap) pairs of one spatial dimension read an
-// input element: the product over the dimensions times the features of a
-// group counts the multiply-adds of one output feature of one batch
-// element (what XLA's cost analysis counts).
-int64_t ValidTapPairs(const WindowDimension& w, int64_t input_extent, int64_t output_extent);
 
 }  // namespace loom::ir

@@ -62,13 +62,11 @@ Expected<int64_t> IntAttribute(const Instruction& instruction, std::string_view 
     return At(instruction, instruction.loc(),
               fmt::format("{} needs {}=N", OpcodeName(instruction.opcode()), key));
   }
-  int64_t value = 0;
-  const std::string& text = raw->value;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    return At(instruction, raw->loc, fmt::format("{} must be an integer, got {}", key, text));
+  const std::optional<int64_t> value = ParseInteger(raw->value);
+  if (!value) {
+    return At(instruction, raw->loc, fmt::format("{} must be an integer, got {}", key, raw->value));
   }
-  return value;
+  return *value;
 }
 
 Error Fail(std::string message) { return Error{std::move(message), {}}; }

@@ -16,6 +16,7 @@
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
 #include "ir/literal.h"
+#include "ir/reduce_window.h"
 #include "ir/shape_inference.h"
 #include "support/saturating.h"
 
@@ -1642,7 +1643,9 @@ Status ModuleVerifier::VerifyCopyDone(const Instruction& instruction) {
 
 // --- trusted ops with a reducer --------------------------------------------------
 
-// reduce-window(inputs..., inits...): the shape is trusted, the reducer checked.
+// reduce-window(inputs..., inits...): the reducer checked, the result's
+// dimensions inferred from the window (ir/reduce_window.h), its element
+// types the reducer's accumulators'.
 Status ModuleVerifier::VerifyReduceWindow(const Instruction& instruction) {
   const int64_t count = instruction.operand_count();
   if (count < 2 || count % 2 != 0) {
@@ -1659,8 +1662,26 @@ Status ModuleVerifier::VerifyReduceWindow(const Instruction& instruction) {
                 fmt::format("init value {} is {}, expected a {} scalar", i, Str(init),
                             PrimitiveTypeName(reducer.accumulators[static_cast<size_t>(i)])));
     }
+    const Shape& input = instruction.operand(i)->shape();
+    const Shape& first = instruction.operand(0)->shape();
+    if (!input.IsArray() ||
+        !SameTypeIgnoringFpPrecision(input.type(), reducer.inputs[static_cast<size_t>(i)])) {
+      return At(instruction,
+                fmt::format("input {} is {}, expected an array of {}", i, Str(input),
+                            PrimitiveTypeName(reducer.inputs[static_cast<size_t>(i)])));
+    }
+    if (input.dims() != first.dims()) {
+      return At(instruction, fmt::format("input {} {} has different dimensions from input 0 {}", i,
+                                         Str(input), Str(first)));
+    }
   }
-  return Trust(instruction);
+  LOOM_ASSIGN_OR_RETURN(const std::vector<WindowDimension> window, ReduceWindowOf(instruction));
+  const Expected<std::vector<int64_t>> dims =
+      InferReduceWindowDims(instruction.operand(0)->shape(), window);
+  if (!dims.ok()) return At(instruction, dims.error().message);
+  std::vector<Shape> results;
+  for (const PrimitiveType type : reducer.accumulators) results.emplace_back(type, *dims);
+  return ExpectShape(instruction, results.size() == 1 ? results[0] : Shape::Tuple(results));
 }
 
 // scatter(operands..., indices, updates...): the shape is trusted, the

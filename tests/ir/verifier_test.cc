@@ -1430,7 +1430,44 @@ TEST(VerifierConvolution, NamesWhatDoesNotFit) {
             "integer type");
 }
 
-TEST(VerifierTrusted, ReduceWindowReducerIsStillChecked) {
+TEST(VerifierReduceWindow, InfersTheResultFromTheWindow) {
+  // Max-pooling 3x3, stride 2, padded by one at the high end: (32 + 1 - 3)
+  // / 2 + 1 = 16 positions; base and window dilation: 4 inputs dilated by 2
+  // span 7, a window of 2 taps 3 apart spans 4: 4 positions.
+  const VerifyReport report = Report(Entry(R"(  %x = f32[8,32,32,64] parameter(0)
+  %z = f32[] constant(0)
+  %r = f32[8,16,16,64] reduce-window(%x, %z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=%add
+  %v = f32[4] parameter(1)
+  %d = f32[4] reduce-window(%v, %z), window={size=2 lhs_dilate=2 rhs_dilate=3}, to_apply=%add
+)") + std::string(kAdd));
+  EXPECT_TRUE(report.trusted.empty());
+  EXPECT_EQ(Verdict(Entry(R"(  %x = f32[8] parameter(0)
+  %z = f32[] constant(0)
+  %r = f32[4] reduce-window(%x, %z), window={size=2 stride=3}, to_apply=%add
+)") + std::string(kAdd)),
+            "5:3: %r: declared shape f32[4] but reduce-window infers f32[3]");
+}
+
+TEST(VerifierReduceWindow, NamesWhatIsWrong) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(Entry(std::string(R"(  %x = f32[8,8] parameter(0)
+  %z = f32[] constant(0)
+)") + std::string(line) + "\n") +
+                   std::string(kAdd));
+  };
+  EXPECT_EQ(verdict("  %r = f32[4,4] reduce-window(%x, %z), to_apply=%add"),
+            "5:3: %r: reduce-window needs window={size=...}");
+  EXPECT_EQ(verdict("  %r = f32[4] reduce-window(%x, %z), window={size=2}, to_apply=%add"),
+            "5:3: %r: the window has 1 dimensions but the input f32[8,8] has 2");
+  EXPECT_EQ(verdict("  %r = f32[7,7] reduce-window(%x, %z), window={size=2x2 rhs_reversal=1x0}, "
+                    "to_apply=%add"),
+            "5:40: %r: reduce-window takes no rhs_reversal");
+  EXPECT_EQ(verdict("  %r = f32[7,7] reduce-window(%x, %z), window={size=2x2 stride=0x1}, "
+                    "to_apply=%add"),
+            "5:40: %r: window stride=0x1: 0 must be at least 1");
+}
+
+TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)
   %r = f32[4] reduce-window(%p, %z), window={size=2 stride=2}, to_apply=%add
