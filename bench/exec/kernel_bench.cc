@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,11 +52,14 @@ struct Case {
 // The executor, ready to run `hlo` on random inputs.
 class LoomRun {
  public:
-  // `hlo` is the entry's body; `%sum`, an f32 add, is there for reducers.
+  // `hlo` is the entry's body; `%sum` and `%max`, f32 add and maximum, are
+  // there for reducers.
   explicit LoomRun(const std::string& hlo) {
     auto module = ir::ParseModule(
         "HloModule bench\n\n%sum (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
-        "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\n\nENTRY main {\n" +
+        "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\n\n"
+        "%max (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n  ROOT %m = f32[] maximum(%x, %y)\n}\n\nENTRY main {\n" +
         hlo + "}\n");
     if (!module.ok()) throw std::runtime_error(module.error().ToString());
     module_ = std::move(module).value();
@@ -147,6 +151,38 @@ void AddConvolutionCases(std::vector<Case>& cases) {
                                  0.0f, result.data(), kFilters);
                    },
                    0.0});
+}
+
+// ResNet's stem max-pooling, 3x3 at stride 2 over NHWC (padded at the high
+// end, where XLA pads for a window that would overhang), against a plain
+// loop over the output and its taps, channels innermost.
+void AddPoolingCase(std::vector<Case>& cases) {
+  static constexpr int64_t kBatch = 8, kSide = 112, kOut = 56, kChannels = 64;
+  static std::vector<float> image(kBatch * kSide * kSide * kChannels, 0.5f);
+  static std::vector<float> pooled(kBatch * kOut * kOut * kChannels);
+  cases.push_back(
+      {"max-pool 3x3/2 [8,112,112,64] (plain loop)",
+       fmt::format("  p0 = f32[{0},{1},{1},{3}] parameter(0)\n  ninf = f32[] constant(-inf)\n"
+                   "  ROOT r = f32[{0},{2},{2},{3}] reduce-window(p0, ninf), "
+                   "window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}}, to_apply=%max\n",
+                   kBatch, kSide, kOut, kChannels),
+       [] {
+         for (int64_t n = 0; n < kBatch; ++n) {
+           for (int64_t y = 0; y < kOut; ++y) {
+             for (int64_t x = 0; x < kOut; ++x) {
+               float* out = &pooled[((n * kOut + y) * kOut + x) * kChannels];
+               std::fill_n(out, kChannels, -std::numeric_limits<float>::infinity());
+               for (int64_t ty = 2 * y; ty < std::min(2 * y + 3, kSide); ++ty) {
+                 for (int64_t tx = 2 * x; tx < std::min(2 * x + 3, kSide); ++tx) {
+                   const float* in = &image[((n * kSide + ty) * kSide + tx) * kChannels];
+                   for (int64_t c = 0; c < kChannels; ++c) out[c] = std::max(out[c], in[c]);
+                 }
+               }
+             }
+           }
+         }
+       },
+       2.0});
 }
 
 std::vector<Case> Cases() {
@@ -358,6 +394,7 @@ std::vector<Case> Cases() {
        },
        2.0});
   AddConvolutionCases(cases);
+  AddPoolingCase(cases);
   return cases;
 }
 
@@ -367,6 +404,7 @@ std::vector<Case> Cases() {
 int main(int argc, char** argv) {
   using namespace loom;
   const int repeats = argc > 1 ? std::max(3, std::atoi(argv[1])) : 5;
+  const std::string only = argc > 2 ? argv[2] : "";  // run the cases whose name has it
   openblas_set_num_threads(1);
   fmt::print(
       "executor kernels against native code, single-threaded, median of {} interleaved runs\n",
@@ -375,6 +413,7 @@ int main(int argc, char** argv) {
              "target");
   int missed = 0;
   for (const Case& c : Cases()) {
+    if (c.name.find(only) == std::string::npos) continue;
     LoomRun loom_run(c.hlo);
     std::vector<double> native, loom_times;
     c.native();  // warm

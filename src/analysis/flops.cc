@@ -4,7 +4,9 @@
 
 #include "ir/computation.h"
 #include "ir/convolution.h"
+#include "ir/reduce_window.h"
 #include "ir/verifier.h"
+#include "support/saturating.h"
 
 namespace loom::analysis {
 namespace {
@@ -140,6 +142,15 @@ int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid
   if (op == ir::Opcode::kReduce && instruction.operand_count() > 0) {
     return ProductOfDims(instruction.operand(0)->shape(),
                          instruction.attrs().dimensions.value_or(std::vector<int64_t>{}));
+  }
+  if (op == ir::Opcode::kReduceWindow) {
+    // Its window's taps, at most.
+    const Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+    int64_t taps = 1;
+    if (window.ok()) {
+      for (const ir::WindowDimension& w : *window) taps = SaturatingMul(taps, w.size);
+    }
+    return taps;
   }
   if (ReducesAcrossDevices(op)) {
     Expected<std::vector<std::vector<int64_t>>> groups = ir::ParticipantGroups(instruction, grid);

@@ -13,6 +13,7 @@
 #include "exec/literal.h"
 #include "exec/trace.h"
 #include "ir/async.h"
+#include "ir/reduce_window.h"
 #include "ir/reduction.h"
 
 namespace loom::exec {
@@ -350,8 +351,11 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       return step;
     }
   }
-  if ((op == Opcode::kReduce || op == Opcode::kScatter) && !device_.Supports(instruction)) {
-    step.kind = op == Opcode::kReduce ? StepKind::kReduce : StepKind::kScatter;
+  if ((op == Opcode::kReduce || op == Opcode::kReduceWindow || op == Opcode::kScatter) &&
+      !device_.Supports(instruction)) {
+    step.kind = op == Opcode::kReduce         ? StepKind::kReduce
+                : op == Opcode::kReduceWindow ? StepKind::kReduceWindow
+                                              : StepKind::kScatter;
     const Status status = call(instruction.called("to_apply"));
     if (!status.ok()) {
       return unsupported(
@@ -460,7 +464,18 @@ class Executor::Evaluation {
   Expected<std::vector<const ir::Shape*>> ScalarParameters(const Step& step, int64_t count);
   Status CallOnElements(const Step& step, const std::vector<const ir::Shape*>& parameters,
                         std::span<const Element> arguments, std::span<const Element> results);
+  struct Accumulators {
+    std::vector<Array> arrays;
+    std::vector<cpu::HostArray> views, inputs;
+    Value Result(const ir::Shape& result_shape) &&;
+  };
+  Expected<Accumulators> NewAccumulators(const Instruction& instruction,
+                                         const std::vector<Value>& in);
+  Status FoldByCall(const Step& step, const std::vector<const ir::Shape*>& parameters,
+                    Accumulators& accumulators, int64_t out, int64_t in,
+                    std::vector<Element>& arguments);
   Expected<Value> GeneralReduce(const Step& step, const std::vector<Value>& in);
+  Expected<Value> GeneralReduceWindow(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -587,6 +602,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return executor_.Execute(*step.called[0], std::move(in), depth_ + 1);
     case StepKind::kReduce:
       return GeneralReduce(step, in);
+    case StepKind::kReduceWindow:
+      return GeneralReduceWindow(step, in);
     case StepKind::kScatter:
       return GeneralScatter(step, in);
     case StepKind::kAsyncStart:
@@ -825,32 +842,72 @@ Status Executor::Evaluation::CallOnElements(const Step& step,
 // a computation of more than one op): each result element folds its inputs
 // in row-major order of the reduced dimensions, acc = to_apply(acc, x),
 // starting from the init values, calling the reducer once per input.
-Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
-                                                    const std::vector<Value>& in) {
-  const Instruction& instruction = *step.instruction;
-  const int64_t n = static_cast<int64_t>(in.size()) / 2;
-  if (n == 0) return OpError(instruction, "reduce needs operands and to_apply");
+// The accumulators of a reduce or reduce-window with N inputs (operands
+// 0..N-1) and N init values: each a new array of the result's k-th shape
+// with every element at init value k, and host views of them and of the
+// inputs.
+Expected<Executor::Evaluation::Accumulators> Executor::Evaluation::NewAccumulators(
+    const Instruction& instruction, const std::vector<Value>& in) {
+  const auto n = static_cast<int64_t>(in.size()) / 2;
+  if (n == 0 || static_cast<int64_t>(in.size()) != 2 * n) {
+    return OpError(instruction, fmt::format("{} takes N inputs and N init values",
+                                            ir::OpcodeName(instruction.opcode())));
+  }
   const ir::Shape& result_shape = instruction.shape();
-  std::vector<Array> accumulators;
-  std::vector<cpu::HostArray> inputs, inits, accs;
+  Accumulators accumulators;
   for (int64_t k = 0; k < n; ++k) {
     const ir::Shape& shape = result_shape.IsTuple() ? result_shape.tuple_element(k) : result_shape;
     LOOM_ASSIGN_OR_RETURN(Array acc, NewArray(shape));
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray acc_view, HostArrayOf(acc, instruction));
-    if (in[k].is_tuple() || in[n + k].is_tuple()) return OpError(instruction, "reduce of a tuple");
+    if (in[k].is_tuple() || in[n + k].is_tuple()) {
+      return OpError(instruction,
+                     fmt::format("{} of a tuple", ir::OpcodeName(instruction.opcode())));
+    }
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray input, HostArrayOf(in[k].array(), instruction));
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray init, HostArrayOf(in[n + k].array(), instruction));
     const int64_t width = acc_view.element_bytes();
     for (int64_t i = 0; i < acc_view.elements(); ++i) {
       std::memcpy(acc_view.data + i * width, init.data, static_cast<size_t>(width));
     }
-    accumulators.push_back(std::move(acc));
-    accs.push_back(acc_view);
-    inputs.push_back(input);
+    accumulators.arrays.push_back(std::move(acc));
+    accumulators.views.push_back(acc_view);
+    accumulators.inputs.push_back(input);
   }
+  return accumulators;
+}
+
+// Calls the reducer of `step` on element `out` of the accumulators and
+// element `in` of the inputs, into the accumulators.
+Status Executor::Evaluation::FoldByCall(const Step& step,
+                                        const std::vector<const ir::Shape*>& parameters,
+                                        Accumulators& accumulators, int64_t out, int64_t in,
+                                        std::vector<Element>& arguments) {
+  const auto n = static_cast<int64_t>(accumulators.views.size());
+  for (int64_t k = 0; k < n; ++k) {
+    arguments[k] = {&accumulators.views[k], out};
+    arguments[n + k] = {&accumulators.inputs[k], in};
+  }
+  return CallOnElements(step, parameters, arguments,
+                        std::span<const Element>(arguments).first(static_cast<size_t>(n)));
+}
+
+Value Executor::Evaluation::Accumulators::Result(const ir::Shape& result_shape) && {
+  if (!result_shape.IsTuple()) return Value::OfArray(std::move(arrays[0]));
+  std::vector<Value> elements;
+  for (Array& acc : arrays) elements.push_back(Value::OfArray(std::move(acc)));
+  return Value::OfTuple(&result_shape, std::move(elements));
+}
+
+// reduce with a reducer the device cannot run as one op: a call of it per
+// input element, in row-major order of the input.
+Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
+                                                    const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  LOOM_ASSIGN_OR_RETURN(Accumulators accumulators, NewAccumulators(instruction, in));
+  const auto n = static_cast<int64_t>(accumulators.views.size());
   const std::vector<int64_t> reduced =
       instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
-  const ir::Shape& in_shape = *inputs[0].shape;
+  const ir::Shape& in_shape = *accumulators.inputs[0].shape;
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < in_shape.rank(); ++d) {
     if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
@@ -867,21 +924,42 @@ Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
   for (int64_t linear = 0; linear < in_shape.ElementCount(); ++linear) {
     int64_t out_index = 0;
     for (size_t k = 0; k < kept.size(); ++k) out_index += index[kept[k]] * out_strides[k];
-    for (int64_t k = 0; k < n; ++k) {
-      arguments[k] = {&accs[k], out_index};
-      arguments[n + k] = {&inputs[k], linear};
-    }
-    LOOM_RETURN_IF_ERROR(
-        CallOnElements(step, parameters, arguments, std::span<const Element>(arguments).first(n)));
+    LOOM_RETURN_IF_ERROR(FoldByCall(step, parameters, accumulators, out_index, linear, arguments));
     for (int64_t d = in_shape.rank() - 1; d >= 0; --d) {
       if (++index[d] < in_shape.dim(d)) break;
       index[d] = 0;
     }
   }
-  if (!result_shape.IsTuple()) return Value::OfArray(std::move(accumulators[0]));
-  std::vector<Value> elements;
-  for (Array& acc : accumulators) elements.push_back(Value::OfArray(std::move(acc)));
-  return Value::OfTuple(&result_shape, std::move(elements));
+  return std::move(accumulators).Result(instruction.shape());
+}
+
+// reduce-window the device cannot run as one op (several inputs, or a
+// reducer of more than one op): a call of the reducer per landing tap, in
+// the reference's order (ir/reduce_window.h).
+Expected<Value> Executor::Evaluation::GeneralReduceWindow(const Step& step,
+                                                          const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  LOOM_ASSIGN_OR_RETURN(Accumulators accumulators, NewAccumulators(instruction, in));
+  const auto n = static_cast<int64_t>(accumulators.views.size());
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+  if (!window.ok()) return OpError(instruction, window.error().message);
+  const std::vector<int64_t>& in_dims = accumulators.inputs[0].shape->dims();
+  const std::vector<int64_t>& out_dims = accumulators.views[0].shape->dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size()) {
+    return OpError(instruction, "the window does not match the input's rank");
+  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
+                        ScalarParameters(step, 2 * n));
+  std::vector<Element> arguments(static_cast<size_t>(2 * n));
+  Status status = OkStatus();
+  ir::ForEachWindowElement(
+      ir::LandingTaps(*window, in_dims, out_dims), in_dims, out_dims, [&](int64_t out, int64_t at) {
+        if (status.ok()) {
+          status = FoldByCall(step, parameters, accumulators, out, at, arguments);
+        }
+      });
+  LOOM_RETURN_IF_ERROR(status);
+  return std::move(accumulators).Result(instruction.shape());
 }
 
 // scatter the device cannot run as one op (several operands, or a combiner

@@ -51,26 +51,32 @@ template <typename Visit>
 void ForEachWindowElement(const WindowTaps& taps, const std::vector<int64_t>& input_dims,
                           const std::vector<int64_t>& output_dims, Visit&& visit) {
   const size_t rank = output_dims.size();
+  if (rank == 0) {
+    visit(int64_t{0}, int64_t{0});
+    return;
+  }
   std::vector<int64_t> strides(rank, 1);
   for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * input_dims[d];
   int64_t elements = 1;
   for (int64_t extent : output_dims) elements *= extent;
+  const size_t last = rank - 1;
   std::vector<int64_t> out(rank, 0), tap(rank, 0);
   for (int64_t linear = 0; linear < elements; ++linear) {
-    // The taps of `out`: an odometer over the lists, the last dimension
-    // fastest; an empty list means no tap lands.
+    // An odometer over the lists of the leading dimensions (the last
+    // dimension's list walked inside it); an empty list: no tap lands.
     bool empty = false;
     for (size_t d = 0; d < rank; ++d) {
       empty = empty || taps[d][static_cast<size_t>(out[d])].empty();
       tap[d] = 0;
     }
+    const std::vector<int64_t>& row = taps[last][static_cast<size_t>(out[last])];
     while (!empty) {
-      int64_t at = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        at += taps[d][static_cast<size_t>(out[d])][static_cast<size_t>(tap[d])] * strides[d];
+      int64_t base = 0;
+      for (size_t d = 0; d < last; ++d) {
+        base += taps[d][static_cast<size_t>(out[d])][static_cast<size_t>(tap[d])] * strides[d];
       }
-      visit(linear, at);
-      size_t d = rank;
+      for (const int64_t position : row) visit(linear, base + position * strides[last]);
+      size_t d = last;
       for (; d-- > 0;) {
         if (++tap[d] < static_cast<int64_t>(taps[d][static_cast<size_t>(out[d])].size())) break;
         tap[d] = 0;

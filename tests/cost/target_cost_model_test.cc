@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/parser.h"
+#include "ir/verifier.h"
 
 namespace loom::cost {
 namespace {
@@ -363,6 +364,33 @@ ENTRY %main {
   EXPECT_EQ(analysis::KernelDotsOf(y).flops, work->flops);
   EXPECT_DOUBLE_EQ(model.ComputeSeconds(y), 2.0 * 40 * 64 * 48 / 1e12 + 1e-6);
   EXPECT_EQ(analysis::SumLength(y, ir::DeviceGrid{1, 1}), 3 * 16);
+}
+
+// A reduce-window reads its input and writes its result once (memory
+// bound); one of its sums adds at most its window's taps.
+TEST(TargetCostModel, AReduceWindowIsPricedByItsBytes) {
+  const TargetCostModel model(Torus({1, 1, 1}, {false, false, false}));
+  auto module = ir::ParseModule(R"(
+HloModule m
+%max {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %m = f32[] maximum(%a, %b)
+}
+ENTRY %main {
+  %x = f32[8,32,32,64] parameter(0)
+  %z = f32[] constant(0)
+  ROOT %y = f32[8,16,16,64] reduce-window(%x, %z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=%max
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  const ir::Instruction& y = *(*module)->entry()->FindInstruction("y");
+  const double bytes = 4.0 * (8 * 32 * 32 * 64 + 1 + 8 * 16 * 16 * 64);
+  const auto& compute = model.target().compute();
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(y),
+                   bytes / compute.memory_bytes_per_second + compute.launch_seconds);
+  EXPECT_EQ(analysis::SumLength(y, ir::DeviceGrid{1, 1}), 9);
 }
 
 TEST(TargetCatalog, BuiltinsHaveTheirShapes) {

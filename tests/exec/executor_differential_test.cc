@@ -20,6 +20,7 @@
 #include "exec/interpreter.h"
 #include "exec/reference/reference_interpreter.h"
 #include "ir/parser.h"
+#include "ir/reduce_window.h"
 #include "ir/verifier.h"
 
 namespace loom::exec {
@@ -499,6 +500,127 @@ TEST(ExecutorDifferential, Reductions) {
              "\n%sumsq (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
              "  %b = f32[] parameter(1)\n  %bb = f32[] multiply(%b, %b)\n"
              "  ROOT %r = f32[] add(%a, %bb)\n}\n");
+}
+
+// "[a,b,...]": the result dimensions of `window` over `dims`.
+std::string WindowResult(const std::vector<int64_t>& dims, const std::string& window) {
+  const auto parsed = ir::ParseWindow(window);
+  EXPECT_TRUE(parsed.ok()) << window;
+  if (!parsed.ok()) return "[]";
+  const auto out = ir::InferReduceWindowDims(ir::Shape(PrimitiveType::kF32, dims), *parsed);
+  EXPECT_TRUE(out.ok()) << window;
+  return out.ok() ? fmt::format("[{}]", fmt::join(*out, ",")) : "[]";
+}
+
+TEST(ExecutorDifferential, ReduceWindowsEveryWindowAndType) {
+  uint32_t seed = 700;
+  // NHWC pooling (trailing channels a run), a cumulative sum along a
+  // dimension, strides with base and window dilation, negative padding, a
+  // window over every dimension, and one the input is smaller than.
+  const std::vector<int64_t> dims = {2, 9, 7, 19};
+  const std::vector<std::string> windows = {
+      "{size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}",
+      "{size=1x9x1x1 pad=0_0x8_0x0_0x0_0}",
+      "{size=1x3x2x1 stride=1x2x3x1 lhs_dilate=1x2x1x1 rhs_dilate=1x1x2x1}",
+      "{size=2x2x2x3 stride=1x1x2x2 pad=0_0x-1_0x0_-2x1_1}",
+      "{size=1x1x9x1}",
+  };
+  for (const std::string type : {"f32", "f64", "bf16", "f16", "f8e5m2", "s32", "u8", "pred"}) {
+    for (const char* op : {"add", "maximum", "minimum", "or"}) {
+      const bool logical = std::string(op) == "or";
+      if (logical != (type == std::string("pred"))) continue;
+      const std::string reducer = fmt::format(
+          "\n%red (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+          "  %b = {0}[] parameter(1)\n  ROOT %r = {0}[] {1}(%a, %b)\n}}\n",
+          type, op);
+      for (const std::string& window : windows) {
+        ExpectSame(fmt::format("reduce-window {} {} {}", op, type, window),
+                   fmt::format("  p0 = {0}[2,9,7,19] parameter(0)\n  p1 = {0}[] parameter(1)\n"
+                               "  ROOT r = {0}{1} reduce-window(p0, p1), window={2}, "
+                               "to_apply=%red\n",
+                               type, WindowResult(dims, window), window),
+                   seed++, reducer, /*must_run=*/true);
+      }
+    }
+  }
+  // Reducers the device cannot run as one op take a call per tap: one of
+  // two ops, one that is not commutative (the order shows), and a variadic
+  // one (the max and where it is, as an argmax pooling writes it).
+  const std::string window = "{size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}";
+  const std::string out = WindowResult(dims, window);
+  for (const char* combine : {"%bb = f32[] multiply(%b, %b)\n  ROOT %r = f32[] add(%a, %bb)",
+                              "ROOT %r = f32[] subtract(%a, %b)"}) {
+    ExpectSame(fmt::format("reduce-window by {}", combine),
+               fmt::format("  p0 = f32[2,9,7,19] parameter(0)\n  p1 = f32[] parameter(1)\n"
+                           "  ROOT r = f32{} reduce-window(p0, p1), window={}, to_apply=%red\n",
+                           out, window),
+               seed++,
+               fmt::format("\n%red (a: f32[], b: f32[]) -> f32[] {{\n  %a = f32[] parameter(0)\n"
+                           "  %b = f32[] parameter(1)\n  {}\n}}\n",
+                           combine),
+               /*must_run=*/true);
+  }
+  ExpectSame("variadic reduce-window (argmax)",
+             fmt::format("  p0 = f32[2,9,7,19] parameter(0)\n  i = s32[2,9,7,19] iota(), "
+                         "iota_dimension=1\n  p1 = f32[] parameter(1)\n  z = s32[] constant(0)\n"
+                         "  ROOT r = (f32{0}, s32{0}) reduce-window(p0, i, p1, z), window={1}, "
+                         "to_apply=%argmax\n",
+                         out, window),
+             seed++, R"(
+%argmax (a: f32[], ai: s32[], b: f32[], bi: s32[]) -> (f32[], s32[]) {
+  %a = f32[] parameter(0)
+  %ai = s32[] parameter(1)
+  %b = f32[] parameter(2)
+  %bi = s32[] parameter(3)
+  %take = pred[] compare(%b, %a), direction=GT
+  %v = f32[] select(%take, %b, %a)
+  %i = s32[] select(%take, %bi, %ai)
+  ROOT %r = (f32[], s32[]) tuple(%v, %i)
+}
+)",
+             /*must_run=*/true);
+}
+
+// Sums of 1 2 3 4 under each window, by hand: what lands and what does not.
+TEST(ExecutorDifferential, ReduceWindowsAreTheHandComputedFolds) {
+  const auto run = [](const std::string& window, const std::string& reducer, double init,
+                      const std::vector<int64_t>& out) {
+    SCOPED_TRACE(window + " " + reducer);
+    const std::string text = fmt::format(
+        "HloModule pool\n%red {{\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+        "  ROOT %r = f32[] {}(%a, %b)\n}}\nENTRY main {{\n  x = f32[4] parameter(0)\n"
+        "  z = f32[] parameter(1)\n  ROOT y = f32[{}] reduce-window(x, z), window={{{}}}, "
+        "to_apply=%red\n}}\n",
+        reducer, out.size(), window);
+    auto module = ir::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    auto verified = ir::VerifyModule(**module);
+    ASSERT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << text;
+    std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {4})).value(),
+                                  Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {})).value()};
+    for (int64_t i = 0; i < 4; ++i) inputs[0].SetDouble(i, static_cast<double>(i + 1));
+    inputs[1].SetDouble(0, init);
+    for (const bool reference : {false, true}) {
+      Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                     : Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(y.ok()) << y.error().ToString();
+      std::vector<int64_t> got;
+      for (int64_t i = 0; i < y->ElementCount(); ++i) got.push_back(llround(y->GetDouble(i)));
+      EXPECT_EQ(got, out) << (reference ? "reference" : "executor");
+    }
+  };
+  run("size=3 pad=1_1", "add", 0, {3, 6, 9, 7});
+  // The init is folded in once, not once per tap in the padding.
+  run("size=3 pad=1_1", "add", 100, {103, 106, 109, 107});
+  // A cumulative sum: every prefix.
+  run("size=4 pad=3_0", "add", 0, {1, 3, 6, 10});
+  // 1 _ 2 _ 3 _ 4, windows of 3 at stride 2.
+  run("size=3 stride=2 lhs_dilate=2", "add", 0, {3, 5, 7});
+  // Taps 0, 2, 4 of the padded _ 1 2 3 4 _.
+  run("size=3 pad=1_1 rhs_dilate=2", "add", 0, {6, 4});
+  run("size=2 stride=2", "maximum", -1000, {2, 4});
+  // A window over nothing but padding leaves the init.
+  run("size=2 pad=3_0", "add", 7, {7, 7, 8, 10, 12, 14});
 }
 
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {

@@ -196,6 +196,7 @@ bool CpuDevice::Supports(const ir::Instruction& op) const {
     case Opcode::kConvolution:
       return true;
     case Opcode::kReduce:
+    case Opcode::kReduceWindow:
       return op.operand_count() == 2 && SimpleReducer(op).has_value();
     case Opcode::kGather:
       return op.operand_count() == 2;
@@ -281,11 +282,16 @@ Status CpuDevice::Run(const ir::Instruction& op, std::span<const Array> operands
     case Opcode::kConvolution:
       LOOM_RETURN_IF_ERROR(need(2));
       return Convolution(op, in[0], in[1], out);
-    case Opcode::kReduce: {
+    case Opcode::kReduce:
+    case Opcode::kReduceWindow: {
       LOOM_RETURN_IF_ERROR(need(2));
       const std::optional<Opcode> reducer = SimpleReducer(op);
-      if (!reducer) return KernelError(op, "reduce needs a one-op reducer on this device");
-      return Reduce(op, *reducer, in[0], in[1], out);
+      if (!reducer) {
+        return KernelError(
+            op, fmt::format("{} needs a one-op reducer on this device", ir::OpcodeName(code)));
+      }
+      return code == Opcode::kReduce ? Reduce(op, *reducer, in[0], in[1], out)
+                                     : ReduceWindow(op, *reducer, in[0], in[1], out);
     }
     default:
       return KernelError(op, fmt::format("unsupported op {}", ir::OpcodeName(code)));

@@ -187,31 +187,12 @@ bool FloatUnary(Opcode op, const HostArray& x, const HostArray& out) {
   }
 }
 
-std::optional<simd::Binary> SimdBinary(Opcode op) {
-  switch (op) {
-    case Opcode::kAdd:
-      return simd::Binary::kAdd;
-    case Opcode::kSubtract:
-      return simd::Binary::kSubtract;
-    case Opcode::kMultiply:
-      return simd::Binary::kMultiply;
-    case Opcode::kDivide:
-      return simd::Binary::kDivide;
-    case Opcode::kMaximum:
-      return simd::Binary::kMaximum;
-    case Opcode::kMinimum:
-      return simd::Binary::kMinimum;
-    default:
-      return std::nullopt;
-  }
-}
-
 template <typename F>
 bool FloatBinary(Opcode op, const HostArray& a, const HostArray& b, const HostArray& out) {
   using C = typename F::Compute;
   // f32 and bf16 arithmetic vectorised for the CPU at hand (simd.h), with
   // the same bits as the loops below.
-  if (const std::optional<simd::Binary> vectorised = SimdBinary(op)) {
+  if (const std::optional<simd::Binary> vectorised = simd::BinaryOf(op)) {
     const auto n = static_cast<size_t>(out.elements());
     if constexpr (std::is_same_v<F, F32Format>) {
       simd::F32Binary(*vectorised, a.as<float>(), b.as<float>(), out.as<float>(), n);

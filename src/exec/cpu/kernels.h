@@ -94,6 +94,11 @@ Status ForEachScatterElement(const ir::Instruction& op, const ir::Shape& operand
 // dimensions, starting from the init value.
 Status Reduce(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
               const HostArray& init, const HostArray& out);
+// reduce-window with such a reducer (ir/reduce_window.h): each result
+// element folds its window's landing taps in row-major order from the init
+// value, one rounding per step, as the reference does.
+Status ReduceWindow(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
+                    const HostArray& init, const HostArray& out);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

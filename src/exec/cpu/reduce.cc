@@ -1,9 +1,9 @@
-// reduce with a one-op reducer. Every result element starts at the init
-// value and folds its inputs in row-major order of the input, one rounding to
-// the result type per step, as the reference does; the loops walk the input
-// once in that order. Where the innermost dimension is kept, a run of
-// results each takes one more input (vectorisable); where it is reduced, one
-// result takes a run of inputs.
+// reduce and reduce-window with a one-op reducer. Every result element
+// starts at the init value and folds its inputs in row-major order of the
+// input (of its window's taps), one rounding to the result type per step,
+// as the reference does; reduce's loops walk the input once in that order. Where the innermost
+// dimension is kept, a run of results each takes one more input (vectorisable); where it is
+// reduced, one result takes a run of inputs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,8 +14,10 @@
 
 #include "exec/cpu/float_formats.h"
 #include "exec/cpu/kernels.h"
+#include "exec/cpu/simd.h"
 #include "exec/scalar_ops.h"
 #include "exec/tensor.h"
+#include "ir/reduce_window.h"
 
 namespace loom::exec::cpu {
 namespace {
@@ -129,22 +131,25 @@ void FoldRuns(const ReducePlan& plan, const HostArray& x, const HostArray& out, 
   });
 }
 
-template <typename F>
-bool TypedReduce(Opcode reducer, const ReducePlan& plan, const HostArray& x, const HostArray& out) {
+// Calls fold(op) with the reducer as a function of two loaded values (NaN
+// propagating through maximum and minimum, as the reference's); false for
+// a reducer without a typed loop.
+template <typename F, typename Fold>
+bool WithTypedReducer(Opcode reducer, Fold&& fold) {
   switch (reducer) {
     case Opcode::kAdd:
-      FoldRuns<F>(plan, x, out, [](auto a, auto b) { return a + b; });
+      fold([](auto a, auto b) { return a + b; });
       return true;
     case Opcode::kMultiply:
-      FoldRuns<F>(plan, x, out, [](auto a, auto b) { return a * b; });
+      fold([](auto a, auto b) { return a * b; });
       return true;
     case Opcode::kMaximum:
-      FoldRuns<F>(plan, x, out, [](auto a, auto b) {
+      fold([](auto a, auto b) {
         return std::isnan(a) || std::isnan(b) ? F::Load(F::NaN()) : std::max(a, b);
       });
       return true;
     case Opcode::kMinimum:
-      FoldRuns<F>(plan, x, out, [](auto a, auto b) {
+      fold([](auto a, auto b) {
         return std::isnan(a) || std::isnan(b) ? F::Load(F::NaN()) : std::min(a, b);
       });
       return true;
@@ -153,33 +158,77 @@ bool TypedReduce(Opcode reducer, const ReducePlan& plan, const HostArray& x, con
   }
 }
 
-// Element by element through exec/scalar_ops.h: integers, pred, f8.
+// Calls fold.template operator()<F>() for the accumulator of `type`, where
+// it has a typed loop; false otherwise.
+template <typename Fold>
+bool WithTypedAccumulator(PrimitiveType type, Fold&& fold) {
+  switch (type) {
+    case PrimitiveType::kF32:
+      return fold.template operator()<F32Acc>();
+    case PrimitiveType::kF64:
+      return fold.template operator()<F64Acc>();
+    case PrimitiveType::kBF16:
+      return fold.template operator()<Bf16Acc>();
+    case PrimitiveType::kF16:
+      return fold.template operator()<F16Acc>();
+    default:
+      return false;
+  }
+}
+
+// out[at] = reducer(out[at], x[i]) through exec/scalar_ops.h: integers,
+// pred, f8; false where the reducer does not apply to the type.
+bool GenericFold(Opcode reducer, const HostArray& x, int64_t i, const HostArray& out, int64_t at) {
+  const PrimitiveType type = x.type();
+  if (ir::IsFloatingPoint(type)) {
+    const auto value =
+        scalar::BinaryFloat(reducer, LoadDouble(out.data, type, at), LoadDouble(x.data, type, i));
+    if (value) StoreDouble(out.data, type, at, *value);
+    return value.has_value();
+  }
+  const auto value =
+      scalar::BinaryInteger(reducer, LoadInt(out.data, type, at), LoadInt(x.data, type, i), type);
+  if (value) StoreInt(out.data, type, at, *value);
+  return value.has_value();
+}
+
 bool GenericReduce(Opcode reducer, const ReducePlan& plan, const HostArray& x,
                    const HostArray& out) {
-  const PrimitiveType type = x.type();
-  const bool floating = ir::IsFloatingPoint(type);
   bool ok = true;
   ForEachRun(plan, [&](int64_t i, int64_t o, int64_t n, int64_t out_step) {
-    for (int64_t k = 0; k < n && ok; ++k) {
-      const int64_t at = o + k * out_step;
-      if (floating) {
-        const auto value = scalar::BinaryFloat(reducer, LoadDouble(out.data, type, at),
-                                               LoadDouble(x.data, type, i + k));
-        if (!value)
-          ok = false;
-        else
-          StoreDouble(out.data, type, at, *value);
-      } else {
-        const auto value = scalar::BinaryInteger(reducer, LoadInt(out.data, type, at),
-                                                 LoadInt(x.data, type, i + k), type);
-        if (!value)
-          ok = false;
-        else
-          StoreInt(out.data, type, at, *value);
-      }
-    }
+    for (int64_t k = 0; k < n && ok; ++k)
+      ok = GenericFold(reducer, x, i + k, out, o + k * out_step);
   });
   return ok;
+}
+
+template <typename T>
+void FillWith(const HostArray& init, const HostArray& out, int64_t count) {
+  T value;
+  std::memcpy(&value, init.data, sizeof(T));
+  std::fill_n(out.as<T>(), count, value);
+}
+
+// Every result element at the init value.
+void FillWithInit(const HostArray& init, const HostArray& out) {
+  const int64_t count = out.elements(), width = out.element_bytes();
+  switch (width) {
+    case 1:
+      return FillWith<uint8_t>(init, out, count);
+    case 2:
+      return FillWith<uint16_t>(init, out, count);
+    case 4:
+      return FillWith<uint32_t>(init, out, count);
+    case 8:
+      return FillWith<uint64_t>(init, out, count);
+    default:
+      for (int64_t i = 0; i < count; ++i) std::memcpy(out.data + i * width, init.data, width);
+  }
+}
+
+Error ReducerDoesNotApply(const ir::Instruction& op, Opcode reducer, PrimitiveType type) {
+  return KernelError(op, fmt::format("reducer {} does not apply to {}", ir::OpcodeName(reducer),
+                                     ir::PrimitiveTypeName(type)));
 }
 
 }  // namespace
@@ -191,32 +240,84 @@ Status Reduce(const ir::Instruction& op, Opcode reducer, const HostArray& x, con
   for (int64_t d : reduced) {
     if (d < 0 || d >= x.shape->rank()) return KernelError(op, "reduced dimension out of range");
   }
-  // Every result starts at the init value.
-  const int64_t width = out.element_bytes();
-  for (int64_t i = 0; i < out.elements(); ++i) std::memcpy(out.data + i * width, init.data, width);
+  FillWithInit(init, out);
   const ReducePlan plan = PlanReduce(*x.shape, reduced);
-  bool done = false;
-  switch (x.type()) {
-    case PrimitiveType::kF32:
-      done = TypedReduce<F32Acc>(reducer, plan, x, out);
-      break;
-    case PrimitiveType::kF64:
-      done = TypedReduce<F64Acc>(reducer, plan, x, out);
-      break;
-    case PrimitiveType::kBF16:
-      done = TypedReduce<Bf16Acc>(reducer, plan, x, out);
-      break;
-    case PrimitiveType::kF16:
-      done = TypedReduce<F16Acc>(reducer, plan, x, out);
-      break;
-    default:
-      break;
-  }
-  if (!done && !GenericReduce(reducer, plan, x, out)) {
-    return KernelError(op, fmt::format("reducer {} does not apply to {}", ir::OpcodeName(reducer),
-                                       ir::PrimitiveTypeName(x.type())));
+  const bool typed = WithTypedAccumulator(x.type(), [&]<typename F>() {
+    return WithTypedReducer<F>(reducer, [&](auto fold) { FoldRuns<F>(plan, x, out, fold); });
+  });
+  if (!typed && !GenericReduce(reducer, plan, x, out)) {
+    return ReducerDoesNotApply(op, reducer, x.type());
   }
   return OkStatus();
+}
+
+// The window's trailing dimensions that each result element reads at its
+// own position (size 1, stride 1, no padding, no dilation) make runs:
+// result element o·run + r folds input elements i·run + r for the leading
+// dimensions' (o, i) pairs, the same order per element, a loop over r
+// that vectorises (a pooling over NHWC's channels).
+Status ReduceWindow(const ir::Instruction& op, Opcode reducer, const HostArray& x,
+                    const HostArray& init, const HostArray& out) {
+  if (x.type() != out.type()) return KernelError(op, "reduce-window changes the element type");
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(op);
+  if (!window.ok()) return KernelError(op, window.error().message);
+  const std::vector<int64_t>& in_dims = x.shape->dims();
+  const std::vector<int64_t>& out_dims = out.shape->dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size()) {
+    return KernelError(op, "the window does not match the input's rank");
+  }
+  FillWithInit(init, out);
+  size_t leading = window->size();
+  int64_t run = 1;
+  while (leading > 0 && (*window)[leading - 1] == ir::WindowDimension{} &&
+         in_dims[leading - 1] == out_dims[leading - 1]) {
+    run *= in_dims[--leading];
+  }
+  if (run == 0) return OkStatus();
+  const std::vector<ir::WindowDimension> outer(window->begin(), window->begin() + leading);
+  const std::vector<int64_t> outer_in(in_dims.begin(), in_dims.begin() + leading);
+  const std::vector<int64_t> outer_out(out_dims.begin(), out_dims.begin() + leading);
+  const ir::WindowTaps taps = ir::LandingTaps(outer, outer_in, outer_out);
+  // Long runs of f32 or bf16 through the vectorised loops, the same bits
+  // (simd.h); kept off short runs, where a call per run costs more.
+  const std::optional<simd::Binary> vectorised = simd::BinaryOf(reducer);
+  if (vectorised && run >= 16 && x.type() == PrimitiveType::kF32) {
+    float* result = out.as<float>();
+    const float* in = x.as<float>();
+    ir::ForEachWindowElement(taps, outer_in, outer_out, [&](int64_t o, int64_t i) {
+      simd::F32Binary(*vectorised, result + o * run, in + i * run, result + o * run,
+                      static_cast<size_t>(run));
+    });
+    return OkStatus();
+  }
+  if (vectorised && run >= 16 && x.type() == PrimitiveType::kBF16) {
+    uint16_t* result = out.as<uint16_t>();
+    const uint16_t* in = x.as<uint16_t>();
+    ir::ForEachWindowElement(taps, outer_in, outer_out, [&](int64_t o, int64_t i) {
+      simd::Bf16Binary(*vectorised, result + o * run, in + i * run, result + o * run,
+                       static_cast<size_t>(run));
+    });
+    return OkStatus();
+  }
+  const bool typed = WithTypedAccumulator(x.type(), [&]<typename F>() {
+    return WithTypedReducer<F>(reducer, [&](auto fold) {
+      using S = typename F::Storage;
+      const S* in = x.as<S>();
+      S* result = out.as<S>();
+      ir::ForEachWindowElement(taps, outer_in, outer_out, [&](int64_t o, int64_t i) {
+        S* to = result + o * run;
+        const S* from = in + i * run;
+        for (int64_t r = 0; r < run; ++r) to[r] = F::Store(fold(F::Load(to[r]), F::Load(from[r])));
+      });
+    });
+  });
+  if (typed) return OkStatus();
+  bool ok = true;
+  ir::ForEachWindowElement(taps, outer_in, outer_out, [&](int64_t o, int64_t i) {
+    for (int64_t r = 0; r < run && ok; ++r)
+      ok = GenericFold(reducer, x, i * run + r, out, o * run + r);
+  });
+  return ok ? OkStatus() : Status(ReducerDoesNotApply(op, reducer, x.type()));
 }
 
 }  // namespace loom::exec::cpu

@@ -10,10 +10,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+
+#include "ir/opcode.h"
 
 namespace loom::exec::cpu::simd {
 
 enum class Binary { kAdd, kSubtract, kMultiply, kDivide, kMaximum, kMinimum };
+
+// The vectorised loop of an HLO binary op, where there is one.
+inline std::optional<Binary> BinaryOf(ir::Opcode op) {
+  switch (op) {
+    case ir::Opcode::kAdd:
+      return Binary::kAdd;
+    case ir::Opcode::kSubtract:
+      return Binary::kSubtract;
+    case ir::Opcode::kMultiply:
+      return Binary::kMultiply;
+    case ir::Opcode::kDivide:
+      return Binary::kDivide;
+    case ir::Opcode::kMaximum:
+      return Binary::kMaximum;
+    case ir::Opcode::kMinimum:
+      return Binary::kMinimum;
+    default:
+      return std::nullopt;
+  }
+}
 
 void Bf16ToF32(const uint16_t* in, float* out, size_t n);
 void F32ToBf16(const float* in, uint16_t* out, size_t n);

@@ -17,6 +17,7 @@
 #include "ir/async.h"
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
+#include "ir/reduce_window.h"
 #include "ir/reduction.h"
 
 namespace loom::exec {
@@ -161,7 +162,13 @@ class Evaluation {
   Expected<Tensor> Concatenate(const Instruction& instruction) const;
   Expected<Tensor> Pad(const Instruction& instruction) const;
   Expected<Tensor> Iota(const Instruction& instruction) const;
+  Expected<std::vector<Tensor>> InitialAccumulators(const Instruction& instruction,
+                                                    int64_t n) const;
+  Status FoldElement(const Instruction& instruction, const ir::Computation& reducer,
+                     std::optional<Opcode> simple, std::vector<Tensor>& accumulators, int64_t out,
+                     int64_t in) const;
   Expected<Tensor> Reduce(const Instruction& instruction) const;
+  Expected<Tensor> ReduceWindow(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -265,6 +272,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Iota(instruction);
     case Opcode::kReduce:
       return Reduce(instruction);
+    case Opcode::kReduceWindow:
+      return ReduceWindow(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -786,14 +795,10 @@ Expected<Tensor> Evaluation::Scatter(const Instruction& instruction) const {
   return Tensor::Tuple(std::move(outs));
 }
 
-Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
-  const int64_t n = instruction.operand_count() / 2;
-  const ir::Computation* reducer = instruction.called("to_apply");
-  if (n == 0 || reducer == nullptr)
-    return OpError(instruction, "reduce needs operands and to_apply");
-  const std::vector<int64_t> reduced =
-      instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
-  const auto& in_dims = Operand(instruction, 0).shape().dims();
+// The N accumulators of a reduce or reduce-window, every element at its
+// init value (operand N + k).
+Expected<std::vector<Tensor>> Evaluation::InitialAccumulators(const Instruction& instruction,
+                                                              int64_t n) const {
   std::vector<Tensor> accumulators;
   for (int64_t k = 0; k < n; ++k) {
     const ir::Shape& shape =
@@ -803,6 +808,51 @@ Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
     for (int64_t i = 0; i < acc.ElementCount(); ++i) acc.SetBits(i, init.GetBits(0));
     accumulators.push_back(std::move(acc));
   }
+  return accumulators;
+}
+
+// Folds element `in` of the N inputs (operands 0..N-1) into element `out`
+// of the accumulators: one op where the reducer is one (`simple`), else a
+// call of to_apply on the accumulators' and the inputs' scalars.
+Status Evaluation::FoldElement(const Instruction& instruction, const ir::Computation& reducer,
+                               std::optional<Opcode> simple, std::vector<Tensor>& accumulators,
+                               int64_t out, int64_t in) const {
+  if (simple) {
+    BinaryElement(*simple, accumulators[0], out, Operand(instruction, 0), in, accumulators[0], out);
+    return OkStatus();
+  }
+  const auto n = static_cast<int64_t>(accumulators.size());
+  std::vector<Tensor> arguments;
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    LOOM_ASSIGN_OR_RETURN(Tensor scalar, k < n ? ScalarFrom(accumulators[k], out)
+                                               : ScalarFrom(Operand(instruction, k - n), in));
+    arguments.push_back(std::move(scalar));
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor result, Call(&reducer, std::move(arguments), instruction));
+  if (result.IsTuple() ? static_cast<int64_t>(result.tuple_elements().size()) != n : n != 1) {
+    return OpError(instruction, "to_apply returned the wrong number of values");
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const Tensor& value = result.IsTuple() ? result.tuple_elements()[k] : result;
+    accumulators[k].SetBits(out, value.GetBits(0));
+  }
+  return OkStatus();
+}
+
+Tensor ReduceResult(const Instruction& instruction, std::vector<Tensor> accumulators) {
+  if (!instruction.shape().IsTuple()) return std::move(accumulators[0]);
+  return Tensor::Tuple(std::move(accumulators));
+}
+
+Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
+  const int64_t n = instruction.operand_count() / 2;
+  const ir::Computation* reducer = instruction.called("to_apply");
+  if (n == 0 || reducer == nullptr)
+    return OpError(instruction, "reduce needs operands and to_apply");
+  const std::vector<int64_t> reduced =
+      instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  const auto& in_dims = Operand(instruction, 0).shape().dims();
+  LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> accumulators, InitialAccumulators(instruction, n));
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < static_cast<int64_t>(in_dims.size()); ++d) {
     if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
@@ -812,43 +862,44 @@ Expected<Tensor> Evaluation::Reduce(const Instruction& instruction) const {
       n == 1 ? ir::CommutativeBinaryReducer(*reducer) : std::nullopt;
   // Visiting inputs in row-major order visits each output's reduced indices in
   // row-major order too.
-  std::optional<Error> failure;
+  Status status = OkStatus();
   ForEachIndex(in_dims, [&](const std::vector<int64_t>& index, int64_t linear) {
-    if (failure) return;
+    if (!status.ok()) return;
     int64_t out_index = 0;
     for (size_t k = 0; k < kept.size(); ++k) out_index += index[kept[k]] * out_strides[k];
-    if (simple) {
-      BinaryElement(*simple, accumulators[0], out_index, Operand(instruction, 0), linear,
-                    accumulators[0], out_index);
-      return;
-    }
-    std::vector<Tensor> arguments;
-    for (int64_t k = 0; k < 2 * n; ++k) {
-      Expected<Tensor> scalar = k < n ? ScalarFrom(accumulators[k], out_index)
-                                      : ScalarFrom(Operand(instruction, k - n), linear);
-      if (!scalar.ok()) {
-        failure = scalar.error();
-        return;
-      }
-      arguments.push_back(std::move(scalar).value());
-    }
-    Expected<Tensor> result = Call(reducer, std::move(arguments), instruction);
-    if (!result.ok()) {
-      failure = result.error();
-      return;
-    }
-    if (result->IsTuple() ? static_cast<int64_t>(result->tuple_elements().size()) != n : n != 1) {
-      failure = OpError(instruction, "to_apply returned the wrong number of values");
-      return;
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      const Tensor& value = result->IsTuple() ? result->tuple_elements()[k] : *result;
-      accumulators[k].SetBits(out_index, value.GetBits(0));
-    }
+    status = FoldElement(instruction, *reducer, simple, accumulators, out_index, linear);
   });
-  if (failure) return *failure;
-  if (!instruction.shape().IsTuple()) return std::move(accumulators[0]);
-  return Tensor::Tuple(std::move(accumulators));
+  LOOM_RETURN_IF_ERROR(status);
+  return ReduceResult(instruction, std::move(accumulators));
+}
+
+// Each result element folds the input elements its window's landing taps
+// read, in row-major order of the taps (ir/reduce_window.h).
+Expected<Tensor> Evaluation::ReduceWindow(const Instruction& instruction) const {
+  const int64_t n = instruction.operand_count() / 2;
+  const ir::Computation* reducer = instruction.called("to_apply");
+  if (n == 0 || reducer == nullptr) {
+    return OpError(instruction, "reduce-window needs operands and to_apply");
+  }
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+  if (!window.ok()) return OpError(instruction, window.error().message);
+  LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> accumulators, InitialAccumulators(instruction, n));
+  const std::vector<int64_t>& in_dims = Operand(instruction, 0).shape().dims();
+  const std::vector<int64_t>& out_dims = accumulators[0].shape().dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size()) {
+    return OpError(instruction, "the window does not match the input's rank");
+  }
+  const std::optional<Opcode> simple =
+      n == 1 ? ir::CommutativeBinaryReducer(*reducer) : std::nullopt;
+  Status status = OkStatus();
+  ir::ForEachWindowElement(
+      ir::LandingTaps(*window, in_dims, out_dims), in_dims, out_dims, [&](int64_t out, int64_t in) {
+        if (status.ok()) {
+          status = FoldElement(instruction, *reducer, simple, accumulators, out, in);
+        }
+      });
+  LOOM_RETURN_IF_ERROR(status);
+  return ReduceResult(instruction, std::move(accumulators));
 }
 
 Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
