@@ -53,13 +53,16 @@ struct Case {
 class LoomRun {
  public:
   // `hlo` is the entry's body; `%sum` and `%max`, f32 add and maximum, are
-  // there for reducers.
+  // there for reducers, `%ge` for a select.
   explicit LoomRun(const std::string& hlo) {
     auto module = ir::ParseModule(
         "HloModule bench\n\n%sum (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
         "  %y = f32[] parameter(1)\n  ROOT %s = f32[] add(%x, %y)\n}\n\n"
         "%max (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
-        "  %y = f32[] parameter(1)\n  ROOT %m = f32[] maximum(%x, %y)\n}\n\nENTRY main {\n" +
+        "  %y = f32[] parameter(1)\n  ROOT %m = f32[] maximum(%x, %y)\n}\n\n"
+        "%ge (x: f32[], y: f32[]) -> pred[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n  ROOT %c = pred[] compare(%x, %y), direction=GE\n}\n\n"
+        "ENTRY main {\n" +
         hlo + "}\n");
     if (!module.ok()) throw std::runtime_error(module.error().ToString());
     module_ = std::move(module).value();
@@ -177,6 +180,37 @@ void AddPoolingCase(std::vector<Case>& cases) {
                    const float* in = &image[((n * kSide + ty) * kSide + tx) * kChannels];
                    for (int64_t c = 0; c < kChannels; ++c) out[c] = std::max(out[c], in[c]);
                  }
+               }
+             }
+           }
+         }
+       },
+       2.0});
+  // Its gradient: each window's first maximum takes the window's gradient.
+  static std::vector<float> gradient(kBatch * kOut * kOut * kChannels, 0.125f);
+  static std::vector<float> scattered(image.size());
+  cases.push_back(
+      {"max-pool gradient (select-and-scatter, plain loop)",
+       fmt::format("  p0 = f32[{0},{1},{1},{3}] parameter(0)\n  p1 = f32[{0},{2},{2},{3}] "
+                   "parameter(1)\n  zero = f32[] constant(0)\n"
+                   "  ROOT r = f32[{0},{1},{1},{3}] select-and-scatter(p0, p1, zero), "
+                   "window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}}, select=%ge, "
+                   "scatter=%sum\n",
+                   kBatch, kSide, kOut, kChannels),
+       [] {
+         std::fill(scattered.begin(), scattered.end(), 0.0f);
+         for (int64_t n = 0; n < kBatch; ++n) {
+           for (int64_t y = 0; y < kOut; ++y) {
+             for (int64_t x = 0; x < kOut; ++x) {
+               for (int64_t c = 0; c < kChannels; ++c) {
+                 int64_t best = -1;
+                 for (int64_t ty = 2 * y; ty < std::min(2 * y + 3, kSide); ++ty) {
+                   for (int64_t tx = 2 * x; tx < std::min(2 * x + 3, kSide); ++tx) {
+                     const int64_t at = ((n * kSide + ty) * kSide + tx) * kChannels + c;
+                     if (best < 0 || !(image[best] >= image[at])) best = at;
+                   }
+                 }
+                 scattered[best] += gradient[((n * kOut + y) * kOut + x) * kChannels + c];
                }
              }
            }

@@ -152,6 +152,18 @@ int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid
     }
     return taps;
   }
+  if (op == ir::Opcode::kSelectAndScatter) {
+    // The windows that can select one element: ceil(size / stride) along
+    // each dimension, at most.
+    const Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+    int64_t overlaps = 1;
+    if (window.ok()) {
+      for (const ir::WindowDimension& w : *window) {
+        overlaps = SaturatingMul(overlaps, (w.size + w.stride - 1) / w.stride);
+      }
+    }
+    return overlaps;
+  }
   if (ReducesAcrossDevices(op)) {
     Expected<std::vector<std::vector<int64_t>>> groups = ir::ParticipantGroups(instruction, grid);
     int64_t longest = 1;

@@ -55,8 +55,8 @@ KernelDots KernelDotsOf(const ir::Instruction& instruction);
 
 // How many terms one element of `instruction`'s result sums: a dot's
 // contracted size, a convolution's taps times a group's input features, a
-// reduce's reduced size, a reduce-window's window size, a reducing
-// collective's group size (on `grid`); 1 for everything else.
+// reduce's reduced size, a reduce-window's window size, the windows that
+// overlap in a select-and-scatter, a reducing collective's group size (on `grid`); 1 for everything else.
 int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid);
 // The longest sum of any instruction of `module`: what bounds the rounding
 // by which two orders of the same sums can differ.

@@ -351,6 +351,13 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       return step;
     }
   }
+  if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
+    step.kind = StepKind::kSelectAndScatter;
+    if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
+      return unsupported(OpError(instruction, "select-and-scatter needs select and scatter"));
+    }
+    return step;
+  }
   if ((op == Opcode::kReduce || op == Opcode::kReduceWindow || op == Opcode::kScatter) &&
       !device_.Supports(instruction)) {
     step.kind = op == Opcode::kReduce         ? StepKind::kReduce
@@ -461,9 +468,13 @@ class Executor::Evaluation {
     const cpu::HostArray* array;
     int64_t at;
   };
-  Expected<std::vector<const ir::Shape*>> ScalarParameters(const Step& step, int64_t count);
+  // Of callee `callee` of the step (0: its only one, or select-and-scatter's
+  // select; 1: its scatter).
+  Expected<std::vector<const ir::Shape*>> ScalarParameters(const Step& step, int64_t count,
+                                                           size_t callee = 0);
   Status CallOnElements(const Step& step, const std::vector<const ir::Shape*>& parameters,
-                        std::span<const Element> arguments, std::span<const Element> results);
+                        std::span<const Element> arguments, std::span<const Element> results,
+                        size_t callee = 0);
   struct Accumulators {
     std::vector<Array> arrays;
     std::vector<cpu::HostArray> views, inputs;
@@ -476,6 +487,7 @@ class Executor::Evaluation {
                     std::vector<Element>& arguments);
   Expected<Value> GeneralReduce(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralReduceWindow(const Step& step, const std::vector<Value>& in);
+  Expected<Value> GeneralSelectAndScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -604,6 +616,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return GeneralReduce(step, in);
     case StepKind::kReduceWindow:
       return GeneralReduceWindow(step, in);
+    case StepKind::kSelectAndScatter:
+      return GeneralSelectAndScatter(step, in);
     case StepKind::kScatter:
       return GeneralScatter(step, in);
     case StepKind::kAsyncStart:
@@ -785,17 +799,24 @@ Expected<Value> Executor::Evaluation::AsyncStart(const Step& step, std::vector<V
 
 // The shapes of the first `count` parameters of the step's callee, each a
 // scalar it reads.
+// The attribute that names callee `index` of a step that calls on elements.
+static std::string_view CalleeRole(const Step& step, size_t index) {
+  if (step.kind == StepKind::kSelectAndScatter) return index == 0 ? "select" : "scatter";
+  return "to_apply";
+}
+
 Expected<std::vector<const ir::Shape*>> Executor::Evaluation::ScalarParameters(const Step& step,
-                                                                               int64_t count) {
-  const Program& callee = *step.called[0];
+                                                                               int64_t count,
+                                                                               size_t index) {
+  const Program& callee = *step.called[index];
   std::vector<const ir::Shape*> shapes;
   for (int64_t k = 0; k < count; ++k) {
     const int32_t slot = k < static_cast<int64_t>(callee.parameter_slots.size())
                              ? callee.parameter_slots[static_cast<size_t>(k)]
                              : -1;
     if (slot < 0) {
-      return OpError(*step.instruction,
-                     fmt::format("to_apply must read {} scalar parameters", count));
+      return OpError(*step.instruction, fmt::format("{} must read {} scalar parameters",
+                                                    CalleeRole(step, index), count));
     }
     shapes.push_back(&callee.steps[static_cast<size_t>(slot)].instruction->shape());
   }
@@ -808,7 +829,7 @@ Expected<std::vector<const ir::Shape*>> Executor::Evaluation::ScalarParameters(c
 Status Executor::Evaluation::CallOnElements(const Step& step,
                                             const std::vector<const ir::Shape*>& parameters,
                                             std::span<const Element> arguments,
-                                            std::span<const Element> results) {
+                                            std::span<const Element> results, size_t callee) {
   std::vector<Value> values;
   for (size_t k = 0; k < arguments.size(); ++k) {
     const cpu::HostArray& source = *arguments[k].array;
@@ -821,11 +842,12 @@ Status Executor::Evaluation::CallOnElements(const Step& step,
     values.push_back(Value::OfArray(std::move(scalar)));
   }
   LOOM_ASSIGN_OR_RETURN(Value result,
-                        executor_.Execute(*step.called[0], std::move(values), depth_ + 1));
+                        executor_.Execute(*step.called[callee], std::move(values), depth_ + 1));
   const size_t returned = result.is_tuple() ? result.elements().size() : 1;
   if (returned != results.size()) {
     return OpError(*step.instruction,
-                   fmt::format("to_apply returned {} values, not {}", returned, results.size()));
+                   fmt::format("{} returned {} values, not {}", CalleeRole(step, callee), returned,
+                               results.size()));
   }
   for (size_t k = 0; k < results.size(); ++k) {
     const Value& value = result.is_tuple() ? result.elements()[k] : result;
@@ -838,10 +860,6 @@ Status Executor::Evaluation::CallOnElements(const Step& step,
   return OkStatus();
 }
 
-// reduce with a reducer the device cannot run as one op (several inputs, or
-// a computation of more than one op): each result element folds its inputs
-// in row-major order of the reduced dimensions, acc = to_apply(acc, x),
-// starting from the init values, calling the reducer once per input.
 // The accumulators of a reduce or reduce-window with N inputs (operands
 // 0..N-1) and N init values: each a new array of the result's k-th shape
 // with every element at init value k, and host views of them and of the
@@ -898,8 +916,10 @@ Value Executor::Evaluation::Accumulators::Result(const ir::Shape& result_shape) 
   return Value::OfTuple(&result_shape, std::move(elements));
 }
 
-// reduce with a reducer the device cannot run as one op: a call of it per
-// input element, in row-major order of the input.
+// reduce with a reducer the device cannot run as one op (several inputs, or
+// a computation of more than one op): each result element folds its inputs
+// in row-major order of the reduced dimensions, acc = to_apply(acc, x),
+// starting from the init values, calling the reducer once per input.
 Expected<Value> Executor::Evaluation::GeneralReduce(const Step& step,
                                                     const std::vector<Value>& in) {
   const Instruction& instruction = *step.instruction;
@@ -960,6 +980,64 @@ Expected<Value> Executor::Evaluation::GeneralReduceWindow(const Step& step,
       });
   LOOM_RETURN_IF_ERROR(status);
   return std::move(accumulators).Result(instruction.shape());
+}
+
+// select-and-scatter the device cannot run as one op (a select other than
+// one compare, or a scatter of more than one op): a call of select per
+// landing tap after a window's first, one of scatter per window, in the
+// reference's order (ir/select_and_scatter.h).
+Expected<Value> Executor::Evaluation::GeneralSelectAndScatter(const Step& step,
+                                                              const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  if (in.size() != 3 || in[0].is_tuple() || in[1].is_tuple() || in[2].is_tuple()) {
+    return OpError(instruction, "select-and-scatter takes an operand, a source and an init value");
+  }
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[0].array(), instruction));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray source, HostArrayOf(in[1].array(), instruction));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray init, HostArrayOf(in[2].array(), instruction));
+  LOOM_ASSIGN_OR_RETURN(Array out, NewArray(instruction.shape()));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray result, HostArrayOf(out, instruction));
+  const ir::Shape pred(ir::PrimitiveType::kPred, {});
+  LOOM_ASSIGN_OR_RETURN(Array keep_array, NewArray(pred));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray keep, HostArrayOf(keep_array, instruction));
+  const int64_t width = result.element_bytes();
+  for (int64_t i = 0; i < result.elements(); ++i) {
+    std::memcpy(result.data + i * width, init.data, static_cast<size_t>(width));
+  }
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+  if (!window.ok()) return OpError(instruction, window.error().message);
+  const std::vector<int64_t>& in_dims = operand.shape->dims();
+  const std::vector<int64_t>& out_dims = source.shape->dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size()) {
+    return OpError(instruction, "the window does not match the operand's rank");
+  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> select, ScalarParameters(step, 2, 0));
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> scatter, ScalarParameters(step, 2, 1));
+  int64_t window_at = -1, selected = -1;
+  const auto scatter_selected = [&]() -> Status {
+    if (window_at < 0) return OkStatus();
+    const Element arguments[] = {{&result, selected}, {&source, window_at}};
+    const Element onto[] = {{&result, selected}};
+    return CallOnElements(step, scatter, arguments, onto, 1);
+  };
+  Status status = OkStatus();
+  ir::ForEachWindowElement(ir::LandingTaps(*window, in_dims, out_dims), in_dims, out_dims,
+                           [&](int64_t o, int64_t i) {
+                             if (!status.ok()) return;
+                             if (o != window_at) {
+                               status = scatter_selected();
+                               window_at = o;
+                               selected = i;
+                               return;
+                             }
+                             const Element arguments[] = {{&operand, selected}, {&operand, i}};
+                             const Element verdict[] = {{&keep, 0}};
+                             status = CallOnElements(step, select, arguments, verdict, 0);
+                             if (status.ok() && keep.data[0] == std::byte{0}) selected = i;
+                           });
+  LOOM_RETURN_IF_ERROR(status);
+  LOOM_RETURN_IF_ERROR(scatter_selected());
+  return Value::OfArray(std::move(out));
 }
 
 // scatter the device cannot run as one op (several operands, or a combiner

@@ -60,11 +60,12 @@ enum class StepKind : uint8_t {
   kGetTupleElement,
   kWhile,
   kConditional,
-  kCall,          // call, fusion
-  kReduce,        // reduce with a reducer computation the device cannot run
-  kReduceWindow,  // reduce-window, likewise
-  kScatter,       // scatter with a combiner (or of operands) the device cannot run
-  kAsyncStart,    // a generic async-start: runs its callee at once
+  kCall,              // call, fusion
+  kReduce,            // reduce with a reducer computation the device cannot run
+  kReduceWindow,      // reduce-window, likewise
+  kSelectAndScatter,  // select-and-scatter, likewise
+  kScatter,           // scatter with a combiner (or of operands) the device cannot run
+  kAsyncStart,        // a generic async-start: runs its callee at once
   kAsyncUpdate,
   kAsyncDone,
   kCollective,       // a synchronous collective

@@ -504,7 +504,7 @@ Status Parser::ParseAttribute(Instruction& instruction) {
     attrs.custom_call_target = target.substr(1, target.size() - 2);
   } else if (key == "to_apply" || key == "calls" || key == "condition" || key == "body" ||
              key == "branch_computations" || key == "true_computation" ||
-             key == "false_computation") {
+             key == "false_computation" || key == "select" || key == "scatter") {
     LOOM_RETURN_IF_ERROR(ParseCalled(instruction, key));
   } else if (key == "control-predecessors") {
     LOOM_RETURN_IF_ERROR(ParseControlPredecessors(instruction));

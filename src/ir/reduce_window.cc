@@ -7,7 +7,8 @@ namespace loom::ir {
 Expected<std::vector<WindowDimension>> ReduceWindowOf(const Instruction& reduce_window) {
   const RawAttribute* raw = reduce_window.attrs().FindRaw("window");
   if (raw == nullptr) {
-    return Error{fmt::format("%{}: reduce-window needs window={{size=...}}", reduce_window.name()),
+    return Error{fmt::format("%{}: {} needs window={{size=...}}", reduce_window.name(),
+                             OpcodeName(reduce_window.opcode())),
                  reduce_window.loc()};
   }
   Expected<std::vector<WindowDimension>> window = ParseWindow(raw->value);
@@ -16,7 +17,8 @@ Expected<std::vector<WindowDimension>> ReduceWindowOf(const Instruction& reduce_
   }
   for (const WindowDimension& w : *window) {
     if (w.reversal) {
-      return Error{fmt::format("%{}: reduce-window takes no rhs_reversal", reduce_window.name()),
+      return Error{fmt::format("%{}: {} takes no rhs_reversal", reduce_window.name(),
+                               OpcodeName(reduce_window.opcode())),
                    raw->loc};
     }
   }

@@ -27,8 +27,9 @@
 
 namespace loom::ir {
 
-// The window of a reduce-window; an error at the attribute (or the
-// instruction, where it is missing) otherwise.
+// The window of a reduce-window (or a select-and-scatter, whose window is
+// written alike); an error at the attribute (or the instruction, where it
+// is missing) otherwise.
 Expected<std::vector<WindowDimension>> ReduceWindowOf(const Instruction& reduce_window);
 
 // The result dimensions of the window over `input`, or what is wrong (no

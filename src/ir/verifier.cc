@@ -243,6 +243,7 @@ class ModuleVerifier {
   Status VerifyCopyStart(const Instruction& instruction);
   Status VerifyCopyDone(const Instruction& instruction);
   Status VerifyReduceWindow(const Instruction& instruction);
+  Status VerifySelectAndScatter(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -1189,6 +1190,8 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyCopyDone(instruction);
     case Opcode::kReduceWindow:
       return VerifyReduceWindow(instruction);
+    case Opcode::kSelectAndScatter:
+      return VerifySelectAndScatter(instruction);
     case Opcode::kScatter:
       return VerifyScatter(instruction);
     case Opcode::kGather:
@@ -1196,7 +1199,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
     case Opcode::kConvolution:
       return VerifyConvolution(instruction);
     default:
-      // custom-call, sort, fft, rng, select-and-scatter,
+      // custom-call, sort, fft, rng,
       // triangular-solve, cholesky, batch-norm-*, topk, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
@@ -1682,6 +1685,48 @@ Status ModuleVerifier::VerifyReduceWindow(const Instruction& instruction) {
   std::vector<Shape> results;
   for (const PrimitiveType type : reducer.accumulators) results.emplace_back(type, *dims);
   return ExpectShape(instruction, results.size() == 1 ? results[0] : Shape::Tuple(results));
+}
+
+// select-and-scatter(operand, source, init) (ir/select_and_scatter.h):
+// select compares two operand elements, scatter combines two source ones;
+// the source has the window's positions over the operand, the result the
+// operand's dimensions and the source's type.
+Status ModuleVerifier::VerifySelectAndScatter(const Instruction& instruction) {
+  if (instruction.operand_count() != 3) {
+    return At(instruction,
+              fmt::format("select-and-scatter takes an operand, a source and an init value, got {}",
+                          Operands(instruction.operand_count())));
+  }
+  const Shape& operand = instruction.operand(0)->shape();
+  const Shape& source = instruction.operand(1)->shape();
+  const Shape& init = instruction.operand(2)->shape();
+  if (!operand.IsArray() || !source.IsArray() || !IsScalar(init) ||
+      !SameTypeIgnoringFpPrecision(init.type(), source.type())) {
+    return At(instruction,
+              fmt::format("select-and-scatter takes two arrays and a scalar of the source's type, "
+                          "got {}, {} and {}",
+                          Str(operand), Str(source), Str(init)));
+  }
+  LOOM_ASSIGN_OR_RETURN(const Computation* select, RequireCalled(instruction, "select"));
+  LOOM_ASSIGN_OR_RETURN(const Computation* scatter, RequireCalled(instruction, "scatter"));
+  const Shape element(operand.type(), {}), update(source.type(), {});
+  LOOM_RETURN_IF_ERROR(
+      ExpectCalleeParameters(instruction, "select", *select, {&element, &element}));
+  LOOM_RETURN_IF_ERROR(
+      ExpectCalleeResult(instruction, "select", *select, Shape(PrimitiveType::kPred, {})));
+  LOOM_RETURN_IF_ERROR(
+      ExpectCalleeParameters(instruction, "scatter", *scatter, {&update, &update}));
+  LOOM_RETURN_IF_ERROR(ExpectCalleeResult(instruction, "scatter", *scatter, update));
+  LOOM_ASSIGN_OR_RETURN(const std::vector<WindowDimension> window, ReduceWindowOf(instruction));
+  const Expected<std::vector<int64_t>> positions = InferReduceWindowDims(operand, window);
+  if (!positions.ok()) return At(instruction, positions.error().message);
+  if (*positions != source.dims()) {
+    return At(instruction,
+              fmt::format("the window has {} positions over the operand {}, but the "
+                          "source is {}",
+                          Str(Shape(source.type(), *positions)), Str(operand), Str(source)));
+  }
+  return ExpectShape(instruction, Shape(source.type(), operand.dims()));
 }
 
 // scatter(operands..., indices, updates...): the shape is trusted, the

@@ -393,6 +393,34 @@ ENTRY %main {
   EXPECT_EQ(analysis::SumLength(y, ir::DeviceGrid{1, 1}), 9);
 }
 
+// Its gradient sums onto one element the windows that overlap there: 3
+// taps at stride 2 overlap at most twice per dimension.
+TEST(TargetCostModel, ASelectAndScattersSumsItsOverlappingWindows) {
+  auto module = ir::ParseModule(R"(
+HloModule m
+%ge {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %c = pred[] compare(%a, %b), direction=GE
+}
+%add {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main {
+  %x = f32[8,32,32,64] parameter(0)
+  %dy = f32[8,16,16,64] parameter(1)
+  %z = f32[] constant(0)
+  ROOT %dx = f32[8,32,32,64] select-and-scatter(%x, %dy, %z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, select=%ge, scatter=%add
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  const ir::Instruction& dx = *(*module)->entry()->FindInstruction("dx");
+  EXPECT_EQ(analysis::SumLength(dx, ir::DeviceGrid{1, 1}), 4);
+}
+
 TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
   auto cube = FindTarget("tpu-v4-4x4x4");
   ASSERT_TRUE(cube.ok());

@@ -623,6 +623,95 @@ TEST(ExecutorDifferential, ReduceWindowsAreTheHandComputedFolds) {
   run("size=2 pad=3_0", "add", 7, {7, 7, 8, 10, 12, 14});
 }
 
+// A max-pooling's gradient and its kin: overlapping windows (several
+// scatters onto one element, whose order shows in f32's rounding),
+// padding, dilation; the device's kernel (one compare, one op) and the
+// per-element calls (a TOTALORDER select, a scatter of two ops).
+TEST(ExecutorDifferential, SelectAndScatterEveryWindowAndType) {
+  uint32_t seed = 900;
+  const std::vector<int64_t> dims = {2, 9, 7, 5};
+  const std::vector<std::string> windows = {
+      "{size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}",
+      "{size=1x3x2x1 stride=1x1x1x1}",
+      "{size=2x2x3x2 stride=1x2x1x2 pad=0_0x0_1x-1_1x1_0 lhs_dilate=1x1x2x1 rhs_dilate=1x2x1x1}",
+  };
+  const auto computations = [](const std::string& type, const std::string& select,
+                               const std::string& scatter) {
+    return fmt::format(
+        "\n%select (a: {0}[], b: {0}[]) -> pred[] {{\n  %a = {0}[] parameter(0)\n"
+        "  %b = {0}[] parameter(1)\n  ROOT %r = pred[] {1}\n}}\n"
+        "\n%scatter (a: {0}[], b: {0}[]) -> {0}[] {{\n  %a = {0}[] parameter(0)\n"
+        "  %b = {0}[] parameter(1)\n  {2}\n}}\n",
+        type, select, scatter);
+  };
+  const auto body = [&](const std::string& type, const std::string& window) {
+    return fmt::format(
+        "  p0 = {0}[2,9,7,5] parameter(0)\n  p1 = {0}{1} parameter(1)\n  p2 = {0}[] parameter(2)\n"
+        "  ROOT r = {0}[2,9,7,5] select-and-scatter(p0, p1, p2), window={2}, select=%select, "
+        "scatter=%scatter\n",
+        type, WindowResult(dims, window), window);
+  };
+  for (const std::string type : {"f32", "bf16", "f64", "s32", "u8"}) {
+    for (const char* direction : {"GE", "GT", "LE"}) {
+      for (const std::string& window : windows) {
+        ExpectSame(fmt::format("select-and-scatter {} {} {}", direction, type, window),
+                   body(type, window), seed++,
+                   computations(type, fmt::format("compare(%a, %b), direction={}", direction),
+                                "ROOT %r = " + type + "[] add(%a, %b)"),
+                   /*must_run=*/true);
+      }
+    }
+  }
+  for (const std::string& window : windows) {
+    ExpectSame("select-and-scatter by calls " + window, body("f32", window), seed++,
+               computations("f32", "compare(%b, %a), direction=LT, type=TOTALORDER",
+                            "%bb = f32[] multiply(%b, %b)\n  ROOT %r = f32[] add(%a, %bb)"),
+               /*must_run=*/true);
+  }
+}
+
+// Which element each window selects, by hand.
+TEST(ExecutorDifferential, SelectAndScatterSelectsAsXlaDoes) {
+  const auto run = [](const std::string& direction, const std::vector<double>& x,
+                      const std::string& window, const std::vector<double>& source,
+                      const std::vector<int64_t>& expected) {
+    SCOPED_TRACE(direction + " " + window);
+    const auto n = static_cast<int64_t>(x.size()), m = static_cast<int64_t>(source.size());
+    const std::string text = fmt::format(
+        "HloModule grad\n%select {{\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+        "  ROOT %r = pred[] compare(%a, %b), direction={}\n}}\n%add {{\n"
+        "  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n  ROOT %r = f32[] add(%a, %b)\n}}\n"
+        "ENTRY main {{\n  x = f32[{}] parameter(0)\n  s = f32[{}] parameter(1)\n"
+        "  z = f32[] constant(0)\n  ROOT y = f32[{}] select-and-scatter(x, s, z), window={{{}}}, "
+        "select=%select, scatter=%add\n}}\n",
+        direction, n, m, n, window);
+    auto module = ir::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    auto verified = ir::VerifyModule(**module);
+    ASSERT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << text;
+    std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {n})).value(),
+                                  Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {m})).value()};
+    for (int64_t i = 0; i < n; ++i) inputs[0].SetDouble(i, x[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < m; ++i) inputs[1].SetDouble(i, source[static_cast<size_t>(i)]);
+    for (const bool reference : {false, true}) {
+      Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                     : Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(y.ok()) << y.error().ToString();
+      std::vector<int64_t> got;
+      for (int64_t i = 0; i < y->ElementCount(); ++i) got.push_back(llround(y->GetDouble(i)));
+      EXPECT_EQ(got, expected) << (reference ? "reference" : "executor");
+    }
+  };
+  // Windows [1 3] [3 2] [2 5] [5 4]: the maxima at 1, 1, 3, 3.
+  run("GE", {1, 3, 2, 5, 4}, "size=2", {1, 10, 100, 1000}, {0, 11, 0, 1100, 0});
+  // A tie: GE keeps the first, GT takes the later.
+  run("GE", {2, 2}, "size=2", {7}, {7, 0});
+  run("GT", {2, 2}, "size=2", {7}, {0, 7});
+  // The padding is never selected, even where it would be the largest.
+  run("GE", {-5, -6}, "size=2 pad=1_1", {1, 10, 100}, {11, 100});
+  run("LE", {1, 3, 2, 5, 4}, "size=3 stride=2", {1, 10}, {1, 0, 10, 0, 0});
+}
+
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {

@@ -1467,6 +1467,32 @@ TEST(VerifierReduceWindow, NamesWhatIsWrong) {
             "5:40: %r: window stride=0x1: 0 must be at least 1");
 }
 
+// A max-pooling's gradient: the source has the pooling's 16 x 16 positions.
+TEST(VerifierSelectAndScatter, ChecksTheSourceAndTheComputations) {
+  const std::string computations = R"(
+%ge {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = pred[] compare(%a, %b), direction=GE
+}
+)" + std::string(kAdd);
+  const auto verdict = [&](std::string_view source, std::string_view select) {
+    return Verdict(Entry(fmt::format(R"(  %x = f32[8,32,32,64] parameter(0)
+  %dy = f32[{}] parameter(1)
+  %z = f32[] constant(0)
+  %dx = f32[8,32,32,64] select-and-scatter(%x, %dy, %z), window={{size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}}, select={}, scatter=%add
+)",
+                                     source, select)) +
+                   computations);
+  };
+  EXPECT_EQ(verdict("8,16,16,64", "%ge"), "ok");
+  EXPECT_EQ(verdict("8,15,16,64", "%ge"),
+            "6:3: %dx: the window has f32[8,16,16,64] positions over the operand f32[8,32,32,64], "
+            "but the source is f32[8,15,16,64]");
+  EXPECT_EQ(verdict("8,16,16,64", "%add"),
+            "6:3: %dx: select %add returns f32[], but %dx is pred[]");
+}
+
 TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)

@@ -12,6 +12,7 @@
 #include "exec/cpu/kernels.h"
 #include "exec/tensor.h"
 #include "ir/reduction.h"
+#include "ir/select_and_scatter.h"
 
 namespace loom::exec::cpu {
 constexpr std::align_val_t kAlignment{64};
@@ -135,6 +136,19 @@ std::optional<Opcode> SimpleReducer(const ir::Instruction& op) {
   return ir::CommutativeBinaryReducer(*reducer);
 }
 
+// A select-and-scatter's select as a compare direction and its scatter as
+// one op, where they are that simple.
+std::optional<std::pair<ir::ComparisonDirection, Opcode>> SimpleSelectAndScatter(
+    const ir::Instruction& op) {
+  const ir::Computation* select = op.called("select");
+  const ir::Computation* scatter = op.called("scatter");
+  if (select == nullptr || scatter == nullptr) return std::nullopt;
+  const std::optional<ir::ComparisonDirection> direction = ir::SelectComparison(*select);
+  const std::optional<Opcode> combine = ir::CommutativeBinaryReducer(*scatter);
+  if (!direction || !combine) return std::nullopt;
+  return std::make_pair(*direction, *combine);
+}
+
 bool ExecutableArrays(const ir::Instruction& op) {
   if (op.shape().IsTuple() || !IsExecutableType(op.shape().type())) return false;
   for (const ir::Instruction* operand : op.operands()) {
@@ -198,6 +212,8 @@ bool CpuDevice::Supports(const ir::Instruction& op) const {
     case Opcode::kReduce:
     case Opcode::kReduceWindow:
       return op.operand_count() == 2 && SimpleReducer(op).has_value();
+    case Opcode::kSelectAndScatter:
+      return op.operand_count() == 3 && SimpleSelectAndScatter(op).has_value();
     case Opcode::kGather:
       return op.operand_count() == 2;
     case Opcode::kScatter:
@@ -292,6 +308,15 @@ Status CpuDevice::Run(const ir::Instruction& op, std::span<const Array> operands
       }
       return code == Opcode::kReduce ? Reduce(op, *reducer, in[0], in[1], out)
                                      : ReduceWindow(op, *reducer, in[0], in[1], out);
+    }
+    case Opcode::kSelectAndScatter: {
+      LOOM_RETURN_IF_ERROR(need(3));
+      const auto simple = SimpleSelectAndScatter(op);
+      if (!simple) {
+        return KernelError(op, "select-and-scatter needs a one-compare select and a one-op scatter "
+                               "on this device");
+      }
+      return SelectAndScatter(op, simple->first, simple->second, in[0], in[1], in[2], out);
     }
     default:
       return KernelError(op, fmt::format("unsupported op {}", ir::OpcodeName(code)));

@@ -99,6 +99,12 @@ Status Reduce(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
 // value, one rounding per step, as the reference does.
 Status ReduceWindow(const ir::Instruction& op, ir::Opcode reducer, const HostArray& x,
                     const HostArray& init, const HostArray& out);
+// select-and-scatter (ir/select_and_scatter.h) whose select is one compare
+// of its parameters in `select`'s direction and whose scatter is one
+// commutative op: the reference's selection and order.
+Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection select,
+                        ir::Opcode scatter, const HostArray& operand, const HostArray& source,
+                        const HostArray& init, const HostArray& out);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

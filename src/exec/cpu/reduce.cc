@@ -256,6 +256,27 @@ Status Reduce(const ir::Instruction& op, Opcode reducer, const HostArray& x, con
 // result element o·run + r folds input elements i·run + r for the leading
 // dimensions' (o, i) pairs, the same order per element, a loop over r
 // that vectorises (a pooling over NHWC's channels).
+struct WindowRuns {
+  int64_t run = 1;
+  std::vector<int64_t> outer_in, outer_out;  // the leading dimensions
+  ir::WindowTaps taps;                       // of the leading dimensions
+};
+
+WindowRuns SplitRuns(const std::vector<ir::WindowDimension>& window,
+                     const std::vector<int64_t>& in_dims, const std::vector<int64_t>& out_dims) {
+  WindowRuns runs;
+  size_t leading = window.size();
+  while (leading > 0 && window[leading - 1] == ir::WindowDimension{} &&
+         in_dims[leading - 1] == out_dims[leading - 1]) {
+    runs.run *= in_dims[--leading];
+  }
+  const std::vector<ir::WindowDimension> outer(window.begin(), window.begin() + leading);
+  runs.outer_in.assign(in_dims.begin(), in_dims.begin() + leading);
+  runs.outer_out.assign(out_dims.begin(), out_dims.begin() + leading);
+  runs.taps = ir::LandingTaps(outer, runs.outer_in, runs.outer_out);
+  return runs;
+}
+
 Status ReduceWindow(const ir::Instruction& op, Opcode reducer, const HostArray& x,
                     const HostArray& init, const HostArray& out) {
   if (x.type() != out.type()) return KernelError(op, "reduce-window changes the element type");
@@ -267,17 +288,12 @@ Status ReduceWindow(const ir::Instruction& op, Opcode reducer, const HostArray& 
     return KernelError(op, "the window does not match the input's rank");
   }
   FillWithInit(init, out);
-  size_t leading = window->size();
-  int64_t run = 1;
-  while (leading > 0 && (*window)[leading - 1] == ir::WindowDimension{} &&
-         in_dims[leading - 1] == out_dims[leading - 1]) {
-    run *= in_dims[--leading];
-  }
+  const WindowRuns runs = SplitRuns(*window, in_dims, out_dims);
+  const int64_t run = runs.run;
   if (run == 0) return OkStatus();
-  const std::vector<ir::WindowDimension> outer(window->begin(), window->begin() + leading);
-  const std::vector<int64_t> outer_in(in_dims.begin(), in_dims.begin() + leading);
-  const std::vector<int64_t> outer_out(out_dims.begin(), out_dims.begin() + leading);
-  const ir::WindowTaps taps = ir::LandingTaps(outer, outer_in, outer_out);
+  const std::vector<int64_t>& outer_in = runs.outer_in;
+  const std::vector<int64_t>& outer_out = runs.outer_out;
+  const ir::WindowTaps& taps = runs.taps;
   // Long runs of f32 or bf16 through the vectorised loops, the same bits
   // (simd.h); kept off short runs, where a call per run costs more.
   const std::optional<simd::Binary> vectorised = simd::BinaryOf(reducer);
@@ -318,6 +334,131 @@ Status ReduceWindow(const ir::Instruction& op, Opcode reducer, const HostArray& 
       ok = GenericFold(reducer, x, i * run + r, out, o * run + r);
   });
   return ok ? OkStatus() : Status(ReducerDoesNotApply(op, reducer, x.type()));
+}
+
+// Calls select(a, b) for a later landing element b of a window against its
+// selection a, keeping a where it holds, and scatter(o, a) once per
+// window o with its selection (ir/select_and_scatter.h's order).
+template <typename Keeps, typename Scatter>
+void SelectEachWindow(const ir::WindowTaps& taps, const std::vector<int64_t>& in_dims,
+                      const std::vector<int64_t>& out_dims, Keeps&& keeps, Scatter&& scatter) {
+  int64_t window_at = -1, selected = -1;
+  ir::ForEachWindowElement(taps, in_dims, out_dims, [&](int64_t o, int64_t i) {
+    if (o != window_at) {
+      if (window_at >= 0) scatter(window_at, selected);
+      window_at = o;
+      selected = i;
+    } else if (!keeps(selected, i)) {
+      selected = i;
+    }
+  });
+  if (window_at >= 0) scatter(window_at, selected);
+}
+
+// Calls run(compare) with `direction` as a comparison of two loaded values
+// (IEEE's for floats: false for a NaN but under NE, as the compare kernel).
+template <typename Run>
+void WithComparison(ir::ComparisonDirection direction, Run&& run) {
+  switch (direction) {
+    case ir::ComparisonDirection::kEq:
+      return run([](auto a, auto b) { return a == b; });
+    case ir::ComparisonDirection::kNe:
+      return run([](auto a, auto b) { return a != b; });
+    case ir::ComparisonDirection::kLt:
+      return run([](auto a, auto b) { return a < b; });
+    case ir::ComparisonDirection::kLe:
+      return run([](auto a, auto b) { return a <= b; });
+    case ir::ComparisonDirection::kGt:
+      return run([](auto a, auto b) { return a > b; });
+    case ir::ComparisonDirection::kGe:
+      return run([](auto a, auto b) { return a >= b; });
+  }
+}
+
+// Floats with a typed loop (operand and source of one type) compare and
+// fold as loaded; any other type goes element by element, comparing as the
+// compare kernel does.
+Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection select, Opcode scatter,
+                        const HostArray& operand, const HostArray& source, const HostArray& init,
+                        const HostArray& out) {
+  if (source.type() != out.type()) {
+    return KernelError(op, "select-and-scatter changes the source's element type");
+  }
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(op);
+  if (!window.ok()) return KernelError(op, window.error().message);
+  const std::vector<int64_t>& in_dims = operand.shape->dims();
+  const std::vector<int64_t>& out_dims = source.shape->dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size() ||
+      out.shape->dims() != in_dims) {
+    return KernelError(op, "the window does not match the operand's rank");
+  }
+  FillWithInit(init, out);
+  // Typed, the windows of a run of trailing dimensions (SplitRuns) select
+  // side by side: they read and write disjoint elements, so only the order
+  // within each, which is kept, matters.
+  const WindowRuns runs = SplitRuns(*window, in_dims, out_dims);
+  const auto run = static_cast<size_t>(runs.run);
+  const bool typed =
+      operand.type() == source.type() && WithTypedAccumulator(operand.type(), [&]<typename F>() {
+        using S = typename F::Storage;
+        const S* x = operand.as<S>();
+        const S* from = source.as<S>();
+        S* to = out.as<S>();
+        std::vector<int64_t> selected(run);
+        std::vector<S> best(run);
+        return WithTypedReducer<F>(scatter, [&](auto fold) {
+          WithComparison(select, [&](auto compare) {
+            const auto start = [&](int64_t i) {
+              for (size_t r = 0; r < run; ++r) {
+                selected[r] = i * runs.run + static_cast<int64_t>(r);
+                best[r] = x[selected[r]];
+              }
+            };
+            const auto scatter_run = [&](int64_t o) {
+              const S* update = from + o * runs.run;
+              for (size_t r = 0; r < run; ++r) {
+                S& onto = to[selected[r]];
+                onto = F::Store(fold(F::Load(onto), F::Load(update[r])));
+              }
+            };
+            int64_t window_at = -1;
+            ir::ForEachWindowElement(runs.taps, runs.outer_in, runs.outer_out,
+                                     [&](int64_t o, int64_t i) {
+                                       if (o != window_at) {
+                                         if (window_at >= 0) scatter_run(window_at);
+                                         window_at = o;
+                                         return start(i);
+                                       }
+                                       const S* candidates = x + i * runs.run;
+                                       for (size_t r = 0; r < run; ++r) {
+                                         if (!compare(F::Load(best[r]), F::Load(candidates[r]))) {
+                                           best[r] = candidates[r];
+                                           selected[r] = i * runs.run + static_cast<int64_t>(r);
+                                         }
+                                       }
+                                     });
+            if (window_at >= 0) scatter_run(window_at);
+          });
+        });
+      });
+  if (typed) return OkStatus();
+  const ir::WindowTaps taps = ir::LandingTaps(*window, in_dims, out_dims);
+  const PrimitiveType type = operand.type();
+  const bool floating = ir::IsFloatingPoint(type);
+  const auto keeps = [&](int64_t a, int64_t b) {
+    if (floating) {
+      const double x = LoadDouble(operand.data, type, a), y = LoadDouble(operand.data, type, b);
+      return scalar::CompareResult(select, std::isnan(x) || std::isnan(y), (x > y) - (x < y));
+    }
+    return scalar::CompareResult(select, false,
+                                 scalar::CompareIntegers(LoadInt(operand.data, type, a),
+                                                         LoadInt(operand.data, type, b), type));
+  };
+  bool ok = true;
+  SelectEachWindow(taps, in_dims, out_dims, keeps, [&](int64_t o, int64_t at) {
+    ok = ok && GenericFold(scatter, source, o, out, at);
+  });
+  return ok ? OkStatus() : Status(ReducerDoesNotApply(op, scatter, source.type()));
 }
 
 }  // namespace loom::exec::cpu

@@ -169,6 +169,7 @@ class Evaluation {
                      int64_t in) const;
   Expected<Tensor> Reduce(const Instruction& instruction) const;
   Expected<Tensor> ReduceWindow(const Instruction& instruction) const;
+  Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -274,6 +275,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Reduce(instruction);
     case Opcode::kReduceWindow:
       return ReduceWindow(instruction);
+    case Opcode::kSelectAndScatter:
+      return SelectAndScatter(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -900,6 +903,66 @@ Expected<Tensor> Evaluation::ReduceWindow(const Instruction& instruction) const 
       });
   LOOM_RETURN_IF_ERROR(status);
   return ReduceResult(instruction, std::move(accumulators));
+}
+
+// Each source element selects one of its window's landing operand
+// elements and scatters itself onto the result there, in the order of
+// ir/select_and_scatter.h; both computations called element by element.
+Expected<Tensor> Evaluation::SelectAndScatter(const Instruction& instruction) const {
+  const ir::Computation* select = instruction.called("select");
+  const ir::Computation* scatter = instruction.called("scatter");
+  if (instruction.operand_count() != 3 || select == nullptr || scatter == nullptr) {
+    return OpError(instruction, "select-and-scatter needs 3 operands, select and scatter");
+  }
+  Expected<std::vector<ir::WindowDimension>> window = ir::ReduceWindowOf(instruction);
+  if (!window.ok()) return OpError(instruction, window.error().message);
+  const Tensor& operand = Operand(instruction, 0);
+  const Tensor& source = Operand(instruction, 1);
+  LOOM_ASSIGN_OR_RETURN(Tensor result, Tensor::Zeros(instruction.shape()));
+  const uint64_t init = Operand(instruction, 2).GetBits(0);
+  for (int64_t i = 0; i < result.ElementCount(); ++i) result.SetBits(i, init);
+  const std::vector<int64_t>& in_dims = operand.shape().dims();
+  const std::vector<int64_t>& out_dims = source.shape().dims();
+  if (window->size() != in_dims.size() || out_dims.size() != in_dims.size()) {
+    return OpError(instruction, "the window does not match the operand's rank");
+  }
+  // Calls `computation` on element a of `x` and element b of `y`.
+  const auto call = [&](const ir::Computation* computation, const Tensor& x, int64_t a,
+                        const Tensor& y, int64_t b) -> Expected<Tensor> {
+    std::vector<Tensor> arguments;
+    LOOM_ASSIGN_OR_RETURN(Tensor first, ScalarFrom(x, a));
+    LOOM_ASSIGN_OR_RETURN(Tensor second, ScalarFrom(y, b));
+    arguments.push_back(std::move(first));
+    arguments.push_back(std::move(second));
+    return Call(computation, std::move(arguments), instruction);
+  };
+  int64_t window_at = -1, selected = -1;  // the source element, its selection
+  const auto scatter_selected = [&]() -> Status {
+    if (window_at < 0) return OkStatus();
+    LOOM_ASSIGN_OR_RETURN(Tensor value, call(scatter, result, selected, source, window_at));
+    result.SetBits(selected, value.GetBits(0));
+    return OkStatus();
+  };
+  Status status = OkStatus();
+  ir::ForEachWindowElement(ir::LandingTaps(*window, in_dims, out_dims), in_dims, out_dims,
+                           [&](int64_t out, int64_t in) {
+                             if (!status.ok()) return;
+                             if (out != window_at) {
+                               status = scatter_selected();
+                               window_at = out;
+                               selected = in;
+                               return;
+                             }
+                             Expected<Tensor> keep = call(select, operand, selected, operand, in);
+                             if (!keep.ok()) {
+                               status = keep.error();
+                             } else if (keep->GetBits(0) == 0) {
+                               selected = in;
+                             }
+                           });
+  LOOM_RETURN_IF_ERROR(status);
+  LOOM_RETURN_IF_ERROR(scatter_selected());
+  return result;
 }
 
 Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
