@@ -53,7 +53,7 @@ struct Case {
 class LoomRun {
  public:
   // `hlo` is the entry's body; `%sum` and `%max`, f32 add and maximum, are
-  // there for reducers, `%ge` for a select.
+  // there for reducers, `%ge` for a select, `%total_less` for a sort.
   explicit LoomRun(const std::string& hlo) {
     auto module = ir::ParseModule(
         "HloModule bench\n\n%sum (x: f32[], y: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n"
@@ -62,6 +62,9 @@ class LoomRun {
         "  %y = f32[] parameter(1)\n  ROOT %m = f32[] maximum(%x, %y)\n}\n\n"
         "%ge (x: f32[], y: f32[]) -> pred[] {\n  %x = f32[] parameter(0)\n"
         "  %y = f32[] parameter(1)\n  ROOT %c = pred[] compare(%x, %y), direction=GE\n}\n\n"
+        "%total_less (x: f32[], y: f32[]) -> pred[] {\n  %x = f32[] parameter(0)\n"
+        "  %y = f32[] parameter(1)\n"
+        "  ROOT %c = pred[] compare(%x, %y), direction=LT, type=TOTALORDER\n}\n\n"
         "ENTRY main {\n" +
         hlo + "}\n");
     if (!module.ok()) throw std::runtime_error(module.error().ToString());
@@ -217,6 +220,27 @@ void AddPoolingCase(std::vector<Case>& cases) {
          }
        },
        2.0});
+}
+
+// Sorting 64 rows of 16384 f32 in XLA's total order (JAX's comparator),
+// against std::stable_sort of each row by <.
+void AddSortCase(std::vector<Case>& cases) {
+  static constexpr int64_t kRows = 64, kLength = 16384;
+  static std::vector<float> rows(kRows * kLength);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = std::sin(0.001f * static_cast<float>(i));
+  static std::vector<float> sorted(rows.size());
+  cases.push_back({"sort 64 rows of 16384 f32 (std::stable_sort)",
+                   fmt::format("  p0 = f32[{},{}] parameter(0)\n  ROOT r = f32[{},{}] sort(p0), "
+                               "dimensions={{1}}, is_stable=true, to_apply=%total_less\n",
+                               kRows, kLength, kRows, kLength),
+                   [] {
+                     sorted = rows;
+                     for (int64_t r = 0; r < kRows; ++r) {
+                       std::stable_sort(sorted.begin() + r * kLength,
+                                        sorted.begin() + (r + 1) * kLength);
+                     }
+                   },
+                   2.0});
 }
 
 std::vector<Case> Cases() {
@@ -429,6 +453,7 @@ std::vector<Case> Cases() {
        2.0});
   AddConvolutionCases(cases);
   AddPoolingCase(cases);
+  AddSortCase(cases);
   return cases;
 }
 

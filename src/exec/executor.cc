@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <unordered_set>
 
@@ -15,6 +16,7 @@
 #include "ir/async.h"
 #include "ir/reduce_window.h"
 #include "ir/reduction.h"
+#include "ir/sort.h"
 
 namespace loom::exec {
 namespace {
@@ -351,6 +353,13 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       return step;
     }
   }
+  if (op == Opcode::kSort && !device_.Supports(instruction)) {
+    step.kind = StepKind::kSort;
+    if (!call(instruction.called("to_apply")).ok()) {
+      return unsupported(OpError(instruction, "sort needs to_apply"));
+    }
+    return step;
+  }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
     step.kind = StepKind::kSelectAndScatter;
     if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
@@ -488,6 +497,7 @@ class Executor::Evaluation {
   Expected<Value> GeneralReduce(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralReduceWindow(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralSelectAndScatter(const Step& step, const std::vector<Value>& in);
+  Expected<Value> GeneralSort(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -618,6 +628,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return GeneralReduceWindow(step, in);
     case StepKind::kSelectAndScatter:
       return GeneralSelectAndScatter(step, in);
+    case StepKind::kSort:
+      return GeneralSort(step, in);
     case StepKind::kScatter:
       return GeneralScatter(step, in);
     case StepKind::kAsyncStart:
@@ -1038,6 +1050,71 @@ Expected<Value> Executor::Evaluation::GeneralSelectAndScatter(const Step& step,
   LOOM_RETURN_IF_ERROR(status);
   LOOM_RETURN_IF_ERROR(scatter_selected());
   return Value::OfArray(std::move(out));
+}
+
+// sort the device cannot run as one op (several operands, or a comparator
+// of more than one compare): on host views, by the CPU kernel where the
+// comparator is one compare, else stably by a call of it per comparison.
+Expected<Value> Executor::Evaluation::GeneralSort(const Step& step, const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  std::vector<Array> outs;
+  std::vector<cpu::HostArray> operands, results;
+  for (const Value& value : in) {
+    if (value.is_tuple()) return OpError(instruction, "sort of a tuple");
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(value.array(), instruction));
+    LOOM_ASSIGN_OR_RETURN(Array out, NewArray(*operand.shape));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray result, HostArrayOf(out, instruction));
+    operands.push_back(operand);
+    results.push_back(result);
+    outs.push_back(std::move(out));
+  }
+  const ir::Computation* comparator = instruction.called("to_apply");
+  const std::vector<int64_t> dims = instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  if (operands.empty() || comparator == nullptr || dims.size() != 1 || dims[0] < 0 ||
+      dims[0] >= operands[0].shape->rank()) {
+    return OpError(instruction, "sort needs operands, one dimension and to_apply");
+  }
+  if (const std::optional<ir::SortKey> key = ir::SimpleSortComparator(*comparator)) {
+    LOOM_RETURN_IF_ERROR(cpu::Sort(instruction, *key, operands, results));
+  } else {
+    const auto n = static_cast<int64_t>(operands.size());
+    LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
+                          ScalarParameters(step, 2 * n));
+    const ir::Shape pred(ir::PrimitiveType::kPred, {});
+    LOOM_ASSIGN_OR_RETURN(Array verdict_array, NewArray(pred));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray verdict, HostArrayOf(verdict_array, instruction));
+    const ir::SortSlices slices = ir::SlicesAlong(operands[0].shape->dims(), dims[0]);
+    std::vector<Element> arguments(static_cast<size_t>(2 * n));
+    const Element onto[] = {{&verdict, 0}};
+    Status status = OkStatus();
+    std::vector<int64_t> order(static_cast<size_t>(slices.length));
+    for (int64_t s = 0; s < slices.count && status.ok(); ++s) {
+      const int64_t start = slices.Start(s);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        if (!status.ok()) return false;
+        for (int64_t k = 0; k < n; ++k) {
+          arguments[2 * k] = {&operands[k], start + a * slices.stride};
+          arguments[2 * k + 1] = {&operands[k], start + b * slices.stride};
+        }
+        status = CallOnElements(step, parameters, arguments, onto);
+        return status.ok() && verdict.data[0] != std::byte{0};
+      });
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t width = operands[k].element_bytes();
+        for (int64_t j = 0; j < slices.length; ++j) {
+          std::memcpy(results[k].data + (start + j * slices.stride) * width,
+                      operands[k].data + (start + order[j] * slices.stride) * width,
+                      static_cast<size_t>(width));
+        }
+      }
+    }
+    LOOM_RETURN_IF_ERROR(status);
+  }
+  if (!instruction.shape().IsTuple()) return Value::OfArray(std::move(outs[0]));
+  std::vector<Value> elements;
+  for (Array& out : outs) elements.push_back(Value::OfArray(std::move(out)));
+  return Value::OfTuple(&instruction.shape(), std::move(elements));
 }
 
 // scatter the device cannot run as one op (several operands, or a combiner

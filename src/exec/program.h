@@ -64,6 +64,7 @@ enum class StepKind : uint8_t {
   kReduce,            // reduce with a reducer computation the device cannot run
   kReduceWindow,      // reduce-window, likewise
   kSelectAndScatter,  // select-and-scatter, likewise
+  kSort,              // sort, likewise (several operands, or a comparator of more ops)
   kScatter,           // scatter with a combiner (or of operands) the device cannot run
   kAsyncStart,        // a generic async-start: runs its callee at once
   kAsyncUpdate,

@@ -95,6 +95,21 @@ std::string_view ComparisonDirectionName(ComparisonDirection direction) {
   return kDirectionNames[static_cast<size_t>(direction)];
 }
 
+ComparisonDirection SwappedDirection(ComparisonDirection direction) {
+  switch (direction) {
+    case ComparisonDirection::kLt:
+      return ComparisonDirection::kGt;
+    case ComparisonDirection::kLe:
+      return ComparisonDirection::kGe;
+    case ComparisonDirection::kGt:
+      return ComparisonDirection::kLt;
+    case ComparisonDirection::kGe:
+      return ComparisonDirection::kLe;
+    default:
+      return direction;  // EQ, NE
+  }
+}
+
 std::optional<ComparisonDirection> ParseComparisonDirection(std::string_view name) {
   for (size_t i = 0; i < kDirectionNames.size(); ++i) {
     if (kDirectionNames[i] == name) return static_cast<ComparisonDirection>(i);

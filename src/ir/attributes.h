@@ -92,6 +92,8 @@ struct PadDim {
 enum class ComparisonDirection { kEq, kNe, kLt, kLe, kGt, kGe };
 std::string_view ComparisonDirectionName(ComparisonDirection direction);
 std::optional<ComparisonDirection> ParseComparisonDirection(std::string_view name);
+// The direction that compares (b, a) as `direction` compares (a, b).
+ComparisonDirection SwappedDirection(ComparisonDirection direction);
 
 // `to_apply=%add`, `calls=%fused`, `condition=%c`, `body=%b`,
 // `branch_computations={%a, %b}`, `true_computation=`, `false_computation=`.

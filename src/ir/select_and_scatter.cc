@@ -1,26 +1,6 @@
 #include "ir/select_and_scatter.h"
 
 namespace loom::ir {
-namespace {
-
-// The direction that compares (b, a) as `direction` compares (a, b).
-ComparisonDirection Swapped(ComparisonDirection direction) {
-  switch (direction) {
-    case ComparisonDirection::kLt:
-      return ComparisonDirection::kGt;
-    case ComparisonDirection::kLe:
-      return ComparisonDirection::kGe;
-    case ComparisonDirection::kGt:
-      return ComparisonDirection::kLt;
-    case ComparisonDirection::kGe:
-      return ComparisonDirection::kLe;
-    default:
-      return direction;  // EQ, NE
-  }
-}
-
-}  // namespace
-
 std::optional<ComparisonDirection> SelectComparison(const Computation& select) {
   const Instruction* root = select.root();
   if (root == nullptr || root->opcode() != Opcode::kCompare || root->operand_count() != 2 ||
@@ -38,7 +18,7 @@ std::optional<ComparisonDirection> SelectComparison(const Computation& select) {
     return std::nullopt;
   }
   const ComparisonDirection direction = *root->attrs().direction;
-  return a->parameter_number() == 0 ? direction : Swapped(direction);
+  return a->parameter_number() == 0 ? direction : SwappedDirection(direction);
 }
 
 }  // namespace loom::ir

@@ -244,6 +244,7 @@ class ModuleVerifier {
   Status VerifyCopyDone(const Instruction& instruction);
   Status VerifyReduceWindow(const Instruction& instruction);
   Status VerifySelectAndScatter(const Instruction& instruction);
+  Status VerifySort(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -1192,6 +1193,8 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyReduceWindow(instruction);
     case Opcode::kSelectAndScatter:
       return VerifySelectAndScatter(instruction);
+    case Opcode::kSort:
+      return VerifySort(instruction);
     case Opcode::kScatter:
       return VerifyScatter(instruction);
     case Opcode::kGather:
@@ -1199,7 +1202,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
     case Opcode::kConvolution:
       return VerifyConvolution(instruction);
     default:
-      // custom-call, sort, fft, rng,
+      // custom-call, fft, rng,
       // triangular-solve, cholesky, batch-norm-*, topk, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
@@ -1685,6 +1688,43 @@ Status ModuleVerifier::VerifyReduceWindow(const Instruction& instruction) {
   std::vector<Shape> results;
   for (const PrimitiveType type : reducer.accumulators) results.emplace_back(type, *dims);
   return ExpectShape(instruction, results.size() == 1 ? results[0] : Shape::Tuple(results));
+}
+
+// sort(operands...) (ir/sort.h): operands of one shape, one dimension in
+// range, a comparator of their element pairs that returns pred[]; the
+// result the operand (a tuple of them, for several).
+Status ModuleVerifier::VerifySort(const Instruction& instruction) {
+  const int64_t n = instruction.operand_count();
+  if (n == 0) return At(instruction, "sort takes at least one operand");
+  const Shape& first = instruction.operand(0)->shape();
+  std::vector<Shape> elements;
+  for (int64_t k = 0; k < n; ++k) {
+    const Shape& operand = instruction.operand(k)->shape();
+    if (!operand.IsArray() || operand.dims() != first.dims()) {
+      return At(instruction, fmt::format("operand {} is {}, expected an array of the dimensions "
+                                         "of operand 0 {}",
+                                         k, Str(operand), Str(first)));
+    }
+    elements.emplace_back(operand.type(), std::vector<int64_t>{});
+    elements.emplace_back(operand.type(), std::vector<int64_t>{});
+  }
+  LOOM_ASSIGN_OR_RETURN(
+      const auto dims,
+      RequireAttribute(instruction, instruction.attrs().dimensions, "dimensions={...}"));
+  if (dims.size() != 1 || dims[0] < 0 || dims[0] >= first.rank()) {
+    return At(instruction, fmt::format("sort takes one dimension of {}, got dimensions={{{}}}",
+                                       Str(first), fmt::join(dims, ",")));
+  }
+  LOOM_ASSIGN_OR_RETURN(const Computation* comparator, RequireCalled(instruction, "to_apply"));
+  std::vector<const Shape*> parameters;
+  for (const Shape& element : elements) parameters.push_back(&element);
+  LOOM_RETURN_IF_ERROR(ExpectCalleeParameters(instruction, "to_apply", *comparator, parameters));
+  LOOM_RETURN_IF_ERROR(
+      ExpectCalleeResult(instruction, "to_apply", *comparator, Shape(PrimitiveType::kPred, {})));
+  if (n == 1) return ExpectShape(instruction, first);
+  std::vector<Shape> results;
+  for (int64_t k = 0; k < n; ++k) results.push_back(instruction.operand(k)->shape());
+  return ExpectShape(instruction, Shape::Tuple(results));
 }
 
 // select-and-scatter(operand, source, init) (ir/select_and_scatter.h):

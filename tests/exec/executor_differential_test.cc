@@ -712,6 +712,101 @@ TEST(ExecutorDifferential, SelectAndScatterSelectsAsXlaDoes) {
   run("LE", {1, 3, 2, 5, 4}, "size=3 stride=2", {1, 10}, {1, 0, 10, 0, 0});
 }
 
+// Sorts on every key type, both directions, with and without TOTALORDER,
+// along each dimension; an argsort (keys and an iota, the executor's host
+// sort) and a lexicographic comparator (calls). Random inputs repeat values
+// and hold NaNs and signed zeros, so ties and unordered keys are sorted too.
+TEST(ExecutorDifferential, SortsEveryTypeAndComparator) {
+  uint32_t seed = 1100;
+  const auto comparator = [](const std::string& type, const std::string& compare) {
+    return fmt::format(
+        "\n%less (a: {0}[], b: {0}[]) -> pred[] {{\n  %a = {0}[] parameter(0)\n"
+        "  %b = {0}[] parameter(1)\n  ROOT %r = pred[] {1}\n}}\n",
+        type, compare);
+  };
+  for (const std::string type : {"f32", "bf16", "f64", "f16", "s32", "u8", "u64", "s8", "pred"}) {
+    for (const char* compare :
+         {"compare(%a, %b), direction=LT", "compare(%a, %b), direction=GT",
+          "compare(%a, %b), direction=LT, type=TOTALORDER", "compare(%b, %a), direction=LT"}) {
+      for (const int dimension : {0, 1, 2}) {
+        ExpectSame(fmt::format("sort {} by {} along {}", type, compare, dimension),
+                   fmt::format("  p0 = {0}[5,37,3] parameter(0)\n"
+                               "  ROOT r = {0}[5,37,3] sort(p0), dimensions={{{1}}}, "
+                               "is_stable=true, to_apply=%less\n",
+                               type, dimension),
+                   seed++, comparator(type, compare), /*must_run=*/true);
+      }
+    }
+  }
+  ExpectSame("argsort",
+             "  p0 = f32[6,50] parameter(0)\n  i = s32[6,50] iota(), iota_dimension=1\n"
+             "  ROOT r = (f32[6,50], s32[6,50]) sort(p0, i), dimensions={1}, is_stable=true, "
+             "to_apply=%less\n",
+             seed++, R"(
+%less (a: f32[], b: f32[], c: s32[], d: s32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = s32[] parameter(2)
+  %d = s32[] parameter(3)
+  ROOT %r = pred[] compare(%a, %b), direction=GT, type=TOTALORDER
+}
+)",
+             /*must_run=*/true);
+  ExpectSame("sort by two keys",
+             "  p0 = u8[6,50] parameter(0)\n  p1 = f32[6,50] parameter(1)\n"
+             "  ROOT r = (u8[6,50], f32[6,50]) sort(p0, p1), dimensions={1}, to_apply=%less\n",
+             seed++, R"(
+%less (a: u8[], b: u8[], c: f32[], d: f32[]) -> pred[] {
+  %a = u8[] parameter(0)
+  %b = u8[] parameter(1)
+  %c = f32[] parameter(2)
+  %d = f32[] parameter(3)
+  %lt = pred[] compare(%a, %b), direction=LT
+  %eq = pred[] compare(%a, %b), direction=EQ
+  %lt2 = pred[] compare(%c, %d), direction=LT, type=TOTALORDER
+  %then = pred[] and(%eq, %lt2)
+  ROOT %r = pred[] or(%lt, %then)
+}
+)",
+             /*must_run=*/true);
+}
+
+// Stability and TOTALORDER, by hand: equal keys keep their order; -NaN <
+// -inf < -0 < +0 < inf < NaN.
+TEST(ExecutorDifferential, SortsStablyInTotalOrder) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto module = ir::ParseModule(R"(HloModule sort
+%less {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = s32[] parameter(2)
+  %d = s32[] parameter(3)
+  ROOT %r = pred[] compare(%a, %b), direction=LT, type=TOTALORDER
+}
+ENTRY main {
+  x = f32[8] parameter(0)
+  i = s32[8] iota(), iota_dimension=0
+  ROOT r = (f32[8], s32[8]) sort(x, i), dimensions={0}, is_stable=true, to_apply=%less
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {8})).value()};
+  const std::vector<double> x = {1, nan, 0.0, -inf, -0.0, 1, -nan, inf};
+  for (int64_t i = 0; i < 8; ++i) inputs[0].SetDouble(i, x[static_cast<size_t>(i)]);
+  for (const bool reference : {false, true}) {
+    Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                   : Interpreter({}, {}).RunEntry(**module, inputs);
+    ASSERT_TRUE(y.ok()) << y.error().ToString();
+    const Tensor& order = y->tuple_elements()[1];
+    std::vector<int64_t> got;
+    for (int64_t i = 0; i < 8; ++i) got.push_back(order.GetInt(i));
+    EXPECT_EQ(got, (std::vector<int64_t>{6, 3, 4, 2, 0, 5, 7, 1}))
+        << (reference ? "reference" : "executor");
+  }
+}
+
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {

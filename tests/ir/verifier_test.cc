@@ -1353,6 +1353,7 @@ TEST(VerifierTrusted, UninterpretedOpsAreListed) {
   %conv = f32[16,256,256] convolution(%p, %p), window={size=16 stride=15 lhs_dilate=16}, dim_labels=0fb_0io->0fb
   %cc = bf16[3] custom-call(%conv), custom_call_target="Boh"
   %s = f32[16,256,256] sort(%conv), dimensions={0}, to_apply=%lt
+  %l = f32[16,256,256] cholesky(%s), lower=true
 )") + R"(
 %lt {
   %a = f32[] parameter(0)
@@ -1360,9 +1361,10 @@ TEST(VerifierTrusted, UninterpretedOpsAreListed) {
   %r = pred[] compare(%a, %b), direction=LT
 }
 )");
+  // sort is verified (ir/sort.h), not trusted.
   EXPECT_EQ(report.trusted,
             (std::vector<std::string>{"%cc: custom-call (shape trusted as declared)",
-                                      "%s: sort (shape trusted as declared)"}));
+                                      "%l: cholesky (shape trusted as declared)"}));
 }
 
 // --- convolution ------------------------------------------------------------------
@@ -1491,6 +1493,32 @@ TEST(VerifierSelectAndScatter, ChecksTheSourceAndTheComputations) {
             "but the source is f32[8,15,16,64]");
   EXPECT_EQ(verdict("8,16,16,64", "%add"),
             "6:3: %dx: select %add returns f32[], but %dx is pred[]");
+}
+
+TEST(VerifierSort, ChecksOperandsDimensionAndComparator) {
+  const std::string less = R"(
+%less {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  %c = s32[] parameter(2)
+  %d = s32[] parameter(3)
+  ROOT %r = pred[] compare(%a, %b), direction=LT
+}
+)";
+  const auto verdict = [&](std::string_view line) {
+    return Verdict(Entry(std::string(R"(  %x = f32[4,9] parameter(0)
+  %i = s32[4,9] iota(), iota_dimension=1
+)") + std::string(line) + "\n") +
+                   less);
+  };
+  EXPECT_EQ(verdict("  %s = (f32[4,9], s32[4,9]) sort(%x, %i), dimensions={1}, to_apply=%less"),
+            "ok");
+  EXPECT_EQ(verdict("  %s = (f32[4,9], s32[4,9]) sort(%x, %i), dimensions={2}, to_apply=%less"),
+            "5:3: %s: sort takes one dimension of f32[4,9], got dimensions={2}");
+  EXPECT_EQ(verdict("  %s = f32[4,9] sort(%x), dimensions={1}, to_apply=%less"),
+            "5:3: %s: to_apply %less takes 4 parameters, but sort passes 2 operands");
+  EXPECT_EQ(verdict("  %s = (f32[4,9], f32[4,9]) sort(%x, %i), dimensions={1}, to_apply=%less"),
+            "5:3: %s: declared shape (f32[4,9], f32[4,9]) but sort infers (f32[4,9], s32[4,9])");
 }
 
 TEST(VerifierReduceWindow, ReducerIsChecked) {

@@ -214,6 +214,9 @@ bool CpuDevice::Supports(const ir::Instruction& op) const {
       return op.operand_count() == 2 && SimpleReducer(op).has_value();
     case Opcode::kSelectAndScatter:
       return op.operand_count() == 3 && SimpleSelectAndScatter(op).has_value();
+    case Opcode::kSort:  // several operands give a tuple: the executor sorts those
+      return op.operand_count() == 1 && op.called("to_apply") != nullptr &&
+             ir::SimpleSortComparator(*op.called("to_apply")).has_value();
     case Opcode::kGather:
       return op.operand_count() == 2;
     case Opcode::kScatter:
@@ -309,12 +312,20 @@ Status CpuDevice::Run(const ir::Instruction& op, std::span<const Array> operands
       return code == Opcode::kReduce ? Reduce(op, *reducer, in[0], in[1], out)
                                      : ReduceWindow(op, *reducer, in[0], in[1], out);
     }
+    case Opcode::kSort: {
+      LOOM_RETURN_IF_ERROR(need(1));
+      const ir::Computation* comparator = op.called("to_apply");
+      const auto key = comparator ? ir::SimpleSortComparator(*comparator) : std::nullopt;
+      if (!key) return KernelError(op, "sort needs a one-compare comparator on this device");
+      return Sort(op, *key, in, std::span<const HostArray>(&out, 1));
+    }
     case Opcode::kSelectAndScatter: {
       LOOM_RETURN_IF_ERROR(need(3));
       const auto simple = SimpleSelectAndScatter(op);
       if (!simple) {
-        return KernelError(op, "select-and-scatter needs a one-compare select and a one-op scatter "
-                               "on this device");
+        return KernelError(op,
+                           "select-and-scatter needs a one-compare select and a one-op scatter "
+                           "on this device");
       }
       return SelectAndScatter(op, simple->first, simple->second, in[0], in[1], in[2], out);
     }

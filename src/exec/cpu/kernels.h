@@ -14,6 +14,7 @@
 
 #include "ir/instruction.h"
 #include "ir/shape.h"
+#include "ir/sort.h"
 #include "support/status.h"
 
 namespace loom::exec::cpu {
@@ -105,6 +106,11 @@ Status ReduceWindow(const ir::Instruction& op, ir::Opcode reducer, const HostArr
 Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection select,
                         ir::Opcode scatter, const HostArray& operand, const HostArray& source,
                         const HostArray& init, const HostArray& out);
+// sort (ir/sort.h) whose comparator is one compare of operand key.operand's
+// elements: each slice stably by its keys, all operands permuted alike
+// into `outs` (new arrays); the reference's order.
+Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const HostArray> operands,
+            std::span<const HostArray> outs);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

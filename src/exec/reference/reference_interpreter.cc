@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "ir/gather_scatter.h"
 #include "ir/reduce_window.h"
 #include "ir/reduction.h"
+#include "ir/sort.h"
 
 namespace loom::exec {
 namespace {
@@ -170,6 +172,7 @@ class Evaluation {
   Expected<Tensor> Reduce(const Instruction& instruction) const;
   Expected<Tensor> ReduceWindow(const Instruction& instruction) const;
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
+  Expected<Tensor> Sort(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -277,6 +280,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return ReduceWindow(instruction);
     case Opcode::kSelectAndScatter:
       return SelectAndScatter(instruction);
+    case Opcode::kSort:
+      return Sort(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -963,6 +968,61 @@ Expected<Tensor> Evaluation::SelectAndScatter(const Instruction& instruction) co
   LOOM_RETURN_IF_ERROR(status);
   LOOM_RETURN_IF_ERROR(scatter_selected());
   return result;
+}
+
+// Each slice along the dimension sorted stably by calls of the comparator
+// (ir/sort.h); every operand permuted alike.
+Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
+  const ir::Computation* comparator = instruction.called("to_apply");
+  const std::vector<int64_t> dims = instruction.attrs().dimensions.value_or(std::vector<int64_t>{});
+  const int64_t n = instruction.operand_count();
+  if (n == 0 || comparator == nullptr || dims.size() != 1) {
+    return OpError(instruction, "sort needs operands, one dimension and to_apply");
+  }
+  const ir::Shape& shape = Operand(instruction, 0).shape();
+  if (dims[0] < 0 || dims[0] >= shape.rank()) return OpError(instruction, "bad sort dimension");
+  const ir::SortSlices slices = ir::SlicesAlong(shape.dims(), dims[0]);
+  std::vector<Tensor> outs;
+  for (int64_t k = 0; k < n; ++k) outs.push_back(Operand(instruction, k));
+  std::optional<Error> failure;
+  // Whether position a of the slice at `start` goes before position b.
+  const auto before = [&](int64_t start, int64_t a, int64_t b) {
+    if (failure) return false;
+    std::vector<Tensor> arguments;
+    for (int64_t k = 0; k < n; ++k) {
+      for (const int64_t j : {a, b}) {
+        Expected<Tensor> scalar = ScalarFrom(Operand(instruction, k), start + j * slices.stride);
+        if (!scalar.ok()) {
+          failure = scalar.error();
+          return false;
+        }
+        arguments.push_back(std::move(scalar).value());
+      }
+    }
+    Expected<Tensor> verdict = Call(comparator, std::move(arguments), instruction);
+    if (!verdict.ok()) {
+      failure = verdict.error();
+      return false;
+    }
+    return verdict->GetBits(0) != 0;
+  };
+  std::vector<int64_t> order(static_cast<size_t>(slices.length));
+  for (int64_t s = 0; s < slices.count && !failure; ++s) {
+    const int64_t start = slices.Start(s);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return before(start, a, b); });
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t j = 0; j < slices.length; ++j) {
+        outs[k].SetBits(
+            start + j * slices.stride,
+            Operand(instruction, k).GetBits(start + order[static_cast<size_t>(j)] * slices.stride));
+      }
+    }
+  }
+  if (failure) return *failure;
+  if (n == 1) return std::move(outs[0]);
+  return Tensor::Tuple(std::move(outs));
 }
 
 Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {

@@ -1,0 +1,44 @@
+#include "ir/sort.h"
+
+namespace loom::ir {
+
+std::optional<SortKey> SimpleSortComparator(const Computation& comparator) {
+  const Instruction* root = comparator.root();
+  if (root == nullptr || root->opcode() != Opcode::kCompare || root->operand_count() != 2 ||
+      !root->attrs().direction) {
+    return std::nullopt;
+  }
+  // Nothing but the parameters and the compare.
+  if (comparator.instruction_count() != static_cast<int64_t>(comparator.parameters().size()) + 1) {
+    return std::nullopt;
+  }
+  const Instruction* a = root->operand(0);
+  const Instruction* b = root->operand(1);
+  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter ||
+      !a->parameter_number() || !b->parameter_number()) {
+    return std::nullopt;
+  }
+  const int64_t first = *a->parameter_number(), second = *b->parameter_number();
+  if (first / 2 != second / 2 || first == second) return std::nullopt;
+  SortKey key;
+  key.operand = first / 2;
+  key.direction =
+      first % 2 == 0 ? *root->attrs().direction : SwappedDirection(*root->attrs().direction);
+  const RawAttribute* type = root->attrs().FindRaw("type");
+  key.total_order = type != nullptr && type->value == "TOTALORDER";
+  return key;
+}
+
+SortSlices SlicesAlong(const std::vector<int64_t>& dims, int64_t dimension) {
+  SortSlices slices;
+  int64_t elements = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    elements *= dims[d];
+    if (static_cast<int64_t>(d) > dimension) slices.stride *= dims[d];
+  }
+  slices.length = dims[static_cast<size_t>(dimension)];
+  slices.count = slices.length == 0 ? 0 : elements / slices.length;
+  return slices;
+}
+
+}  // namespace loom::ir

@@ -1,0 +1,45 @@
+// sort: its comparator read, and what it means, in one place for the
+// verifier and both executors.
+//
+//   %s = (f32[8,128], s32[8,128]) sort(f32[8,128] %keys, s32[8,128] %ids),
+//       dimensions={1}, is_stable=true, to_apply=%less
+//
+// Every 1-D slice of the operands along `dimensions` is sorted: the
+// comparator takes 2N scalars, operand k's elements of two positions as
+// parameters 2k and 2k+1, and says whether the first goes before the
+// second; all N operands are permuted alike. Loom sorts stably (XLA does
+// where is_stable=true; where it is not, any order of equivalent elements
+// is XLA's answer, and the stable one is Loom's on every backend). A
+// comparator that is not a strict weak order (LT without TOTALORDER over
+// NaNs) gives an order std::stable_sort makes of it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/attributes.h"
+#include "ir/computation.h"
+
+namespace loom::ir {
+
+// A comparator that is one compare of one operand's two elements:
+// compare(p2k, p2k+1) (or the other way round, its direction swapped).
+struct SortKey {
+  int64_t operand = 0;
+  ComparisonDirection direction = ComparisonDirection::kLt;
+  bool total_order = false;  // type=TOTALORDER
+};
+std::optional<SortKey> SimpleSortComparator(const Computation& comparator);
+
+// The 1-D slices along `dimension` of a row-major array of `dims`: element
+// j of slice s is at linear index Start(s) + j * stride.
+struct SortSlices {
+  int64_t count = 0;   // slices
+  int64_t length = 0;  // elements of each
+  int64_t stride = 1;
+  int64_t Start(int64_t s) const { return s / stride * length * stride + s % stride; }
+};
+SortSlices SlicesAlong(const std::vector<int64_t>& dims, int64_t dimension);
+
+}  // namespace loom::ir
