@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/cpu/cpu_device.h"
@@ -243,6 +244,41 @@ void AddSortCase(std::vector<Case>& cases) {
                    2.0});
 }
 
+// topk (largest, XLA's total order), against std::partial_sort of each
+// row's (value, position) pairs by value, larger first, then position:
+// a sampler's top 40 of a vocabulary, and a router's top 2 of 64 experts.
+void AddTopKCases(std::vector<Case>& cases) {
+  struct Shape {
+    int64_t rows, length, k;
+    const char* what;
+  };
+  for (const Shape shape : {Shape{64, 32768, 40, "a vocabulary"}, Shape{8192, 64, 2, "experts"}}) {
+    auto rows = std::make_shared<std::vector<float>>(shape.rows * shape.length);
+    for (size_t i = 0; i < rows->size(); ++i) (*rows)[i] = std::sin(0.001f * static_cast<float>(i));
+    auto top = std::make_shared<std::vector<std::pair<float, int32_t>>>(shape.rows * shape.k);
+    cases.push_back(
+        {fmt::format("topk {} of {} rows of {} f32, {} (std::partial_sort)", shape.k, shape.rows,
+                     shape.length, shape.what),
+         fmt::format("  p0 = f32[{0},{1}] parameter(0)\n"
+                     "  ROOT r = (f32[{0},{2}], s32[{0},{2}]) topk(p0), k={2}, largest=true\n",
+                     shape.rows, shape.length, shape.k),
+         [shape, rows, top] {
+           std::vector<std::pair<float, int32_t>> row(static_cast<size_t>(shape.length));
+           for (int64_t r = 0; r < shape.rows; ++r) {
+             for (int64_t j = 0; j < shape.length; ++j) {
+               row[j] = {(*rows)[r * shape.length + j], static_cast<int32_t>(j)};
+             }
+             std::partial_sort(
+                 row.begin(), row.begin() + shape.k, row.end(), [](const auto& a, const auto& b) {
+                   return a.first != b.first ? a.first > b.first : a.second < b.second;
+                 });
+             std::copy_n(row.begin(), shape.k, top->begin() + r * shape.k);
+           }
+         },
+         2.0});
+  }
+}
+
 std::vector<Case> Cases() {
   // Buffers of the native side, shared by the cases (allocated and touched
   // once, as the executor's pool is warm).
@@ -454,6 +490,7 @@ std::vector<Case> Cases() {
   AddConvolutionCases(cases);
   AddPoolingCase(cases);
   AddSortCase(cases);
+  AddTopKCases(cases);
   return cases;
 }
 

@@ -360,6 +360,15 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     }
     return step;
   }
+  if (op == Opcode::kTopK) {
+    const ir::Shape& operand = instruction.operand(0)->shape();
+    if (!operand.IsArray() || !IsExecutableType(operand.type())) {
+      return unsupported(OpError(
+          instruction, fmt::format("topk of {} is not executable", operand.ToString(false))));
+    }
+    step.kind = StepKind::kTopK;
+    return step;
+  }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
     step.kind = StepKind::kSelectAndScatter;
     if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
@@ -498,6 +507,7 @@ class Executor::Evaluation {
   Expected<Value> GeneralReduceWindow(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralSelectAndScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralSort(const Step& step, const std::vector<Value>& in);
+  Expected<Value> TopK(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -632,6 +642,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return GeneralSort(step, in);
     case StepKind::kScatter:
       return GeneralScatter(step, in);
+    case StepKind::kTopK:
+      return TopK(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -1115,6 +1127,26 @@ Expected<Value> Executor::Evaluation::GeneralSort(const Step& step, const std::v
   std::vector<Value> elements;
   for (Array& out : outs) elements.push_back(Value::OfArray(std::move(out)));
   return Value::OfTuple(&instruction.shape(), std::move(elements));
+}
+
+// topk on host views by the CPU kernel: its values and positions.
+Expected<Value> Executor::Evaluation::TopK(const Step& step, const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  const ir::Shape& shape = instruction.shape();
+  if (in.size() != 1 || in[0].is_tuple() || !shape.IsTuple() || shape.tuple_size() != 2) {
+    return OpError(instruction, "topk takes an array and returns (values, positions)");
+  }
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[0].array(), instruction));
+  std::vector<Value> elements;
+  std::vector<cpu::HostArray> outs;
+  for (const ir::Shape& element : shape.tuple_elements()) {
+    LOOM_ASSIGN_OR_RETURN(Array out, NewArray(element));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(out, instruction));
+    outs.push_back(view);
+    elements.push_back(Value::OfArray(std::move(out)));
+  }
+  LOOM_RETURN_IF_ERROR(cpu::TopK(instruction, operand, outs[0], outs[1]));
+  return Value::OfTuple(&shape, std::move(elements));
 }
 
 // scatter the device cannot run as one op (several operands, or a combiner

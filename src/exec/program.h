@@ -66,6 +66,7 @@ enum class StepKind : uint8_t {
   kSelectAndScatter,  // select-and-scatter, likewise
   kSort,              // sort, likewise (several operands, or a comparator of more ops)
   kScatter,           // scatter with a combiner (or of operands) the device cannot run
+  kTopK,              // topk: values and positions, a tuple no device op returns
   kAsyncStart,        // a generic async-start: runs its callee at once
   kAsyncUpdate,
   kAsyncDone,

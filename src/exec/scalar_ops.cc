@@ -210,12 +210,6 @@ std::optional<int64_t> BinaryInteger(Opcode op, int64_t a, int64_t b, PrimitiveT
   }
 }
 
-int64_t TotalOrderKey(uint64_t bits, int width) {
-  const uint64_t sign_bit = uint64_t{1} << (width - 1);
-  const auto magnitude = static_cast<int64_t>(bits & ~sign_bit);
-  return (bits & sign_bit) ? -magnitude - 1 : magnitude;
-}
-
 bool CompareResult(ir::ComparisonDirection direction, bool unordered, int order) {
   using D = ir::ComparisonDirection;
   if (unordered) return direction == D::kNe;  // NaN: only NE holds

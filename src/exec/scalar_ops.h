@@ -36,7 +36,12 @@ std::optional<int64_t> BinaryInteger(ir::Opcode op, int64_t a, int64_t b, ir::Pr
 
 // The key under which XLA's TOTALORDER comparison orders a float of `width`
 // bits: -NaN < -inf < ... < -0 < +0 < ... < inf < NaN.
-int64_t TotalOrderKey(uint64_t bits, int width);
+// Inline: sorts and topk call it once an element.
+inline int64_t TotalOrderKey(uint64_t bits, int width) {
+  const uint64_t sign_bit = uint64_t{1} << (width - 1);
+  const auto magnitude = static_cast<int64_t>(bits & ~sign_bit);
+  return (bits & sign_bit) ? -magnitude - 1 : magnitude;
+}
 
 // Whether `direction` holds for a three-way `order` (or for an unordered
 // pair: a NaN, where only NE holds).

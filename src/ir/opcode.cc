@@ -139,6 +139,7 @@ int64_t MinimumOperandCount(Opcode op) {
     case Opcode::kAddDependency:
     case Opcode::kAsyncUpdate:
     case Opcode::kAsyncDone:
+    case Opcode::kTopK:
       return 1;
     default:
       return 0;

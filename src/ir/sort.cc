@@ -1,5 +1,7 @@
 #include "ir/sort.h"
 
+#include <fmt/format.h>
+
 namespace loom::ir {
 
 std::optional<SortKey> SimpleSortComparator(const Computation& comparator) {
@@ -39,6 +41,42 @@ SortSlices SlicesAlong(const std::vector<int64_t>& dims, int64_t dimension) {
   slices.length = dims[static_cast<size_t>(dimension)];
   slices.count = slices.length == 0 ? 0 : elements / slices.length;
   return slices;
+}
+
+Expected<TopK> TopKOf(const Instruction& topk) {
+  TopK result;
+  const RawAttribute* k = topk.attrs().FindRaw("k");
+  const std::optional<int64_t> parsed = k == nullptr ? std::nullopt : ParseInteger(k->value);
+  if (!parsed || *parsed < 0) {
+    return Error{fmt::format("%{}: topk needs k=N, N >= 0", topk.name()),
+                 k == nullptr ? topk.loc() : k->loc};
+  }
+  result.k = *parsed;
+  if (const RawAttribute* largest = topk.attrs().FindRaw("largest")) {
+    if (largest->value != "true" && largest->value != "false") {
+      return Error{
+          fmt::format("%{}: largest={} is neither true nor false", topk.name(), largest->value),
+          largest->loc};
+    }
+    result.largest = largest->value == "true";
+  }
+  return result;
+}
+
+SortKey TopKSortKey(const TopK& topk) {
+  return SortKey{0, topk.largest ? ComparisonDirection::kGt : ComparisonDirection::kLt, true};
+}
+
+Expected<Shape> InferTopKShape(const Shape& operand, int64_t k) {
+  if (!operand.IsArray() || operand.rank() == 0 || k > operand.dims().back()) {
+    return Error{
+        fmt::format("topk takes an array of rank 1 or more whose last dimension holds "
+                    "k={}, got {}",
+                    k, operand.ToString(false))};
+  }
+  std::vector<int64_t> dims = operand.dims();
+  dims.back() = k;
+  return Shape::Tuple({Shape(operand.type(), dims), Shape(PrimitiveType::kS32, dims)});
 }
 
 }  // namespace loom::ir

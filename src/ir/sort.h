@@ -20,6 +20,9 @@
 
 #include "ir/attributes.h"
 #include "ir/computation.h"
+#include "ir/instruction.h"
+#include "ir/shape.h"
+#include "support/status.h"
 
 namespace loom::ir {
 
@@ -41,5 +44,26 @@ struct SortSlices {
   int64_t Start(int64_t s) const { return s / stride * length * stride + s % stride; }
 };
 SortSlices SlicesAlong(const std::vector<int64_t>& dims, int64_t dimension);
+
+// topk: along the last dimension, the k largest (largest=false: smallest)
+// elements and their positions.
+//
+//   %t = (f32[8,2], s32[8,2]) topk(f32[8,128] %x), k=2, largest=true
+//
+// It is the sort XLA's TopkDecomposer makes of it: the operand and an iota
+// of positions sorted stably by GT (LT) TOTALORDER of the operand, each
+// sliced to its first k. So the order is the total one (-NaN < -inf < ... <
+// -0 < +0 < ... < inf < NaN, larger first for largest), equal elements in
+// increasing position, and any k elements of a slice have one answer.
+struct TopK {
+  int64_t k = 0;
+  bool largest = true;  // XLA's default
+};
+Expected<TopK> TopKOf(const Instruction& topk);
+// The comparison topk sorts by, as a sort's comparator would say it.
+SortKey TopKSortKey(const TopK& topk);
+// (operand's type [..., k], s32[..., k]) for an array of rank >= 1 whose
+// last dimension holds k.
+Expected<Shape> InferTopKShape(const Shape& operand, int64_t k);
 
 }  // namespace loom::ir

@@ -18,6 +18,7 @@
 #include "ir/literal.h"
 #include "ir/reduce_window.h"
 #include "ir/shape_inference.h"
+#include "ir/sort.h"
 #include "support/saturating.h"
 
 namespace loom::ir {
@@ -245,6 +246,7 @@ class ModuleVerifier {
   Status VerifyReduceWindow(const Instruction& instruction);
   Status VerifySelectAndScatter(const Instruction& instruction);
   Status VerifySort(const Instruction& instruction);
+  Status VerifyTopK(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -1195,6 +1197,8 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifySelectAndScatter(instruction);
     case Opcode::kSort:
       return VerifySort(instruction);
+    case Opcode::kTopK:
+      return VerifyTopK(instruction);
     case Opcode::kScatter:
       return VerifyScatter(instruction);
     case Opcode::kGather:
@@ -1203,7 +1207,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyConvolution(instruction);
     default:
       // custom-call, fft, rng,
-      // triangular-solve, cholesky, batch-norm-*, topk, send/recv, infeed,
+      // triangular-solve, cholesky, batch-norm-*, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
   }
@@ -1725,6 +1729,17 @@ Status ModuleVerifier::VerifySort(const Instruction& instruction) {
   std::vector<Shape> results;
   for (int64_t k = 0; k < n; ++k) results.push_back(instruction.operand(k)->shape());
   return ExpectShape(instruction, Shape::Tuple(results));
+}
+
+// topk(operand), k=K (ir/sort.h): the K first of the last dimension's
+// elements and their s32 positions.
+Status ModuleVerifier::VerifyTopK(const Instruction& instruction) {
+  if (instruction.operand_count() != 1) {
+    return At(instruction,
+              fmt::format("topk takes one operand, got {}", Operands(instruction.operand_count())));
+  }
+  LOOM_ASSIGN_OR_RETURN(const TopK topk, TopKOf(instruction));
+  return ExpectInferred(instruction, InferTopKShape(instruction.operand(0)->shape(), topk.k));
 }
 
 // select-and-scatter(operand, source, init) (ir/select_and_scatter.h):

@@ -94,9 +94,11 @@ std::string Difference(const Tensor& fast, const Tensor& reference) {
 }
 
 // Runs `body` (an ENTRY body whose parameters are p0, p1, ...) both ways;
-// unless `must_run`, both may refuse it.
+// unless `must_run`, both may refuse it. The reference's result goes to
+// `result` where one is given.
 void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
-                const std::string& computations = "", bool must_run = false) {
+                const std::string& computations = "", bool must_run = false,
+                Tensor* result = nullptr) {
   SCOPED_TRACE(what);
   const std::string text =
       "HloModule differential\n" + computations + "\nENTRY main {\n" + body + "}\n";
@@ -119,6 +121,7 @@ void ExpectSame(const std::string& what, const std::string& body, uint32_t seed,
   if (!reference.ok()) return;  // both refuse it (an op the type lacks)
   const std::string difference = Difference(*fast, *reference);
   EXPECT_TRUE(difference.empty()) << difference << "\n" << text;
+  if (result != nullptr) *result = *reference;
 }
 
 bool IsFloat(const std::string& type) {
@@ -804,6 +807,78 @@ ENTRY main {
     for (int64_t i = 0; i < 8; ++i) got.push_back(order.GetInt(i));
     EXPECT_EQ(got, (std::vector<int64_t>{6, 3, 4, 2, 0, 5, 7, 1}))
         << (reference ? "reference" : "executor");
+  }
+}
+
+// topk on every key type, both ways, k from none to all, is what XLA's
+// TopkDecomposer makes of it: the operand and an iota sorted stably by GT
+// (LT) TOTALORDER, sliced to k. Random inputs repeat values (ties) and
+// hold NaNs and signed zeros.
+TEST(ExecutorDifferential, TopKIsTheStableSortXlaDecomposesItInto) {
+  uint32_t seed = 1200;
+  for (const std::string type : {"f32", "bf16", "f64", "f16", "s32", "u8", "u64", "s8"}) {
+    for (const bool largest : {true, false}) {
+      const std::string comparator = fmt::format(
+          "\n%order (a: {0}[], b: {0}[], c: s32[], d: s32[]) -> pred[] {{\n"
+          "  %a = {0}[] parameter(0)\n  %b = {0}[] parameter(1)\n"
+          "  %c = s32[] parameter(2)\n  %d = s32[] parameter(3)\n"
+          "  ROOT %r = pred[] compare(%a, %b), direction={1}, type=TOTALORDER\n}}\n",
+          type, largest ? "GT" : "LT");
+      for (const int k : {0, 1, 7, 37}) {
+        const std::string body = fmt::format(
+            "  p0 = {0}[5,3,37] parameter(0)\n"
+            "  t = ({0}[5,3,{1}], s32[5,3,{1}]) topk(p0), k={1}, largest={2}\n"
+            "  tv = {0}[5,3,{1}] get-tuple-element(t), index=0\n"
+            "  ti = s32[5,3,{1}] get-tuple-element(t), index=1\n"
+            "  i = s32[5,3,37] iota(), iota_dimension=2\n"
+            "  s = ({0}[5,3,37], s32[5,3,37]) sort(p0, i), dimensions={{2}}, is_stable=true, "
+            "to_apply=%order\n"
+            "  sv = {0}[5,3,37] get-tuple-element(s), index=0\n"
+            "  si = s32[5,3,37] get-tuple-element(s), index=1\n"
+            "  svk = {0}[5,3,{1}] slice(sv), slice={{[0:5], [0:3], [0:{1}]}}\n"
+            "  sik = s32[5,3,{1}] slice(si), slice={{[0:5], [0:3], [0:{1}]}}\n"
+            "  ROOT r = ({0}[5,3,{1}], s32[5,3,{1}], {0}[5,3,{1}], s32[5,3,{1}]) "
+            "tuple(tv, ti, svk, sik)\n",
+            type, k, largest ? "true" : "false");
+        const std::string what = fmt::format("topk {} k={} largest={}", type, k, largest);
+        Tensor result;
+        ExpectSame(what, body, seed++, comparator, /*must_run=*/true, &result);
+        ASSERT_EQ(result.tuple_elements().size(), 4u) << what;
+        EXPECT_EQ(Difference(result.tuple_elements()[0], result.tuple_elements()[2]), "") << what;
+        EXPECT_EQ(Difference(result.tuple_elements()[1], result.tuple_elements()[3]), "") << what;
+      }
+    }
+  }
+}
+
+// topk by hand: NaN is the largest, -NaN the smallest, -0 below +0, and
+// equal elements come in increasing position.
+TEST(ExecutorDifferential, TopKOrdersTotallyAndTiesByPosition) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> x = {1, nan, 0.0, -inf, -0.0, 1, -nan, inf};
+  for (const bool largest : {true, false}) {
+    auto module = ir::ParseModule(fmt::format(R"(HloModule topk
+ENTRY main {{
+  x = f32[8] parameter(0)
+  ROOT t = (f32[5], s32[5]) topk(x), k=5, largest={}
+}}
+)",
+                                              largest ? "true" : "false"));
+    ASSERT_TRUE(module.ok()) << module.error().ToString();
+    ASSERT_TRUE(ir::VerifyModule(**module).ok());
+    std::vector<Tensor> inputs = {Tensor::Zeros(ir::Shape(PrimitiveType::kF32, {8})).value()};
+    for (int64_t i = 0; i < 8; ++i) inputs[0].SetDouble(i, x[static_cast<size_t>(i)]);
+    for (const bool reference : {false, true}) {
+      Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                     : Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(y.ok()) << y.error().ToString();
+      std::vector<int64_t> got;
+      for (int64_t i = 0; i < 5; ++i) got.push_back(y->tuple_elements()[1].GetInt(i));
+      EXPECT_EQ(got, largest ? (std::vector<int64_t>{1, 7, 0, 5, 2})
+                             : (std::vector<int64_t>{6, 3, 4, 2, 0}))
+          << (reference ? "reference" : "executor") << " largest=" << largest;
+    }
   }
 }
 

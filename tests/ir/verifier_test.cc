@@ -1521,6 +1521,24 @@ TEST(VerifierSort, ChecksOperandsDimensionAndComparator) {
             "5:3: %s: declared shape (f32[4,9], f32[4,9]) but sort infers (f32[4,9], s32[4,9])");
 }
 
+TEST(VerifierTopK, InfersValuesAndPositionsOfTheLastDimension) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(Entry("  %x = bf16[4,9] parameter(0)\n" + std::string(line) + "\n"));
+  };
+  EXPECT_EQ(verdict("  %t = (bf16[4,2], s32[4,2]) topk(%x), k=2, largest=true"), "ok");
+  EXPECT_EQ(verdict("  %t = (bf16[4,9], s32[4,9]) topk(%x), k=9"), "ok");
+  EXPECT_EQ(verdict("  %t = (bf16[4,2], s32[4,2]) topk(%x), k=2, largest=false"), "ok");
+  EXPECT_EQ(verdict("  %t = (bf16[4,10], s32[4,10]) topk(%x), k=10, largest=true"),
+            "4:3: %t: topk takes an array of rank 1 or more whose last dimension holds k=10, got "
+            "bf16[4,9]");
+  EXPECT_EQ(verdict("  %t = (bf16[4,2], s64[4,2]) topk(%x), k=2, largest=true"),
+            "4:3: %t: declared shape (bf16[4,2], s64[4,2]) but topk infers (bf16[4,2], s32[4,2])");
+  EXPECT_EQ(verdict("  %t = (bf16[4,2], s32[4,2]) topk(%x), largest=true"),
+            "4:3: %t: topk needs k=N, N >= 0");
+  EXPECT_EQ(verdict("  %t = (bf16[4,2], s32[4,2]) topk(%x), k=2, largest=yes"),
+            "4:45: %t: largest=yes is neither true nor false");
+}
+
 TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)

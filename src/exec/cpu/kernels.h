@@ -109,6 +109,10 @@ Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection selec
 // sort (ir/sort.h) whose comparator is one compare of operand key.operand's
 // elements: each slice stably by its keys, all operands permuted alike
 // into `outs` (new arrays); the reference's order.
+// topk (ir/sort.h): the k first of each last-dimension slice of `operand`
+// into `values`, their positions into `positions` (s32); the reference's.
+Status TopK(const ir::Instruction& op, const HostArray& operand, const HostArray& values,
+            const HostArray& positions);
 Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const HostArray> operands,
             std::span<const HostArray> outs);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).

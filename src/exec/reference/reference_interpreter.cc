@@ -112,6 +112,21 @@ int64_t TotalOrderKey(const Tensor& t, int64_t i) {
   return scalar::TotalOrderKey(t.GetBits(i), ir::PrimitiveTypeBits(t.type()));
 }
 
+// Whether compare(a[i], b[j]) holds, as HLO's compare defines it.
+bool CompareElements(const Tensor& a, int64_t i, const Tensor& b, int64_t j,
+                     ir::ComparisonDirection direction, bool total_order) {
+  const PrimitiveType type = a.type();
+  if (ir::IsFloatingPoint(type) && total_order) {
+    const int64_t x = TotalOrderKey(a, i), y = TotalOrderKey(b, j);
+    return CompareResult(direction, false, (x > y) - (x < y));
+  }
+  if (ir::IsFloatingPoint(type)) {
+    const double x = a.GetDouble(i), y = b.GetDouble(j);
+    return CompareResult(direction, std::isnan(x) || std::isnan(y), (x > y) - (x < y));
+  }
+  return CompareResult(direction, false, CompareIntegers(a.GetInt(i), b.GetInt(j), type));
+}
+
 // --- one evaluation of one computation --------------------------------------------
 
 class Evaluation {
@@ -173,6 +188,7 @@ class Evaluation {
   Expected<Tensor> ReduceWindow(const Instruction& instruction) const;
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
   Expected<Tensor> Sort(const Instruction& instruction) const;
+  Expected<Tensor> TopK(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -282,6 +298,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return SelectAndScatter(instruction);
     case Opcode::kSort:
       return Sort(instruction);
+    case Opcode::kTopK:
+      return TopK(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -408,19 +426,8 @@ Expected<Tensor> Evaluation::Compare(const Instruction& instruction) const {
   const ir::RawAttribute* kind = instruction.attrs().FindRaw("type");
   const bool total_order = kind != nullptr && kind->value == "TOTALORDER";
   LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
-  const PrimitiveType type = a.type();
   for (int64_t i = 0; i < out.ElementCount(); ++i) {
-    bool result;
-    if (ir::IsFloatingPoint(type) && total_order) {
-      const int64_t x = TotalOrderKey(a, i), y = TotalOrderKey(b, i);
-      result = CompareResult(direction, false, (x > y) - (x < y));
-    } else if (ir::IsFloatingPoint(type)) {
-      const double x = a.GetDouble(i), y = b.GetDouble(i);
-      result = CompareResult(direction, std::isnan(x) || std::isnan(y), (x > y) - (x < y));
-    } else {
-      result = CompareResult(direction, false, CompareIntegers(a.GetInt(i), b.GetInt(i), type));
-    }
-    out.SetInt(i, result);
+    out.SetInt(i, CompareElements(a, i, b, i, direction, total_order));
   }
   return out;
 }
@@ -1022,6 +1029,39 @@ Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
   }
   if (failure) return *failure;
   if (n == 1) return std::move(outs[0]);
+  return Tensor::Tuple(std::move(outs));
+}
+
+// topk as the sort XLA's decomposer makes of it (ir/sort.h): each last-
+// dimension slice's positions sorted stably by the compare, the first k
+// kept with their elements.
+Expected<Tensor> Evaluation::TopK(const Instruction& instruction) const {
+  LOOM_ASSIGN_OR_RETURN(const ir::TopK topk, ir::TopKOf(instruction));
+  const Tensor& operand = Operand(instruction, 0);
+  Expected<ir::Shape> shape = ir::InferTopKShape(operand.shape(), topk.k);
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  const ir::SortKey key = ir::TopKSortKey(topk);
+  const int64_t length = operand.shape().dims().back();
+  LOOM_ASSIGN_OR_RETURN(Tensor values, Tensor::Zeros(shape->tuple_element(0)));
+  LOOM_ASSIGN_OR_RETURN(Tensor positions, Tensor::Zeros(shape->tuple_element(1)));
+  std::vector<int64_t> order(static_cast<size_t>(length));
+  const int64_t slices = length == 0 ? 0 : operand.ElementCount() / length;
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t start = s * length;
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return CompareElements(operand, start + a, operand, start + b, key.direction,
+                             key.total_order);
+    });
+    for (int64_t j = 0; j < topk.k; ++j) {
+      const int64_t from = order[static_cast<size_t>(j)];
+      values.SetBits(s * topk.k + j, operand.GetBits(start + from));
+      positions.SetInt(s * topk.k + j, from);
+    }
+  }
+  std::vector<Tensor> outs;
+  outs.push_back(std::move(values));
+  outs.push_back(std::move(positions));
   return Tensor::Tuple(std::move(outs));
 }
 
