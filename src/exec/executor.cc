@@ -153,6 +153,7 @@ bool IsBookkeeping(StepKind kind) {
     case StepKind::kAsyncUpdate:
     case StepKind::kToken:
     case StepKind::kCollectiveStart:
+    case StepKind::kCopyDone:
       return true;
     default:
       return false;
@@ -286,6 +287,15 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     }
     case Opcode::kAfterAll:
       step.kind = StepKind::kToken;
+      return step;
+    case Opcode::kCopyStart:
+      // An asynchronous copy between memory spaces (XLA's prefetches and
+      // host offloading): one memory here, so the copy shares the
+      // operand's buffer, as copy does.
+      step.kind = StepKind::kCopyStart;
+      return step;
+    case Opcode::kCopyDone:
+      step.kind = StepKind::kCopyDone;
       return step;
     case Opcode::kPartitionId:
       step.kind = StepKind::kPartitionId;
@@ -689,6 +699,21 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return DeviceId(context_.replica_id);
     case StepKind::kToken:
       return Value::OfTuple(&instruction.shape(), {});
+    case StepKind::kCopyStart: {
+      const ir::Shape& shape = instruction.shape();
+      if (!shape.IsTuple() || shape.tuple_size() != 3 || in[0].is_tuple() || !in[0].defined()) {
+        return OpError(instruction, "copy-start takes an array to (copy, operand, context)");
+      }
+      LOOM_ASSIGN_OR_RETURN(Value context, DeviceId(0));
+      Value copy = Value::OfArray(
+          Array{in[0].array().buffer, in[0].array().offset, &shape.tuple_element(0)});
+      return Value::OfTuple(&shape, {std::move(copy), in[0], std::move(context)});
+    }
+    case StepKind::kCopyDone:
+      if (!in[0].is_tuple() || in[0].elements().empty()) {
+        return OpError(instruction, "copy-done takes a copy-start's tuple");
+      }
+      return in[0].elements()[0];
     case StepKind::kUnsupported:
       return Error{step.error, instruction.loc()};
   }

@@ -207,6 +207,23 @@ TEST(ExecutorDifferential, BinaryOps) {
   }
 }
 
+// copy-start/copy-done (XLA's asynchronous copies between memory spaces)
+// give the operand; the copy shares its buffer, so an in-place update of
+// the copy must leave the operand as it was.
+TEST(ExecutorDifferential, AsynchronousCopies) {
+  ExpectSame("copy-start, copy-done",
+             "  p0 = f32[5,7] parameter(0)\n"
+             "  cs = (f32[5,7], f32[5,7], u32[]) copy-start(p0)\n"
+             "  d = f32[5,7] copy-done(cs)\n"
+             "  zero = f32[] constant(0)\n"
+             "  row = f32[1,7] broadcast(zero), dimensions={}\n"
+             "  i = s32[] constant(2)\n"
+             "  j = s32[] constant(0)\n"
+             "  u = f32[5,7] dynamic-update-slice(d, row, i, j)\n"
+             "  ROOT r = (f32[5,7], f32[5,7], f32[5,7]) tuple(u, p0, d)\n",
+             1300, "", /*must_run=*/true);
+}
+
 TEST(ExecutorDifferential, CompareSelectClamp) {
   uint32_t seed = 200;
   for (const std::string& type : AllTypes()) {

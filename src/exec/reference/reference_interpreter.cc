@@ -330,6 +330,22 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Operand(instruction, 0);
     case Opcode::kAfterAll:
       return Tensor();  // a token carries no data
+    case Opcode::kCopyStart: {
+      // (the copy, the operand, a context): one memory space here.
+      if (instruction.operand_count() < 1) return OpError(instruction, "missing operand");
+      LOOM_ASSIGN_OR_RETURN(Tensor context, DeviceId(0));
+      std::vector<Tensor> elements = {Operand(instruction, 0), Operand(instruction, 0),
+                                      std::move(context)};
+      return Tensor::Tuple(std::move(elements));
+    }
+    case Opcode::kCopyDone: {
+      if (instruction.operand_count() < 1) return OpError(instruction, "missing operand");
+      const Tensor& started = Operand(instruction, 0);
+      if (!started.IsTuple() || started.tuple_elements().empty()) {
+        return OpError(instruction, "copy-done takes a copy-start's tuple");
+      }
+      return started.tuple_elements()[0];
+    }
     case Opcode::kPartitionId:
       return DeviceId(device_.partition_id);
     case Opcode::kReplicaId:
