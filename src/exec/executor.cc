@@ -379,6 +379,17 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     step.kind = StepKind::kTopK;
     return step;
   }
+  if (op == Opcode::kRngBitGenerator) {
+    const ir::Shape& shape = instruction.shape();
+    if (!shape.IsTuple() || shape.tuple_size() != 2 ||
+        !IsExecutableType(shape.tuple_element(1).type())) {
+      return unsupported(
+          OpError(instruction,
+                  fmt::format("rng-bit-generator of {} is not executable", shape.ToString(false))));
+    }
+    step.kind = StepKind::kRngBitGenerator;
+    return step;
+  }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
     step.kind = StepKind::kSelectAndScatter;
     if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
@@ -518,10 +529,18 @@ class Executor::Evaluation {
   Expected<Value> GeneralSelectAndScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralSort(const Step& step, const std::vector<Value>& in);
   Expected<Value> TopK(const Step& step, const std::vector<Value>& in);
+  Expected<Value> RngBitGenerator(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
   Expected<Array> NewArray(const ir::Shape& shape);
+  // A new array for each element of the instruction's tuple result, and a
+  // host view of each.
+  struct TupleOutputs {
+    std::vector<Value> elements;
+    std::vector<cpu::HostArray> views;
+  };
+  Expected<TupleOutputs> NewTupleOutputs(const Instruction& instruction);
   Expected<int64_t> ReadScalar(const Value& value, const Instruction& at);
   Status PostCollective(const Instruction& start, const Instruction& collective,
                         std::vector<Value> operands, const ir::Shape& result_shape);
@@ -654,6 +673,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return GeneralScatter(step, in);
     case StepKind::kTopK:
       return TopK(step, in);
+    case StepKind::kRngBitGenerator:
+      return RngBitGenerator(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -1162,16 +1183,36 @@ Expected<Value> Executor::Evaluation::TopK(const Step& step, const std::vector<V
     return OpError(instruction, "topk takes an array and returns (values, positions)");
   }
   LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[0].array(), instruction));
-  std::vector<Value> elements;
-  std::vector<cpu::HostArray> outs;
-  for (const ir::Shape& element : shape.tuple_elements()) {
+  LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
+  LOOM_RETURN_IF_ERROR(cpu::TopK(instruction, operand, outs.views[0], outs.views[1]));
+  return Value::OfTuple(&shape, std::move(outs.elements));
+}
+
+// rng-bit-generator on host views by the CPU kernel: the next state and
+// the bits.
+Expected<Value> Executor::Evaluation::RngBitGenerator(const Step& step,
+                                                      const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  const ir::Shape& shape = instruction.shape();
+  if (in.size() != 1 || in[0].is_tuple() || !shape.IsTuple() || shape.tuple_size() != 2) {
+    return OpError(instruction, "rng-bit-generator takes a state and returns (state, bits)");
+  }
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray state, HostArrayOf(in[0].array(), instruction));
+  LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
+  LOOM_RETURN_IF_ERROR(cpu::RngBitGenerator(instruction, state, outs.views[0], outs.views[1]));
+  return Value::OfTuple(&shape, std::move(outs.elements));
+}
+
+Expected<Executor::Evaluation::TupleOutputs> Executor::Evaluation::NewTupleOutputs(
+    const Instruction& instruction) {
+  TupleOutputs outs;
+  for (const ir::Shape& element : instruction.shape().tuple_elements()) {
     LOOM_ASSIGN_OR_RETURN(Array out, NewArray(element));
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(out, instruction));
-    outs.push_back(view);
-    elements.push_back(Value::OfArray(std::move(out)));
+    outs.views.push_back(view);
+    outs.elements.push_back(Value::OfArray(std::move(out)));
   }
-  LOOM_RETURN_IF_ERROR(cpu::TopK(instruction, operand, outs[0], outs[1]));
-  return Value::OfTuple(&shape, std::move(elements));
+  return outs;
 }
 
 // scatter the device cannot run as one op (several operands, or a combiner

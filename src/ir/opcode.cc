@@ -140,6 +140,7 @@ int64_t MinimumOperandCount(Opcode op) {
     case Opcode::kAsyncUpdate:
     case Opcode::kAsyncDone:
     case Opcode::kTopK:
+    case Opcode::kRngBitGenerator:
       return 1;
     default:
       return 0;

@@ -16,6 +16,7 @@
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
 #include "ir/literal.h"
+#include "ir/random.h"
 #include "ir/reduce_window.h"
 #include "ir/shape_inference.h"
 #include "ir/sort.h"
@@ -247,6 +248,7 @@ class ModuleVerifier {
   Status VerifySelectAndScatter(const Instruction& instruction);
   Status VerifySort(const Instruction& instruction);
   Status VerifyTopK(const Instruction& instruction);
+  Status VerifyRngBitGenerator(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -1199,6 +1201,8 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifySort(instruction);
     case Opcode::kTopK:
       return VerifyTopK(instruction);
+    case Opcode::kRngBitGenerator:
+      return VerifyRngBitGenerator(instruction);
     case Opcode::kScatter:
       return VerifyScatter(instruction);
     case Opcode::kGather:
@@ -1740,6 +1744,18 @@ Status ModuleVerifier::VerifyTopK(const Instruction& instruction) {
   }
   LOOM_ASSIGN_OR_RETURN(const TopK topk, TopKOf(instruction));
   return ExpectInferred(instruction, InferTopKShape(instruction.operand(0)->shape(), topk.k));
+}
+
+// rng-bit-generator(state), algorithm=A (ir/random.h): the state back
+// and bits of the declared dimensions and type.
+Status ModuleVerifier::VerifyRngBitGenerator(const Instruction& instruction) {
+  if (instruction.operand_count() != 1) {
+    return At(instruction, fmt::format("rng-bit-generator takes one operand, got {}",
+                                       Operands(instruction.operand_count())));
+  }
+  LOOM_ASSIGN_OR_RETURN(const RngAlgorithm algorithm, RngAlgorithmOf(instruction));
+  return ExpectInferred(instruction, InferRngBitGeneratorShape(instruction.operand(0)->shape(),
+                                                               instruction.shape(), algorithm));
 }
 
 // select-and-scatter(operand, source, init) (ir/select_and_scatter.h):

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "exec/interpreter.h"
+#include "exec/random_bits.h"
 #include "exec/reference/reference_interpreter.h"
 #include "ir/parser.h"
 #include "ir/reduce_window.h"
@@ -895,6 +896,90 @@ ENTRY main {{
       EXPECT_EQ(got, largest ? (std::vector<int64_t>{1, 7, 0, 5, 2})
                              : (std::vector<int64_t>{6, 3, 4, 2, 0}))
           << (reference ? "reference" : "executor") << " largest=" << largest;
+    }
+  }
+}
+
+// rng-bit-generator: both algorithms, both Philox state sizes, every width
+// and shapes with even, odd, no and zero dimensions: the kernel's blocks
+// land where the reference's element-by-element draw puts them. Random
+// states include counters next to 2^64 (the carries). Floats are compared
+// as their bits.
+TEST(ExecutorDifferential, RngBitGeneratorDrawsXlasBits) {
+  uint32_t seed = 1300;
+  for (const std::string algorithm : {"rng_three_fry", "rng_philox", "rng_default"}) {
+    for (const int state : {2, 3}) {
+      if (state == 3 && algorithm == "rng_three_fry") continue;
+      for (const std::string type :
+           {"u8", "s16", "f16", "bf16", "u32", "s32", "f32", "u64", "s64", "f64"}) {
+        for (const std::string dims : {"", "7", "4,6", "3,5", "5,2,3", "0,3", "1"}) {
+          const std::string what = fmt::format("{} u64[{}] {}[{}]", algorithm, state, type, dims);
+          const std::string as_bits = type == "f16" || type == "bf16" ? "u16"
+                                      : type == "f32"                 ? "u32"
+                                      : type == "f64"                 ? "u64"
+                                                                      : type;
+          const std::string body = fmt::format(
+              "  st = u64[{0}] parameter(0)\n"
+              "  r = (u64[{0}], {1}[{2}]) rng-bit-generator(st), algorithm={3}\n"
+              "  s = u64[{0}] get-tuple-element(r), index=0\n"
+              "  b = {1}[{2}] get-tuple-element(r), index=1\n"
+              "  c = {4}[{2}] bitcast-convert(b)\n"
+              "  ROOT t = (u64[{0}], {4}[{2}]) tuple(s, c)\n",
+              state, type, dims, algorithm, as_bits);
+          ExpectSame(what, body, seed++, "", /*must_run=*/true);
+        }
+      }
+    }
+  }
+}
+
+// Against numbers XLA printed (r-xla/anvil's documentation of
+// nvl_rng_bit_generator runs XLA through PJRT): ThreeFry from a zero state
+// into u32[3,2] gives rows (6b200159, 99ba4efe), (1.3515e9, 3.2358e9),
+// (1.6886e9, 4.2293e9) and the state (0, 3). And Philox's 128-bit counter
+// carries into the key word of a u64[2] state.
+TEST(ExecutorDifferential, RngBitGeneratorAgreesWithXla) {
+  const auto run = [](const std::string& algorithm, const std::string& bits,
+                      const std::vector<uint64_t>& state, bool reference) {
+    auto module = ir::ParseModule(fmt::format(R"(HloModule rng
+ENTRY main {{
+  st = u64[2] parameter(0)
+  ROOT r = (u64[2], {}) rng-bit-generator(st), algorithm={}
+}}
+)",
+                                              bits, algorithm));
+    EXPECT_TRUE(module.ok() && ir::VerifyModule(**module).ok());
+    Tensor input = Tensor::Zeros(ir::Shape(PrimitiveType::kU64, {2})).value();
+    input.SetBits(0, state[0]);
+    input.SetBits(1, state[1]);
+    const std::vector<Tensor> inputs = {input};
+    Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                   : Interpreter({}, {}).RunEntry(**module, inputs);
+    EXPECT_TRUE(y.ok()) << y.error().ToString();
+    return std::move(y).value();
+  };
+  for (const bool reference : {false, true}) {
+    SCOPED_TRACE(reference ? "reference" : "executor");
+    const Tensor xla = run("rng_three_fry", "u32[3,2]", {0, 0}, reference);
+    EXPECT_EQ(xla.tuple_elements()[0].GetBits(1), 3u);
+    const Tensor& bits = xla.tuple_elements()[1];
+    EXPECT_EQ(bits.GetBits(0), 0x6b200159u);
+    EXPECT_EQ(bits.GetBits(1), 0x99ba4efeu);
+    const double printed[] = {1.3515e9, 3.2358e9, 1.6886e9, 4.2293e9};
+    for (int64_t i = 2; i < 6; ++i) {
+      EXPECT_NEAR(static_cast<double>(bits.GetBits(i)), printed[i - 2], 0.00005e9) << i;
+    }
+    const uint64_t key = 0x0123456789abcdefu;
+    const Tensor carried = run("rng_philox", "u32[8]", {key, ~uint64_t{0}}, reference);
+    EXPECT_EQ(carried.tuple_elements()[0].GetBits(0), key);
+    EXPECT_EQ(carried.tuple_elements()[0].GetBits(1), 1u);
+    const random::PhiloxWords first = random::Philox4x32(
+        {0xffffffffu, 0xffffffffu, 0x89abcdefu, 0x01234567u}, {0x89abcdefu, 0x01234567u});
+    const random::PhiloxWords second =
+        random::Philox4x32({0, 0, 0x89abcdf0u, 0x01234567u}, {0x89abcdefu, 0x01234567u});
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(carried.tuple_elements()[1].GetBits(i), first[static_cast<size_t>(i)]) << i;
+      EXPECT_EQ(carried.tuple_elements()[1].GetBits(4 + i), second[static_cast<size_t>(i)]) << i;
     }
   }
 }

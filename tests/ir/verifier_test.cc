@@ -1539,6 +1539,38 @@ TEST(VerifierTopK, InfersValuesAndPositionsOfTheLastDimension) {
             "4:45: %t: largest=yes is neither true nor false");
 }
 
+TEST(VerifierRngBitGenerator, StateAndBitsAreChecked) {
+  const auto verdict = [](std::string_view state, std::string_view line) {
+    return Verdict(Entry(fmt::format("  %s = {} parameter(0)\n{}\n", state, line)));
+  };
+  EXPECT_EQ(
+      verdict("u64[2]", "  %r = (u64[2], u32[4,5]) rng-bit-generator(%s), algorithm=rng_three_fry"),
+      "ok");
+  EXPECT_EQ(
+      verdict("u64[3]", "  %r = (u64[3], bf16[9]) rng-bit-generator(%s), algorithm=rng_philox"),
+      "ok");
+  EXPECT_EQ(
+      verdict("u64[2]", "  %r = (u64[2], s64[]) rng-bit-generator(%s), algorithm=rng_default"),
+      "ok");
+  EXPECT_EQ(
+      verdict("u64[3]", "  %r = (u64[3], u32[4]) rng-bit-generator(%s), algorithm=rng_three_fry"),
+      "4:3: %r: rng-bit-generator's ThreeFry state is u64[2], got u64[3]");
+  EXPECT_EQ(
+      verdict("u32[4]", "  %r = (u32[4], u32[4]) rng-bit-generator(%s), algorithm=rng_philox"),
+      "4:3: %r: rng-bit-generator's Philox state is u64[2] or u64[3], got u32[4]");
+  EXPECT_EQ(
+      verdict("u64[2]", "  %r = (u64[2], pred[4]) rng-bit-generator(%s), algorithm=rng_philox"),
+      "4:3: %r: rng-bit-generator draws integers or floating point of 8, 16, 32 or 64 bits, "
+      "not pred");
+  EXPECT_EQ(
+      verdict("u64[2]", "  %r = (u64[3], u32[4]) rng-bit-generator(%s), algorithm=rng_philox"),
+      "4:3: %r: declared shape (u64[3], u32[4]) but rng-bit-generator infers (u64[2], u32[4])");
+  EXPECT_EQ(verdict("u64[2]", "  %r = (u64[2], u32[4]) rng-bit-generator(%s)"),
+            "4:3: %r: rng-bit-generator needs algorithm=rng_three_fry, rng_philox or rng_default");
+  EXPECT_EQ(verdict("u64[2]", "  %r = (u64[2], u32[4]) rng-bit-generator(%s), algorithm=mt19937"),
+            "4:48: %r: unknown algorithm=mt19937 (rng_three_fry, rng_philox or rng_default)");
+}
+
 TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)

@@ -109,12 +109,16 @@ Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection selec
 // sort (ir/sort.h) whose comparator is one compare of operand key.operand's
 // elements: each slice stably by its keys, all operands permuted alike
 // into `outs` (new arrays); the reference's order.
+Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const HostArray> operands,
+            std::span<const HostArray> outs);
 // topk (ir/sort.h): the k first of each last-dimension slice of `operand`
 // into `values`, their positions into `positions` (s32); the reference's.
 Status TopK(const ir::Instruction& op, const HostArray& operand, const HostArray& values,
             const HostArray& positions);
-Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const HostArray> operands,
-            std::span<const HostArray> outs);
+// rng-bit-generator (ir/random.h): XLA's bits into `bits`, the advanced
+// state into `next_state` (which may be `state`'s buffer).
+Status RngBitGenerator(const ir::Instruction& op, const HostArray& state,
+                       const HostArray& next_state, const HostArray& bits);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/literal.h"
+#include "exec/random_bits.h"
 #include "exec/reference/collective_ops.h"
 #include "exec/reference/reference_dot.h"
 #include "exec/scalar_ops.h"
@@ -189,6 +190,7 @@ class Evaluation {
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
   Expected<Tensor> Sort(const Instruction& instruction) const;
   Expected<Tensor> TopK(const Instruction& instruction) const;
+  Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -300,6 +302,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return Sort(instruction);
     case Opcode::kTopK:
       return TopK(instruction);
+    case Opcode::kRngBitGenerator:
+      return RngBitGenerator(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -1078,6 +1082,73 @@ Expected<Tensor> Evaluation::TopK(const Instruction& instruction) const {
   std::vector<Tensor> outs;
   outs.push_back(std::move(values));
   outs.push_back(std::move(positions));
+  return Tensor::Tuple(std::move(outs));
+}
+
+// Element i of a draw, found from i alone: which block it is in, and which
+// of the block's words.
+uint64_t DrawnElement(const random::Draw& draw, const std::vector<int64_t>& dims, int64_t i) {
+  const auto linear = static_cast<uint64_t>(i);
+  if (draw.algorithm == ir::RngAlgorithm::kPhilox) {
+    const std::array<uint32_t, 2> key = random::Words(draw.key);
+    if (draw.width == 64) {
+      const random::PhiloxWords w = random::Philox4x32(draw.counter.Plus(linear / 2).Words(), key);
+      return random::Join(w[2 * (linear % 2)], w[2 * (linear % 2) + 1]);
+    }
+    return random::Philox4x32(draw.counter.Plus(linear / 4).Words(), key)[linear % 4];
+  }
+  const random::ThreeFryWords key = random::Words(draw.key);
+  const auto block = [&](uint64_t c) {
+    return random::ThreeFry2x32(random::Words(draw.counter.low + c), key);
+  };
+  if (draw.width == 64) {
+    const random::ThreeFryWords w = block(linear);
+    return random::Join(w[0], w[1]);
+  }
+  if (draw.split_dimension < 0) return block(0)[0];
+  // The element's index with the split dimension halved: its block's index
+  // in the halved array; the parity picks the word.
+  std::vector<int64_t> index(dims.size());
+  int64_t rest = i;
+  for (size_t d = dims.size(); d-- > 0;) {
+    index[d] = rest % dims[d];
+    rest /= dims[d];
+  }
+  const auto s = static_cast<size_t>(draw.split_dimension);
+  const int64_t word = index[s] % 2;
+  index[s] /= 2;
+  int64_t block_index = 0;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    block_index = block_index * (d == s ? (dims[d] + 1) / 2 : dims[d]) + index[d];
+  }
+  return block(static_cast<uint64_t>(block_index))[static_cast<size_t>(word)];
+}
+
+// rng-bit-generator (ir/random.h), element by element.
+Expected<Tensor> Evaluation::RngBitGenerator(const Instruction& instruction) const {
+  Expected<ir::RngAlgorithm> algorithm = ir::RngAlgorithmOf(instruction);
+  if (!algorithm.ok()) return algorithm.error();
+  const Tensor& state = Operand(instruction, 0);
+  Expected<ir::Shape> shape =
+      ir::InferRngBitGeneratorShape(state.shape(), instruction.shape(), *algorithm);
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  std::vector<uint64_t> words;
+  for (int64_t i = 0; i < state.ElementCount(); ++i) words.push_back(state.GetBits(i));
+  const ir::Shape& bits_shape = shape->tuple_element(1);
+  const int width = ir::PrimitiveTypeBits(bits_shape.type());
+  Expected<random::Draw> draw = random::PlanDraw(*algorithm, words, bits_shape.dims(), width);
+  if (!draw.ok()) return OpError(instruction, draw.error().message);
+  LOOM_ASSIGN_OR_RETURN(Tensor next, Tensor::Zeros(state.shape()));
+  for (size_t i = 0; i < draw->next_state.size(); ++i) {
+    next.SetBits(static_cast<int64_t>(i), draw->next_state[i]);
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor bits, Tensor::Zeros(bits_shape));
+  for (int64_t i = 0; i < bits.ElementCount(); ++i) {
+    bits.SetBits(i, DrawnElement(*draw, bits_shape.dims(), i) & scalar::WidthMask(width));
+  }
+  std::vector<Tensor> outs;
+  outs.push_back(std::move(next));
+  outs.push_back(std::move(bits));
   return Tensor::Tuple(std::move(outs));
 }
 
