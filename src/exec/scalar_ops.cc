@@ -230,4 +230,19 @@ bool CompareResult(ir::ComparisonDirection direction, bool unordered, int order)
   return false;
 }
 
+std::optional<int> IeeeMantissaBits(ir::PrimitiveType type) {
+  switch (type) {
+    case ir::PrimitiveType::kF16:
+      return 10;
+    case ir::PrimitiveType::kBF16:
+      return 7;
+    case ir::PrimitiveType::kF32:
+      return 23;
+    case ir::PrimitiveType::kF64:
+      return 52;
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace loom::exec::scalar

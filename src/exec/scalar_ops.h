@@ -47,4 +47,54 @@ inline int64_t TotalOrderKey(uint64_t bits, int width) {
 // pair: a NaN, where only NE holds).
 bool CompareResult(ir::ComparisonDirection direction, bool unordered, int order);
 
+// The stored mantissa bits of f16, bf16, f32 and f64, the formats with
+// IEEE infinities and NaNs that reduce-precision takes; nullopt for others.
+std::optional<int> IeeeMantissaBits(ir::PrimitiveType type);
+
+// reduce-precision (ir/reduce_precision.h) on the bits of an IEEE-style
+// float of `width` bits and `mantissa` stored mantissa bits, step for step
+// as XLA's EmitReducePrecisionIR: round the mantissa by adding a bias and
+// masking, then saturate the exponent. Inline: the CPU kernel calls it
+// once an element.
+class PrecisionReducer {
+ public:
+  PrecisionReducer(int width, int mantissa, int exponent_bits, int mantissa_bits)
+      : mantissa_(mantissa), dest_mantissa_(mantissa_bits) {
+    const int exponent = width - 1 - mantissa;
+    sign_ = uint64_t{1} << (width - 1);
+    exponent_mask_ = ((uint64_t{1} << exponent) - 1) << mantissa;
+    round_ = mantissa_bits < mantissa;
+    if (round_) last_bit_ = uint64_t{1} << (mantissa - mantissa_bits);
+    saturate_ = exponent_bits < exponent;
+    if (saturate_) {
+      const uint64_t bias = (uint64_t{1} << (exponent - 1)) - 1;
+      const uint64_t reduced_bias = (uint64_t{1} << (exponent_bits - 1)) - 1;
+      max_exponent_ = (bias + reduced_bias) << mantissa;
+      min_exponent_ = (bias - reduced_bias) << mantissa;
+    }
+  }
+
+  uint64_t operator()(uint64_t x) const {
+    const bool nan = (x & ~sign_) > exponent_mask_;
+    uint64_t y = x;
+    if (round_) {
+      const uint64_t bias =
+          (last_bit_ >> 1) - 1 + ((y & last_bit_) >> (mantissa_ - dest_mantissa_));
+      y = (y + bias) & ~(last_bit_ - 1);
+    }
+    if (saturate_) {
+      const uint64_t exponent = y & exponent_mask_;
+      if (exponent > max_exponent_) y = (y & sign_) | exponent_mask_;
+      if (exponent <= min_exponent_) y &= sign_;
+    }
+    if (!nan) return y;
+    return dest_mantissa_ > 0 ? x : exponent_mask_;  // +inf
+  }
+
+ private:
+  int mantissa_, dest_mantissa_;
+  uint64_t sign_ = 0, exponent_mask_ = 0, last_bit_ = 0, max_exponent_ = 0, min_exponent_ = 0;
+  bool round_ = false, saturate_ = false;
+};
+
 }  // namespace loom::exec::scalar

@@ -17,6 +17,7 @@
 #include "ir/gather_scatter.h"
 #include "ir/literal.h"
 #include "ir/random.h"
+#include "ir/reduce_precision.h"
 #include "ir/reduce_window.h"
 #include "ir/shape_inference.h"
 #include "ir/sort.h"
@@ -1049,6 +1050,9 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
   const Attributes& attrs = instruction.attrs();
   const Shape& declared = instruction.shape();
   auto operand = [&](int64_t i) -> const Shape& { return instruction.operand(i)->shape(); };
+  if (opcode == Opcode::kReducePrecision) {
+    LOOM_RETURN_IF_ERROR(ReducePrecisionOf(instruction).status());
+  }
   if (IsElementwiseUnary(opcode)) {
     return ExpectInferred(instruction, InferElementwiseUnaryShape(opcode, operand(0)));
   }

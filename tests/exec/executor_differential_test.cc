@@ -984,6 +984,95 @@ ENTRY main {{
   }
 }
 
+// reduce-precision: the kernel works on the bits as XLA does, the
+// reference by value; every IEEE type, narrower and wider formats, no
+// mantissa at all, over random bits (NaNs, infinities, subnormals).
+// Compared as bits, so a NaN must stay the same NaN.
+TEST(ExecutorDifferential, ReducePrecisionOnBitsIsReducePrecisionByValue) {
+  uint32_t seed = 1400;
+  const std::pair<int, int> formats[] = {{8, 7}, {5, 10}, {8, 23}, {11, 52}, {5, 2},   {4, 3},
+                                         {1, 0}, {2, 0},  {8, 0},  {3, 1},   {10, 40}, {6, 9}};
+  for (const std::string type : {"f16", "bf16", "f32", "f64"}) {
+    const std::string bits = type == "f32" ? "u32" : type == "f64" ? "u64" : "u16";
+    for (const auto& [exponent, mantissa] : formats) {
+      const std::string body = fmt::format(
+          "  p0 = {0}[300] parameter(0)\n"
+          "  r = {0}[300] reduce-precision(p0), exponent_bits={2}, mantissa_bits={3}\n"
+          "  ROOT b = {1}[300] bitcast-convert(r)\n",
+          type, bits, exponent, mantissa);
+      ExpectSame(fmt::format("{} e{}m{}", type, exponent, mantissa), body, seed++, "",
+                 /*must_run=*/true);
+    }
+  }
+}
+
+// reduce-precision to e8m7 is a round trip through bf16, and to e5m10 one
+// through f16 for magnitudes f16 holds as normals (smaller ones are
+// flushed, not rounded to f16's subnormals); NaNs keep their bits, and
+// with no mantissa left become +inf; ties go to even.
+TEST(ExecutorDifferential, ReducePrecisionRoundsAsConversionsDo) {
+  auto module = ir::ParseModule(R"(HloModule reduce_precision
+ENTRY main {
+  x = f32[4000] parameter(0)
+  bf = f32[4000] reduce-precision(x), exponent_bits=8, mantissa_bits=7
+  h = f32[4000] reduce-precision(x), exponent_bits=5, mantissa_bits=10
+  cbf = bf16[4000] convert(x)
+  ch = f16[4000] convert(x)
+  bbf = f32[4000] convert(cbf)
+  bh = f32[4000] convert(ch)
+  z = f32[4000] reduce-precision(x), exponent_bits=8, mantissa_bits=0
+  ROOT t = (f32[4000], f32[4000], f32[4000], f32[4000], f32[4000]) tuple(bf, bbf, h, bh, z)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  std::vector<Tensor> inputs = {RandomInput(ir::Shape(PrimitiveType::kF32, {4000}), 1500)};
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < 1000; ++i) {  // around f16's range and its ties
+    inputs[0].SetDouble(i, std::ldexp(static_cast<double>(rng() % 4096) - 2048, rng() % 30 - 25));
+  }
+  const double hand[] = {1.5, 2.5, -3.5, 65519.0, 65520.0, 0x1p-14, 0x1.ffcp-15, 3.0};
+  for (size_t i = 0; i < std::size(hand); ++i) inputs[0].SetDouble(1000 + i, hand[i]);
+  inputs[0].SetBits(1010, 0x7f800001u);  // a signalling NaN
+  inputs[0].SetBits(1011, 0xffc12345u);  // a negative quiet NaN
+  for (const bool reference : {false, true}) {
+    SCOPED_TRACE(reference ? "reference" : "executor");
+    Expected<Tensor> y = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                   : Interpreter({}, {}).RunEntry(**module, inputs);
+    ASSERT_TRUE(y.ok()) << y.error().ToString();
+    const std::vector<Tensor>& t = y->tuple_elements();
+    int64_t compared_f16 = 0;
+    for (int64_t i = 0; i < 4000; ++i) {
+      const double x = inputs[0].GetDouble(i);
+      if (std::isnan(x)) {
+        EXPECT_EQ(t[0].GetBits(i), inputs[0].GetBits(i)) << i;
+        EXPECT_EQ(t[2].GetBits(i), inputs[0].GetBits(i)) << i;
+        EXPECT_EQ(t[4].GetBits(i), 0x7f800000u) << i;
+        continue;
+      }
+      EXPECT_EQ(t[0].GetBits(i), t[1].GetBits(i)) << i << ": " << x;
+      if (std::fabs(x) >= 0x1p-14) {
+        EXPECT_EQ(t[2].GetBits(i), t[3].GetBits(i)) << i << ": " << x;
+        ++compared_f16;
+      } else {
+        EXPECT_TRUE(t[2].GetDouble(i) == 0 || std::fabs(t[2].GetDouble(i)) == 0x1p-14)
+            << i << ": " << x;
+      }
+    }
+    EXPECT_GT(compared_f16, 1500);
+    // With no mantissa bits a tie goes to the even biased exponent: 1.5
+    // (127) up to 2, 3 (128) down to 2.
+    EXPECT_EQ(t[4].GetDouble(1000), 2.0);
+    EXPECT_EQ(t[4].GetDouble(1007), 2.0);
+    EXPECT_EQ(t[4].GetDouble(1001), 2.0);   // 2.5 = 1.25 * 2: to 1 * 2
+    EXPECT_EQ(t[4].GetDouble(1002), -4.0);  // -3.5 = -1.75 * 2: to -2 * 2
+    EXPECT_EQ(t[2].GetDouble(1003), 65504.0);
+    EXPECT_TRUE(std::isinf(t[2].GetDouble(1004)));
+    EXPECT_EQ(t[2].GetDouble(1005), 0x1p-14);
+    EXPECT_EQ(t[2].GetDouble(1006), 0.0);  // f16's largest subnormal, flushed
+  }
+}
+
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {

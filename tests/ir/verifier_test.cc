@@ -1571,6 +1571,20 @@ TEST(VerifierRngBitGenerator, StateAndBitsAreChecked) {
             "4:48: %r: unknown algorithm=mt19937 (rng_three_fry, rng_philox or rng_default)");
 }
 
+TEST(VerifierReducePrecision, BitsAreChecked) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(Entry("  %x = f32[4] parameter(0)\n" + std::string(line) + "\n"));
+  };
+  EXPECT_EQ(verdict("  %r = f32[4] reduce-precision(%x), exponent_bits=8, mantissa_bits=7"), "ok");
+  EXPECT_EQ(verdict("  %r = f32[4] reduce-precision(%x), exponent_bits=1, mantissa_bits=0"), "ok");
+  EXPECT_EQ(verdict("  %r = f32[4] reduce-precision(%x), exponent_bits=0, mantissa_bits=7"),
+            "4:37: %r: reduce-precision needs exponent_bits=N, 1 <= N <= 64");
+  EXPECT_EQ(verdict("  %r = f32[4] reduce-precision(%x), exponent_bits=8"),
+            "4:3: %r: reduce-precision needs mantissa_bits=N, 0 <= N <= 64");
+  EXPECT_EQ(verdict("  %r = f16[4] reduce-precision(%x), exponent_bits=8, mantissa_bits=7"),
+            "4:3: %r: declared shape f16[4] but reduce-precision infers f32[4]");
+}
+
 TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)

@@ -17,6 +17,7 @@
 #include "exec/cpu/simd.h"
 #include "exec/scalar_ops.h"
 #include "exec/tensor.h"
+#include "ir/reduce_precision.h"
 
 namespace loom::exec::cpu {
 namespace {
@@ -310,9 +311,33 @@ Error KernelError(const ir::Instruction& op, const std::string& what) {
   return Error{fmt::format("{} (%{}) at line {}", what, op.name(), op.loc().line), op.loc()};
 }
 
+// reduce-precision on the elements' bits, a typed loop per width.
+Status ReducePrecision(const ir::Instruction& op, const HostArray& x, const HostArray& out) {
+  Expected<ir::ReducePrecision> reduce = ir::ReducePrecisionOf(op);
+  if (!reduce.ok()) return reduce.error();
+  const std::optional<int> mantissa = scalar::IeeeMantissaBits(x.type());
+  if (!mantissa || out.type() != x.type()) {
+    return KernelError(op, fmt::format("reduce-precision of {} (f16, bf16, f32 or f64 only)",
+                                       ir::PrimitiveTypeName(x.type())));
+  }
+  const int width = ir::PrimitiveTypeBits(x.type());
+  const scalar::PrecisionReducer reducer(width, *mantissa, reduce->exponent_bits,
+                                         reduce->mantissa_bits);
+  const auto run = [&]<typename T>(T) {
+    const T* in = x.as<const T>();
+    T* result = out.as<T>();
+    for (int64_t i = 0; i < out.elements(); ++i) result[i] = static_cast<T>(reducer(in[i]));
+  };
+  if (width == 16) run(uint16_t{});
+  if (width == 32) run(uint32_t{});
+  if (width == 64) run(uint64_t{});
+  return OkStatus();
+}
+
 Status Unary(const ir::Instruction& op, const HostArray& x, const HostArray& out) {
   if (x.elements() != out.elements())
     return KernelError(op, "operand shape differs from the result's");
+  if (op.opcode() == Opcode::kReducePrecision) return ReducePrecision(op, x, out);
   if (op.opcode() == Opcode::kIsFinite) {
     if (WithFloatFormat(x.type(), [&]<typename F>() {
           IsFinite<F>(x, out);

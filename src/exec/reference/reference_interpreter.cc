@@ -19,6 +19,7 @@
 #include "ir/async.h"
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
+#include "ir/reduce_precision.h"
 #include "ir/reduce_window.h"
 #include "ir/reduction.h"
 #include "ir/sort.h"
@@ -190,6 +191,7 @@ class Evaluation {
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
   Expected<Tensor> Sort(const Instruction& instruction) const;
   Expected<Tensor> TopK(const Instruction& instruction) const;
+  Expected<Tensor> ReducePrecision(const Instruction& instruction) const;
   Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
@@ -397,7 +399,63 @@ Expected<Tensor> Evaluation::Parameter(const Instruction& instruction) const {
   return argument;
 }
 
+// reduce-precision by value, not by bits (the CPU kernel works on the
+// bits, as XLA does): x rounded to nearest-even at the narrower mantissa's
+// quantum at x's exponent (never finer than the type's subnormal spacing),
+// then flushed to zero or saturated to infinity by magnitude. A tie goes
+// to the even encoding: with mantissa bits left, the even significand;
+// with none, 1.5 * 2^e goes to the power of two whose biased exponent is
+// even.
+double ReducedPrecision(double x, int type_mantissa, int type_exponent,
+                        const ir::ReducePrecision& reduce) {
+  double r = x;
+  if (reduce.mantissa_bits < type_mantissa) {
+    const int bias = (1 << (type_exponent - 1)) - 1;
+    const int type_min_exponent = 1 - bias;
+    const int exponent = x == 0 ? type_min_exponent : std::max(std::ilogb(x), type_min_exponent);
+    const int quantum = exponent - reduce.mantissa_bits;
+    const double scaled = std::ldexp(x, -quantum);
+    double rounded = std::nearbyint(scaled);
+    if (reduce.mantissa_bits == 0 && std::fabs(scaled) == 1.5) {
+      rounded = std::copysign((exponent + bias) % 2 == 0 ? 1.0 : 2.0, x);
+    }
+    r = std::ldexp(rounded, quantum);
+  }
+  if (reduce.exponent_bits < type_exponent) {
+    const int reduced_bias = (1 << (reduce.exponent_bits - 1)) - 1;
+    if (std::fabs(r) >= std::ldexp(1.0, reduced_bias + 1)) {
+      return std::copysign(std::numeric_limits<double>::infinity(), x);
+    }
+    if (std::fabs(r) < std::ldexp(1.0, 1 - reduced_bias)) return std::copysign(0.0, x);
+  }
+  return r;
+}
+
+Expected<Tensor> Evaluation::ReducePrecision(const Instruction& instruction) const {
+  LOOM_ASSIGN_OR_RETURN(const ir::ReducePrecision reduce, ir::ReducePrecisionOf(instruction));
+  const Tensor& x = Operand(instruction, 0);
+  const std::optional<int> mantissa = scalar::IeeeMantissaBits(x.type());
+  if (!mantissa) {
+    return OpError(instruction, fmt::format("reduce-precision of {} (f16, bf16, f32 or f64 only)",
+                                            ir::PrimitiveTypeName(x.type())));
+  }
+  const int exponent = ir::PrimitiveTypeBits(x.type()) - 1 - *mantissa;
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    const double value = x.GetDouble(i);
+    if (!std::isnan(value)) {
+      out.SetDouble(i, ReducedPrecision(value, *mantissa, exponent, reduce));
+    } else if (reduce.mantissa_bits > 0) {
+      out.SetBits(i, x.GetBits(i));  // the same NaN
+    } else {
+      out.SetDouble(i, std::numeric_limits<double>::infinity());
+    }
+  }
+  return out;
+}
+
 Expected<Tensor> Evaluation::Unary(const Instruction& instruction) const {
+  if (instruction.opcode() == Opcode::kReducePrecision) return ReducePrecision(instruction);
   const Tensor& x = Operand(instruction, 0);
   LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
   const Opcode op = instruction.opcode();
