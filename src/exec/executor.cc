@@ -225,6 +225,34 @@ Expected<const Program*> Executor::Lower(const ir::Computation& computation, int
   return lowered;
 }
 
+// XLA's custom-call TopK: the topk kernel where its comparator is one
+// strict compare, else the comparator called through a stable sort.
+Expected<Step> Executor::LowerTopKCustomCall(const Instruction& instruction, int depth) {
+  Step step;
+  step.instruction = &instruction;
+  step.kind = StepKind::kUnsupported;
+  Expected<ir::CustomTopK> topk = ir::CustomTopKOf(instruction);
+  if (!topk.ok()) {
+    step.error = topk.error().message;
+    return step;
+  }
+  const ir::Shape& operand = instruction.operand(0)->shape();
+  if (!IsExecutableType(operand.type())) {
+    step.error = OpError(instruction, fmt::format("custom-call TopK of {} is not executable",
+                                                  operand.ToString(false)))
+                     .message;
+    return step;
+  }
+  if (ir::CustomTopKSortKey(instruction, *topk)) {
+    step.kind = StepKind::kTopK;
+    return step;
+  }
+  LOOM_ASSIGN_OR_RETURN(const Program* comparator, Lower(*topk->comparator, depth + 1));
+  step.called.push_back(comparator);
+  step.kind = StepKind::kTopKByCalls;
+  return step;
+}
+
 Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
   Step step;
   step.instruction = &instruction;
@@ -304,6 +332,7 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       step.kind = StepKind::kReplicaId;
       return step;
     case Opcode::kCustomCall:
+      if (ir::IsTopKCustomCall(instruction)) return LowerTopKCustomCall(instruction, depth);
       return unsupported(Error{fmt::format("unsupported custom-call {} at line {} (%{})",
                                            instruction.attrs().custom_call_target.value_or("?"),
                                            instruction.loc().line, instruction.name()),
@@ -529,6 +558,9 @@ class Executor::Evaluation {
   Expected<Value> GeneralSelectAndScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralSort(const Step& step, const std::vector<Value>& in);
   Expected<Value> TopK(const Step& step, const std::vector<Value>& in);
+  Expected<Value> TopKByCalls(const Step& step, const std::vector<Value>& in);
+  Status SortByCalls(const Step& step, std::span<const cpu::HostArray> operands,
+                     std::span<const cpu::HostArray> results, int64_t dimension, size_t compared);
   Expected<Value> RngBitGenerator(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
@@ -673,6 +705,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return GeneralScatter(step, in);
     case StepKind::kTopK:
       return TopK(step, in);
+    case StepKind::kTopKByCalls:
+      return TopKByCalls(step, in);
     case StepKind::kRngBitGenerator:
       return RngBitGenerator(step, in);
     case StepKind::kAsyncStart:
@@ -1135,39 +1169,7 @@ Expected<Value> Executor::Evaluation::GeneralSort(const Step& step, const std::v
   if (const std::optional<ir::SortKey> key = ir::SimpleSortComparator(*comparator)) {
     LOOM_RETURN_IF_ERROR(cpu::Sort(instruction, *key, operands, results));
   } else {
-    const auto n = static_cast<int64_t>(operands.size());
-    LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
-                          ScalarParameters(step, 2 * n));
-    const ir::Shape pred(ir::PrimitiveType::kPred, {});
-    LOOM_ASSIGN_OR_RETURN(Array verdict_array, NewArray(pred));
-    LOOM_ASSIGN_OR_RETURN(cpu::HostArray verdict, HostArrayOf(verdict_array, instruction));
-    const ir::SortSlices slices = ir::SlicesAlong(operands[0].shape->dims(), dims[0]);
-    std::vector<Element> arguments(static_cast<size_t>(2 * n));
-    const Element onto[] = {{&verdict, 0}};
-    Status status = OkStatus();
-    std::vector<int64_t> order(static_cast<size_t>(slices.length));
-    for (int64_t s = 0; s < slices.count && status.ok(); ++s) {
-      const int64_t start = slices.Start(s);
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        if (!status.ok()) return false;
-        for (int64_t k = 0; k < n; ++k) {
-          arguments[2 * k] = {&operands[k], start + a * slices.stride};
-          arguments[2 * k + 1] = {&operands[k], start + b * slices.stride};
-        }
-        status = CallOnElements(step, parameters, arguments, onto);
-        return status.ok() && verdict.data[0] != std::byte{0};
-      });
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t width = operands[k].element_bytes();
-        for (int64_t j = 0; j < slices.length; ++j) {
-          std::memcpy(results[k].data + (start + j * slices.stride) * width,
-                      operands[k].data + (start + order[j] * slices.stride) * width,
-                      static_cast<size_t>(width));
-        }
-      }
-    }
-    LOOM_RETURN_IF_ERROR(status);
+    LOOM_RETURN_IF_ERROR(SortByCalls(step, operands, results, dims[0], operands.size()));
   }
   if (!instruction.shape().IsTuple()) return Value::OfArray(std::move(outs[0]));
   std::vector<Value> elements;
@@ -1175,17 +1177,116 @@ Expected<Value> Executor::Evaluation::GeneralSort(const Step& step, const std::v
   return Value::OfTuple(&instruction.shape(), std::move(elements));
 }
 
-// topk on host views by the CPU kernel: its values and positions.
+// Each slice along `dimension` of `operands` sorted stably into `results`
+// by calling the step's comparator on the first `compared` operands'
+// elements (2 scalars each); every operand permuted alike. The same
+// std::stable_sort over the same answers as the reference's: its order.
+Status Executor::Evaluation::SortByCalls(const Step& step, std::span<const cpu::HostArray> operands,
+                                         std::span<const cpu::HostArray> results, int64_t dimension,
+                                         size_t compared) {
+  const Instruction& instruction = *step.instruction;
+  const auto n = static_cast<int64_t>(compared);
+  LOOM_ASSIGN_OR_RETURN(const std::vector<const ir::Shape*> parameters,
+                        ScalarParameters(step, 2 * n));
+  const ir::Shape pred(ir::PrimitiveType::kPred, {});
+  LOOM_ASSIGN_OR_RETURN(Array verdict_array, NewArray(pred));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray verdict, HostArrayOf(verdict_array, instruction));
+  const ir::SortSlices slices = ir::SlicesAlong(operands[0].shape->dims(), dimension);
+  std::vector<Element> arguments(static_cast<size_t>(2 * n));
+  const Element onto[] = {{&verdict, 0}};
+  Status status = OkStatus();
+  std::vector<int64_t> order(static_cast<size_t>(slices.length));
+  for (int64_t s = 0; s < slices.count && status.ok(); ++s) {
+    const int64_t start = slices.Start(s);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      if (!status.ok()) return false;
+      for (int64_t k = 0; k < n; ++k) {
+        arguments[2 * k] = {&operands[k], start + a * slices.stride};
+        arguments[2 * k + 1] = {&operands[k], start + b * slices.stride};
+      }
+      status = CallOnElements(step, parameters, arguments, onto);
+      return status.ok() && verdict.data[0] != std::byte{0};
+    });
+    for (size_t k = 0; k < operands.size(); ++k) {
+      const int64_t width = operands[k].element_bytes();
+      for (int64_t j = 0; j < slices.length; ++j) {
+        std::memcpy(results[k].data + (start + j * slices.stride) * width,
+                    operands[k].data + (start + order[j] * slices.stride) * width,
+                    static_cast<size_t>(width));
+      }
+    }
+  }
+  return status;
+}
+
+// topk, and XLA's custom-call TopK whose comparator is one strict compare,
+// on host views by the CPU kernel: its values and positions.
 Expected<Value> Executor::Evaluation::TopK(const Step& step, const std::vector<Value>& in) {
   const Instruction& instruction = *step.instruction;
   const ir::Shape& shape = instruction.shape();
   if (in.size() != 1 || in[0].is_tuple() || !shape.IsTuple() || shape.tuple_size() != 2) {
     return OpError(instruction, "topk takes an array and returns (values, positions)");
   }
+  int64_t k = 0;
+  std::optional<ir::SortKey> key;
+  if (instruction.opcode() == Opcode::kTopK) {
+    LOOM_ASSIGN_OR_RETURN(const ir::TopK topk, ir::TopKOf(instruction));
+    k = topk.k;
+    key = ir::TopKSortKey(topk);
+  } else {
+    LOOM_ASSIGN_OR_RETURN(const ir::CustomTopK topk, ir::CustomTopKOf(instruction));
+    k = topk.k;
+    key = ir::CustomTopKSortKey(instruction, topk);
+  }
+  if (!key) return OpError(instruction, "topk's comparator is not one strict compare");
   LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[0].array(), instruction));
   LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
-  LOOM_RETURN_IF_ERROR(cpu::TopK(instruction, operand, outs.views[0], outs.views[1]));
+  LOOM_RETURN_IF_ERROR(cpu::TopK(instruction, k, *key, operand, outs.views[0], outs.views[1]));
   return Value::OfTuple(&shape, std::move(outs.elements));
+}
+
+// XLA's custom-call TopK with any other comparator, as its TopkDecomposer
+// writes it out: the operand and an iota of positions sorted stably by
+// calls of the comparator (on the values alone when it takes two
+// parameters), each row's k first kept.
+Expected<Value> Executor::Evaluation::TopKByCalls(const Step& step, const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  LOOM_ASSIGN_OR_RETURN(const ir::CustomTopK topk, ir::CustomTopKOf(instruction));
+  if (in.size() != 1 || in[0].is_tuple() || topk.comparator == nullptr) {
+    return OpError(instruction, "custom-call TopK takes an array and a comparator");
+  }
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray operand, HostArrayOf(in[0].array(), instruction));
+  const ir::Shape& shape = *operand.shape;
+  const ir::Shape positions_shape(ir::PrimitiveType::kS32, shape.dims());
+  LOOM_ASSIGN_OR_RETURN(Array positions_array, NewArray(positions_shape));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray positions, HostArrayOf(positions_array, instruction));
+  const int64_t n = shape.dims().back();
+  if (n > int64_t{INT32_MAX}) return OpError(instruction, "topk's positions outgrow s32");
+  for (int64_t i = 0; i < positions.elements(); ++i) {
+    positions.as<int32_t>()[i] = static_cast<int32_t>(i % n);
+  }
+  std::vector<Array> sorted_arrays;
+  std::vector<cpu::HostArray> sorted;
+  for (const ir::Shape* each : {&shape, &positions_shape}) {
+    LOOM_ASSIGN_OR_RETURN(Array array, NewArray(*each));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(array, instruction));
+    sorted_arrays.push_back(std::move(array));
+    sorted.push_back(view);
+  }
+  const cpu::HostArray operands[] = {operand, positions};
+  const size_t compared = topk.comparator->parameters().size() / 2;
+  LOOM_RETURN_IF_ERROR(SortByCalls(step, operands, sorted, shape.rank() - 1, compared));
+  LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
+  const int64_t rows = n == 0 ? 0 : operand.elements() / n;
+  for (size_t part = 0; part < 2; ++part) {
+    const int64_t width = sorted[part].element_bytes();
+    for (int64_t row = 0; row < rows; ++row) {
+      std::memcpy(outs.views[part].data + row * topk.k * width, sorted[part].data + row * n * width,
+                  static_cast<size_t>(topk.k * width));
+    }
+  }
+  return Value::OfTuple(&instruction.shape(), std::move(outs.elements));
 }
 
 // rng-bit-generator on host views by the CPU kernel: the next state and

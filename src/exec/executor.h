@@ -53,6 +53,7 @@ class Executor {
 
   Expected<const Program*> Lower(const ir::Computation& computation, int depth);
   Expected<Step> LowerStep(const ir::Instruction& instruction, int depth);
+  Expected<Step> LowerTopKCustomCall(const ir::Instruction& instruction, int depth);
   Expected<Value> Execute(const Program& program, std::vector<Value> arguments, int depth);
 
   Device& device_;

@@ -79,4 +79,61 @@ Expected<Shape> InferTopKShape(const Shape& operand, int64_t k) {
   return Shape::Tuple({Shape(operand.type(), dims), Shape(PrimitiveType::kS32, dims)});
 }
 
+bool IsTopKCustomCall(const Instruction& instruction) {
+  return instruction.opcode() == Opcode::kCustomCall &&
+         instruction.attrs().custom_call_target.value_or("") == "TopK";
+}
+
+Expected<CustomTopK> CustomTopKOf(const Instruction& topk) {
+  const auto error = [&](const std::string& what) {
+    return Error{fmt::format("%{}: custom-call TopK {}", topk.name(), what), topk.loc()};
+  };
+  const Shape& declared = topk.shape();
+  if (topk.operand_count() != 1 || !declared.IsTuple() || declared.tuple_size() != 2 ||
+      !declared.tuple_element(0).IsArray() || declared.tuple_element(0).rank() == 0) {
+    return error("takes one array and returns (values, s32 positions)");
+  }
+  CustomTopK result;
+  result.k = declared.tuple_element(0).dims().back();
+  const Shape& operand = topk.operand(0)->shape();
+  Expected<Shape> inferred = InferTopKShape(operand, result.k);
+  if (!inferred.ok()) {
+    return Error{fmt::format("%{}: custom-call TopK is a topk, and {}", topk.name(),
+                             inferred.error().message),
+                 topk.loc()};
+  }
+  if (!declared.Compatible(*inferred)) {
+    return error(fmt::format("of {} returns {}, not {}", operand.ToString(false),
+                             inferred->ToString(false), declared.ToString(false)));
+  }
+  result.comparator = topk.called("to_apply");
+  if (result.comparator == nullptr) return result;
+  const std::vector<Instruction*>& parameters = result.comparator->parameters();
+  const Shape value(operand.type(), {}), position(PrimitiveType::kS32, {});
+  bool fits = parameters.size() == 2 || parameters.size() == 4;
+  for (size_t i = 0; fits && i < parameters.size(); ++i) {
+    fits = parameters[i]->shape().Compatible(i < 2 ? value : position);
+  }
+  const Instruction* root = result.comparator->root();
+  if (!fits || root == nullptr || !root->shape().Compatible(Shape(PrimitiveType::kPred, {}))) {
+    return error(fmt::format("needs a comparator of two {0} (and two s32) to pred[], got %{1}",
+                             value.ToString(false), result.comparator->name()));
+  }
+  return result;
+}
+
+std::optional<SortKey> CustomTopKSortKey(const Instruction& topk, const CustomTopK& custom) {
+  if (custom.comparator == nullptr) return SortKey{0, ComparisonDirection::kGt, true};
+  std::optional<SortKey> key = SimpleSortComparator(*custom.comparator);
+  if (!key || key->operand != 0) return std::nullopt;
+  if (key->direction != ComparisonDirection::kGt && key->direction != ComparisonDirection::kLt) {
+    return std::nullopt;
+  }
+  // Without TOTALORDER a float compare is no strict order over NaNs: the
+  // stable sort's answer is its own.
+  if (!key->total_order && IsFloatingPoint(topk.operand(0)->shape().type())) return std::nullopt;
+  key->total_order = true;  // the same order for integers
+  return key;
+}
+
 }  // namespace loom::ir

@@ -66,4 +66,28 @@ SortKey TopKSortKey(const TopK& topk);
 // last dimension holds k.
 Expected<Shape> InferTopKShape(const Shape& operand, int64_t k);
 
+// XLA's GPU form of topk, as its TopkRewriter writes it:
+//
+//   %t = (f32[8,2], s32[8,2]) custom-call(f32[8,128] %x), custom_call_target="TopK",
+//       to_apply=%greater
+//
+// k is the result's last dimension. The comparator is the one of the sort
+// the rewriter replaced: over values and positions (4 parameters) or over
+// values alone (2); without one (the older form) it is GT in TOTALORDER.
+// XLA's TopkDecomposer turns it back into that stable sort of the operand
+// and an iota of positions along the last dimension, sliced to k.
+struct CustomTopK {
+  int64_t k = 0;
+  const Computation* comparator = nullptr;  // none: GT TOTALORDER
+};
+bool IsTopKCustomCall(const Instruction& instruction);
+// k and the comparator, the shapes checked (the comparator's parameters
+// and result too).
+Expected<CustomTopK> CustomTopKOf(const Instruction& topk);
+// The compare a custom-call TopK sorts by when it is one compare of the
+// two values in a strict order (GT or LT, TOTALORDER or of integers), so
+// that any selection of its k first gives the stable sort's; nullopt for
+// any other comparator.
+std::optional<SortKey> CustomTopKSortKey(const Instruction& topk, const CustomTopK& custom);
+
 }  // namespace loom::ir

@@ -869,6 +869,79 @@ TEST(ExecutorDifferential, TopKIsTheStableSortXlaDecomposesItInto) {
   }
 }
 
+// XLA's GPU custom-call TopK is the stable sort of the operand and an iota
+// by its comparator, sliced to k (TopkDecomposer): without a comparator,
+// with one strict compare of the values (the topk kernel), and with
+// comparators the executor must call (JAX's NaN-safe GT through bitcasts;
+// ties broken by larger position first), over values alone (2 parameters)
+// or values and positions (4).
+TEST(ExecutorDifferential, TopKCustomCallIsTheSortItReplaced) {
+  struct Case {
+    std::string name, body;
+    int parameters;
+  };
+  const auto compare = [](const std::string& direction) {
+    return "  ROOT r = pred[] compare(a, b), direction=" + direction + ", type=TOTALORDER\n";
+  };
+  const std::vector<Case> cases = {
+      {"none", compare("GT"), 0},
+      {"gt4", compare("GT"), 4},
+      {"lt2", compare("LT"), 2},
+      {"nan-safe-gt",
+       "  ai = s32[] bitcast-convert(a)\n  bi = s32[] bitcast-convert(b)\n"
+       "  z = s32[] constant(0)\n  m = s32[] constant(2147483647)\n"
+       "  an = pred[] compare(ai, z), direction=LT\n  bn = pred[] compare(bi, z), direction=LT\n"
+       "  af = s32[] xor(ai, m)\n  bf = s32[] xor(bi, m)\n"
+       "  ak = s32[] select(an, af, ai)\n  bk = s32[] select(bn, bf, bi)\n"
+       "  ROOT r = pred[] compare(ak, bk), direction=GT\n",
+       4},
+      {"ties-last-first",
+       "  gt = pred[] compare(a, b), direction=GT, type=TOTALORDER\n"
+       "  eq = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
+       "  later = pred[] compare(c, d), direction=GT\n  tie = pred[] and(eq, later)\n"
+       "  ROOT r = pred[] or(gt, tie)\n",
+       4},
+  };
+  uint32_t seed = 1600;
+  for (const std::string type : {"f32", "bf16", "s32"}) {
+    for (const Case& c : cases) {
+      if (c.name == "nan-safe-gt" && type != "f32") continue;
+      const auto computation = [&](const std::string& name, int parameters) {
+        std::string text = fmt::format(
+            "\n%{} {{\n  a = {}[] parameter(0)\n  b = {}[] parameter(1)\n", name, type, type);
+        if (parameters == 4) text += "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n";
+        return text + c.body + "}\n";
+      };
+      // The decomposition always sorts values and positions.
+      std::string computations = computation("sort_order", 4);
+      if (c.parameters > 0) computations += computation("topk_order", c.parameters);
+      const std::string to_apply = c.parameters > 0 ? ", to_apply=%topk_order" : "";
+      for (const int k : {1, 5, 37}) {
+        const std::string body = fmt::format(
+            "  p0 = {0}[6,37] parameter(0)\n"
+            "  t = ({0}[6,{1}], s32[6,{1}]) custom-call(p0), custom_call_target=\"TopK\"{2}\n"
+            "  tv = {0}[6,{1}] get-tuple-element(t), index=0\n"
+            "  ti = s32[6,{1}] get-tuple-element(t), index=1\n"
+            "  i = s32[6,37] iota(), iota_dimension=1\n"
+            "  s = ({0}[6,37], s32[6,37]) sort(p0, i), dimensions={{1}}, is_stable=true, "
+            "to_apply=%sort_order\n"
+            "  sv = {0}[6,37] get-tuple-element(s), index=0\n"
+            "  si = s32[6,37] get-tuple-element(s), index=1\n"
+            "  svk = {0}[6,{1}] slice(sv), slice={{[0:6], [0:{1}]}}\n"
+            "  sik = s32[6,{1}] slice(si), slice={{[0:6], [0:{1}]}}\n"
+            "  ROOT r = ({0}[6,{1}], s32[6,{1}], {0}[6,{1}], s32[6,{1}]) tuple(tv, ti, svk, sik)\n",
+            type, k, to_apply);
+        const std::string what = fmt::format("TopK {} {} k={}", type, c.name, k);
+        Tensor result;
+        ExpectSame(what, body, seed++, computations, /*must_run=*/true, &result);
+        ASSERT_EQ(result.tuple_elements().size(), 4u) << what;
+        EXPECT_EQ(Difference(result.tuple_elements()[0], result.tuple_elements()[2]), "") << what;
+        EXPECT_EQ(Difference(result.tuple_elements()[1], result.tuple_elements()[3]), "") << what;
+      }
+    }
+  }
+}
+
 // topk by hand: NaN is the largest, -NaN the smallest, -0 below +0, and
 // equal elements come in increasing position.
 TEST(ExecutorDifferential, TopKOrdersTotallyAndTiesByPosition) {

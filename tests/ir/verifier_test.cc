@@ -1585,6 +1585,43 @@ TEST(VerifierReducePrecision, BitsAreChecked) {
             "4:3: %r: declared shape f16[4] but reduce-precision infers f32[4]");
 }
 
+TEST(VerifierTopKCustomCall, ShapesAndComparatorAreChecked) {
+  const std::string greater = R"(
+%greater {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = pred[] compare(%a, %b), direction=GT
+}
+%wrong {
+  %a = f32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %r = pred[] constant(true)
+}
+)";
+  const auto verdict = [&](std::string_view line) {
+    return Verdict(Entry("  %x = f32[4,9] parameter(0)\n" + std::string(line) + "\n") + greater);
+  };
+  EXPECT_EQ(verdict(R"(  %t = (f32[4,2], s32[4,2]) custom-call(%x), custom_call_target="TopK")"),
+            "ok");
+  EXPECT_EQ(verdict(R"(  %t = (f32[4,2], s32[4,2]) custom-call(%x), custom_call_target="TopK", )"
+                    R"(to_apply=%greater)"),
+            "ok");
+  EXPECT_EQ(verdict(R"(  %t = (f32[4,2], s32[4,3]) custom-call(%x), custom_call_target="TopK")"),
+            "4:3: %t: custom-call TopK of f32[4,9] returns (f32[4,2], s32[4,2]), not (f32[4,2], "
+            "s32[4,3])");
+  EXPECT_EQ(verdict(R"(  %t = (f32[4,12], s32[4,12]) custom-call(%x), custom_call_target="TopK")"),
+            "4:3: %t: custom-call TopK is a topk, and topk takes an array of rank 1 or more whose "
+            "last dimension "
+            "holds k=12, got f32[4,9]");
+  EXPECT_EQ(
+      verdict(R"(  %t = (f32[4,2], s32[4,2]) custom-call(%x), custom_call_target="TopK", )"
+              R"(to_apply=%wrong)"),
+      "4:3: %t: custom-call TopK needs a comparator of two f32[] (and two s32) to pred[], got "
+      "%wrong");
+  EXPECT_EQ(verdict(R"(  %t = f32[4,2] custom-call(%x), custom_call_target="TopK")"),
+            "4:3: %t: custom-call TopK takes one array and returns (values, s32 positions)");
+}
+
 TEST(VerifierReduceWindow, ReducerIsChecked) {
   EXPECT_EQ(Verdict(Entry(R"(  %p = f32[8] parameter(0)
   %z = s32[] constant(0)

@@ -112,9 +112,10 @@ Status SelectAndScatter(const ir::Instruction& op, ir::ComparisonDirection selec
 Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const HostArray> operands,
             std::span<const HostArray> outs);
 // topk (ir/sort.h): the k first of each last-dimension slice of `operand`
-// into `values`, their positions into `positions` (s32); the reference's.
-Status TopK(const ir::Instruction& op, const HostArray& operand, const HostArray& values,
-            const HostArray& positions);
+// by `key` (GT or LT, TOTALORDER) into `values`, their positions into
+// `positions` (s32); the reference's.
+Status TopK(const ir::Instruction& op, int64_t k, const ir::SortKey& key, const HostArray& operand,
+            const HostArray& values, const HostArray& positions);
 // rng-bit-generator (ir/random.h): XLA's bits into `bits`, the advanced
 // state into `next_state` (which may be `state`'s buffer).
 Status RngBitGenerator(const ir::Instruction& op, const HostArray& state,

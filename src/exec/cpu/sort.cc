@@ -261,24 +261,26 @@ Status Sort(const ir::Instruction& op, const ir::SortKey& key, std::span<const H
   return OkStatus();
 }
 
-Status TopK(const ir::Instruction& op, const HostArray& operand, const HostArray& values,
-            const HostArray& positions) {
-  Expected<ir::TopK> topk = ir::TopKOf(op);
-  if (!topk.ok()) return topk.error();
+Status TopK(const ir::Instruction& op, int64_t k, const ir::SortKey& key, const HostArray& operand,
+            const HostArray& values, const HostArray& positions) {
   const ir::Shape& shape = *operand.shape;
   if (shape.rank() == 0 || values.type() != operand.type() ||
       positions.type() != PrimitiveType::kS32) {
     return KernelError(op,
                        "topk takes an array of rank 1 or more into its values and s32 positions");
   }
-  const int64_t n = shape.dims().back(), k = topk->k;
+  const int64_t n = shape.dims().back();
   const int64_t count = n == 0 ? 0 : operand.elements() / n;
   if (n > int64_t{INT32_MAX}) return KernelError(op, "topk's positions outgrow s32");
   if (k > n || values.elements() != count * k || positions.elements() != count * k) {
     return KernelError(op, "topk's outputs hold k of each last-dimension slice");
   }
   int32_t* position_out = positions.as<int32_t>();
-  const bool largest = ir::TopKSortKey(*topk).direction == ir::ComparisonDirection::kGt;
+  if (!key.total_order || (key.direction != ir::ComparisonDirection::kGt &&
+                           key.direction != ir::ComparisonDirection::kLt)) {
+    return KernelError(op, "topk selects by GT or LT in TOTALORDER only");
+  }
+  const bool largest = key.direction == ir::ComparisonDirection::kGt;
   const auto select = [&]<typename T>(T) {
     const T* in = operand.as<T>();
     T* out = values.as<T>();

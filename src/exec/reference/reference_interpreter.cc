@@ -191,6 +191,12 @@ class Evaluation {
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
   Expected<Tensor> Sort(const Instruction& instruction) const;
   Expected<Tensor> TopK(const Instruction& instruction) const;
+  Expected<Tensor> TopKBy(const Instruction& instruction, int64_t k, const ir::SortKey& key) const;
+  Expected<Tensor> CustomTopK(const Instruction& instruction) const;
+  Expected<std::vector<Tensor>> SortedStably(const Instruction& instruction,
+                                             const std::vector<const Tensor*>& operands,
+                                             int64_t dimension, const ir::Computation& comparator,
+                                             size_t compared) const;
   Expected<Tensor> ReducePrecision(const Instruction& instruction) const;
   Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
@@ -357,6 +363,7 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
     case Opcode::kReplicaId:
       return DeviceId(device_.replica_id);
     case Opcode::kCustomCall:
+      if (ir::IsTopKCustomCall(instruction)) return CustomTopK(instruction);
       return Error{fmt::format("unsupported custom-call {} at line {} (%{})",
                                instruction.attrs().custom_call_target.value_or("?"),
                                instruction.loc().line, instruction.name()),
@@ -1066,17 +1073,33 @@ Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
   }
   const ir::Shape& shape = Operand(instruction, 0).shape();
   if (dims[0] < 0 || dims[0] >= shape.rank()) return OpError(instruction, "bad sort dimension");
-  const ir::SortSlices slices = ir::SlicesAlong(shape.dims(), dims[0]);
+  std::vector<const Tensor*> operands;
+  for (int64_t k = 0; k < n; ++k) operands.push_back(&Operand(instruction, k));
+  LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                        SortedStably(instruction, operands, dims[0], *comparator, operands.size()));
+  if (n == 1) return std::move(outs[0]);
+  return Tensor::Tuple(std::move(outs));
+}
+
+// The slices along `dimension` of `operands` sorted stably by calls of
+// `comparator` on the first `compared` operands' elements, all permuted
+// alike.
+Expected<std::vector<Tensor>> Evaluation::SortedStably(const Instruction& instruction,
+                                                       const std::vector<const Tensor*>& operands,
+                                                       int64_t dimension,
+                                                       const ir::Computation& comparator,
+                                                       size_t compared) const {
+  const ir::SortSlices slices = ir::SlicesAlong(operands[0]->shape().dims(), dimension);
   std::vector<Tensor> outs;
-  for (int64_t k = 0; k < n; ++k) outs.push_back(Operand(instruction, k));
+  for (const Tensor* operand : operands) outs.push_back(*operand);
   std::optional<Error> failure;
   // Whether position a of the slice at `start` goes before position b.
   const auto before = [&](int64_t start, int64_t a, int64_t b) {
     if (failure) return false;
     std::vector<Tensor> arguments;
-    for (int64_t k = 0; k < n; ++k) {
+    for (size_t k = 0; k < compared; ++k) {
       for (const int64_t j : {a, b}) {
-        Expected<Tensor> scalar = ScalarFrom(Operand(instruction, k), start + j * slices.stride);
+        Expected<Tensor> scalar = ScalarFrom(*operands[k], start + j * slices.stride);
         if (!scalar.ok()) {
           failure = scalar.error();
           return false;
@@ -1084,7 +1107,7 @@ Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
         arguments.push_back(std::move(scalar).value());
       }
     }
-    Expected<Tensor> verdict = Call(comparator, std::move(arguments), instruction);
+    Expected<Tensor> verdict = Call(&comparator, std::move(arguments), instruction);
     if (!verdict.ok()) {
       failure = verdict.error();
       return false;
@@ -1097,16 +1120,48 @@ Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return before(start, a, b); });
-    for (int64_t k = 0; k < n; ++k) {
+    for (size_t k = 0; k < operands.size(); ++k) {
       for (int64_t j = 0; j < slices.length; ++j) {
         outs[k].SetBits(
             start + j * slices.stride,
-            Operand(instruction, k).GetBits(start + order[static_cast<size_t>(j)] * slices.stride));
+            operands[k]->GetBits(start + order[static_cast<size_t>(j)] * slices.stride));
       }
     }
   }
   if (failure) return *failure;
-  if (n == 1) return std::move(outs[0]);
+  return outs;
+}
+
+// XLA's custom-call TopK as its TopkDecomposer writes it out (ir/sort.h):
+// the operand and an iota of positions along the last dimension sorted
+// stably by the comparator (GT TOTALORDER without one), sliced to k.
+Expected<Tensor> Evaluation::CustomTopK(const Instruction& instruction) const {
+  Expected<ir::CustomTopK> topk = ir::CustomTopKOf(instruction);
+  if (!topk.ok()) return topk.error();
+  if (topk->comparator == nullptr) {
+    return TopKBy(instruction, topk->k, ir::SortKey{0, ir::ComparisonDirection::kGt, true});
+  }
+  const Tensor& operand = Operand(instruction, 0);
+  const ir::Shape& shape = operand.shape();
+  LOOM_ASSIGN_OR_RETURN(Tensor positions,
+                        Tensor::Zeros(ir::Shape(PrimitiveType::kS32, shape.dims())));
+  const int64_t n = shape.dims().back();
+  for (int64_t i = 0; i < positions.ElementCount(); ++i) positions.SetInt(i, i % n);
+  LOOM_ASSIGN_OR_RETURN(std::vector<Tensor> sorted,
+                        SortedStably(instruction, {&operand, &positions}, shape.rank() - 1,
+                                     *topk->comparator, topk->comparator->parameters().size() / 2));
+  std::vector<Tensor> outs;
+  const int64_t rows = n == 0 ? 0 : operand.ElementCount() / n;
+  for (size_t part = 0; part < 2; ++part) {
+    LOOM_ASSIGN_OR_RETURN(
+        Tensor out, Tensor::Zeros(instruction.shape().tuple_element(static_cast<int64_t>(part))));
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t j = 0; j < topk->k; ++j) {
+        out.SetBits(row * topk->k + j, sorted[part].GetBits(row * n + j));
+      }
+    }
+    outs.push_back(std::move(out));
+  }
   return Tensor::Tuple(std::move(outs));
 }
 
@@ -1115,10 +1170,15 @@ Expected<Tensor> Evaluation::Sort(const Instruction& instruction) const {
 // kept with their elements.
 Expected<Tensor> Evaluation::TopK(const Instruction& instruction) const {
   LOOM_ASSIGN_OR_RETURN(const ir::TopK topk, ir::TopKOf(instruction));
+  return TopKBy(instruction, topk.k, ir::TopKSortKey(topk));
+}
+
+Expected<Tensor> Evaluation::TopKBy(const Instruction& instruction, int64_t k,
+                                    const ir::SortKey& key) const {
+  const ir::TopK topk{k, key.direction == ir::ComparisonDirection::kGt};
   const Tensor& operand = Operand(instruction, 0);
   Expected<ir::Shape> shape = ir::InferTopKShape(operand.shape(), topk.k);
   if (!shape.ok()) return OpError(instruction, shape.error().message);
-  const ir::SortKey key = ir::TopKSortKey(topk);
   const int64_t length = operand.shape().dims().back();
   LOOM_ASSIGN_OR_RETURN(Tensor values, Tensor::Zeros(shape->tuple_element(0)));
   LOOM_ASSIGN_OR_RETURN(Tensor positions, Tensor::Zeros(shape->tuple_element(1)));
