@@ -286,6 +286,17 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
       step.value = std::make_shared<const Value>(std::move(value).value());
       return step;
     }
+    case Opcode::kGetDimensionSize: {
+      // Shapes are static here: the size is known when lowering, a
+      // constant of the result's type.
+      Expected<Tensor> size = DimensionSize(instruction);
+      if (!size.ok()) return unsupported(size.error());
+      Expected<Value> value = Upload(*size, instruction.shape());
+      if (!value.ok()) return unsupported(OpError(instruction, value.error().message));
+      step.kind = StepKind::kConstant;
+      step.value = std::make_shared<const Value>(std::move(value).value());
+      return step;
+    }
     case Opcode::kTuple:
       step.kind = StepKind::kTuple;
       return step;

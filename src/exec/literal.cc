@@ -42,4 +42,20 @@ Expected<Tensor> EvaluateConstant(const ir::Instruction& constant) {
                constant.loc()};
 }
 
+Expected<Tensor> DimensionSize(const ir::Instruction& get_dimension_size) {
+  const std::vector<int64_t> dims =
+      get_dimension_size.attrs().dimensions.value_or(std::vector<int64_t>{});
+  const ir::Shape& shape = get_dimension_size.shape();
+  if (get_dimension_size.operand_count() != 1 || dims.size() != 1 || !shape.IsArray() ||
+      shape.rank() != 0 || !get_dimension_size.operand(0)->shape().IsArray() || dims[0] < 0 ||
+      dims[0] >= get_dimension_size.operand(0)->shape().rank()) {
+    return Error{fmt::format("%{}: get-dimension-size takes an array and one of its dimensions",
+                             get_dimension_size.name()),
+                 get_dimension_size.loc()};
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor size, Tensor::Zeros(shape));
+  size.SetInt(0, get_dimension_size.operand(0)->shape().dims()[static_cast<size_t>(dims[0])]);
+  return size;
+}
+
 }  // namespace loom::exec

@@ -20,4 +20,8 @@ Expected<Tensor> ParseLiteral(std::string_view literal, const ir::Shape& shape);
 // ParseLiteral for a constant instruction; errors name the op and its line.
 Expected<Tensor> EvaluateConstant(const ir::Instruction& constant);
 
+// get-dimension-size of a static shape: the operand's size along
+// `dimensions`, a scalar of the result's type.
+Expected<Tensor> DimensionSize(const ir::Instruction& get_dimension_size);
+
 }  // namespace loom::exec

@@ -1146,6 +1146,19 @@ ENTRY main {
   }
 }
 
+// get-dimension-size of a static shape is the dimension's size, usable as
+// any s32 (a mean's divisor, a loop bound).
+TEST(ExecutorDifferential, GetDimensionSizeIsTheStaticSize) {
+  Tensor result;
+  ExpectSame("get-dimension-size",
+             "  p0 = f32[3,7] parameter(0)\n"
+             "  n = s32[] get-dimension-size(p0), dimensions={1}\n"
+             "  m = s32[] get-dimension-size(p0), dimensions={0}\n"
+             "  ROOT r = s32[] multiply(n, m)\n",
+             1700, "", /*must_run=*/true, &result);
+  EXPECT_EQ(result.GetInt(0), 21);
+}
+
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {

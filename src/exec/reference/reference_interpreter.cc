@@ -358,6 +358,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       }
       return started.tuple_elements()[0];
     }
+    case Opcode::kGetDimensionSize:
+      return DimensionSize(instruction);
     case Opcode::kPartitionId:
       return DeviceId(device_.partition_id);
     case Opcode::kReplicaId:
