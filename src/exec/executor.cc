@@ -430,6 +430,17 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     step.kind = StepKind::kRngBitGenerator;
     return step;
   }
+  if (op == Opcode::kBatchNormTraining || op == Opcode::kBatchNormInference ||
+      op == Opcode::kBatchNormGrad) {
+    const ir::Shape& operand = instruction.operand(0)->shape();
+    if (!operand.IsArray() || !IsExecutableType(operand.type())) {
+      return unsupported(OpError(
+          instruction,
+          fmt::format("{} of {} is not executable", ir::OpcodeName(op), operand.ToString(false))));
+    }
+    step.kind = StepKind::kBatchNorm;
+    return step;
+  }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
     step.kind = StepKind::kSelectAndScatter;
     if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
@@ -573,6 +584,7 @@ class Executor::Evaluation {
   Status SortByCalls(const Step& step, std::span<const cpu::HostArray> operands,
                      std::span<const cpu::HostArray> results, int64_t dimension, size_t compared);
   Expected<Value> RngBitGenerator(const Step& step, const std::vector<Value>& in);
+  Expected<Value> BatchNorm(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -720,6 +732,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return TopKByCalls(step, in);
     case StepKind::kRngBitGenerator:
       return RngBitGenerator(step, in);
+    case StepKind::kBatchNorm:
+      return BatchNorm(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -1313,6 +1327,26 @@ Expected<Value> Executor::Evaluation::RngBitGenerator(const Step& step,
   LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
   LOOM_RETURN_IF_ERROR(cpu::RngBitGenerator(instruction, state, outs.views[0], outs.views[1]));
   return Value::OfTuple(&shape, std::move(outs.elements));
+}
+
+// batch-norm-* on host views by the CPU kernel (exec/batch_norm.h).
+Expected<Value> Executor::Evaluation::BatchNorm(const Step& step, const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  std::vector<cpu::HostArray> operands;
+  for (const Value& value : in) {
+    if (value.is_tuple()) return OpError(instruction, "batch norm takes arrays");
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), instruction));
+    operands.push_back(view);
+  }
+  if (!instruction.shape().IsTuple()) {
+    LOOM_ASSIGN_OR_RETURN(Array out, NewArray(instruction.shape()));
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(out, instruction));
+    LOOM_RETURN_IF_ERROR(cpu::BatchNorm(instruction, operands, std::span(&view, 1)));
+    return Value::OfArray(std::move(out));
+  }
+  LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
+  LOOM_RETURN_IF_ERROR(cpu::BatchNorm(instruction, operands, outs.views));
+  return Value::OfTuple(&instruction.shape(), std::move(outs.elements));
 }
 
 Expected<Executor::Evaluation::TupleOutputs> Executor::Evaluation::NewTupleOutputs(

@@ -68,6 +68,7 @@ enum class StepKind : uint8_t {
   kScatter,           // scatter with a combiner (or of operands) the device cannot run
   kTopK,              // topk: values and positions, a tuple no device op returns
   kRngBitGenerator,   // rng-bit-generator: (state, bits), likewise
+  kBatchNorm,         // batch-norm-training, -inference, -grad (two of them tuples)
   kTopKByCalls,       // custom-call TopK whose comparator is more than one compare
   kCopyStart,         // copy-start: (the copy, the operand, a context), the copy an alias
   kCopyDone,          // copy-done: the copy

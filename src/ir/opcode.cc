@@ -114,8 +114,12 @@ int64_t MinimumOperandCount(Opcode op) {
   if (IsElementwiseBinary(op)) return 2;
   if (IsElementwiseUnary(op)) return 1;
   switch (op) {
+    case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad:
+      return 5;
     case Opcode::kSelect:
     case Opcode::kClamp:
+    case Opcode::kBatchNormTraining:
       return 3;
     case Opcode::kPad:
     case Opcode::kDot:

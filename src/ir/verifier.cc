@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/attribute_names.h"
+#include "ir/batch_norm.h"
 #include "ir/collective_groups.h"
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
@@ -250,6 +251,7 @@ class ModuleVerifier {
   Status VerifySort(const Instruction& instruction);
   Status VerifyTopK(const Instruction& instruction);
   Status VerifyRngBitGenerator(const Instruction& instruction);
+  Status VerifyBatchNorm(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -1207,6 +1209,10 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyTopK(instruction);
     case Opcode::kRngBitGenerator:
       return VerifyRngBitGenerator(instruction);
+    case Opcode::kBatchNormTraining:
+    case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad:
+      return VerifyBatchNorm(instruction);
     case Opcode::kCustomCall:
       // XLA's GPU topk is checked as topk; others are the caller's.
       if (IsTopKCustomCall(instruction)) return CustomTopKOf(instruction).status();
@@ -1219,7 +1225,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return VerifyConvolution(instruction);
     default:
       // custom-call, fft, rng,
-      // triangular-solve, cholesky, batch-norm-*, send/recv, infeed,
+      // triangular-solve, cholesky, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
   }
@@ -1764,6 +1770,15 @@ Status ModuleVerifier::VerifyRngBitGenerator(const Instruction& instruction) {
   LOOM_ASSIGN_OR_RETURN(const RngAlgorithm algorithm, RngAlgorithmOf(instruction));
   return ExpectInferred(instruction, InferRngBitGeneratorShape(instruction.operand(0)->shape(),
                                                                instruction.shape(), algorithm));
+}
+
+// batch-norm-training, -inference and -grad (ir/batch_norm.h).
+Status ModuleVerifier::VerifyBatchNorm(const Instruction& instruction) {
+  std::vector<const Shape*> operands;
+  for (const Instruction* operand : instruction.operands()) operands.push_back(&operand->shape());
+  LOOM_ASSIGN_OR_RETURN(const BatchNorm attributes, BatchNormOf(instruction));
+  return ExpectInferred(instruction,
+                        InferBatchNormShape(instruction.opcode(), operands, attributes));
 }
 
 // select-and-scatter(operand, source, init) (ir/select_and_scatter.h):

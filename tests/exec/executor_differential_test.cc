@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/batch_norm.h"
 #include "exec/interpreter.h"
 #include "exec/random_bits.h"
 #include "exec/reference/reference_interpreter.h"
@@ -1157,6 +1158,167 @@ TEST(ExecutorDifferential, GetDimensionSizeIsTheStaticSize) {
              "  ROOT r = s32[] multiply(n, m)\n",
              1700, "", /*must_run=*/true, &result);
   EXPECT_EQ(result.GetInt(0), 21);
+}
+
+// The three batch-norm ops beside XLA's BatchNormExpander's expansion of
+// them written out as HLO (get-dimension-size products, the float epsilon
+// converted, reductions from 0, rsqrt at the operand's shape), on both
+// backends: all four give the same bits, for four types and with the
+// feature dimension first, inside, last and alone.
+std::string BatchNormExpansionModule(const std::string& t, const std::vector<int64_t>& dims,
+                                     int64_t feature, const std::string& epsilon) {
+  const std::string x = fmt::format("{}[{}]", t, fmt::join(dims, ","));
+  const std::string f = fmt::format("{}[{}]", t, dims[static_cast<size_t>(feature)]);
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    if (d != feature) others.push_back(d);
+  }
+  const std::string reduced = fmt::format("dimensions={{{}}}", fmt::join(others, ","));
+  const std::string along = fmt::format("dimensions={{{}}}", feature);
+  const std::string attributes = fmt::format("epsilon={}, feature_index={}", epsilon, feature);
+  std::string s = fmt::format(
+      "HloModule batch_norm\n\n%add (a: {0}[], b: {0}[]) -> {0}[] {{\n"
+      "  a = {0}[] parameter(0)\n  b = {0}[] parameter(1)\n  ROOT s = {0}[] add(a, b)\n}}\n\n"
+      "ENTRY main {{\n  x = {1} parameter(0)\n  scale = {2} parameter(1)\n"
+      "  offset = {2} parameter(2)\n  mean = {2} parameter(3)\n  variance = {2} parameter(4)\n"
+      "  dy = {1} parameter(5)\n",
+      t, x, f);
+  // N and epsilon, as the expander makes them.
+  s += "  n_0 = s32[] constant(1)\n";
+  for (size_t i = 0; i < others.size(); ++i) {
+    s += fmt::format(
+        "  size_{0} = s32[] get-dimension-size(x), dimensions={{{1}}}\n"
+        "  n_{2} = s32[] multiply(size_{0}, n_{0})\n",
+        i, others[i], i + 1);
+  }
+  s += fmt::format(
+      "  n = {0}[] convert(n_{1})\n  eps32 = f32[] constant({2})\n  eps = {0}[] convert(eps32)\n"
+      "  zero = {0}[] constant(0)\n  n_f = {3} broadcast(n), dimensions={{}}\n"
+      "  n_x = {4} broadcast(n), dimensions={{}}\n  eps_f = {3} broadcast(eps), dimensions={{}}\n"
+      "  eps_x = {4} broadcast(eps), dimensions={{}}\n",
+      t, others.size(), epsilon, f, x);
+  // Training.
+  s += fmt::format(
+      "  bn_t = ({0}, {1}, {1}) batch-norm-training(x, scale, offset), {2}\n"
+      "  t_y = {0} get-tuple-element(bn_t), index=0\n"
+      "  t_mean = {1} get-tuple-element(bn_t), index=1\n"
+      "  t_var = {1} get-tuple-element(bn_t), index=2\n"
+      "  xx = {0} multiply(x, x)\n  sum = {1} reduce(x, zero), {3}, to_apply=%add\n"
+      "  sum_xx = {1} reduce(xx, zero), {3}, to_apply=%add\n  e_mean = {1} divide(sum, n_f)\n"
+      "  e_xx = {1} divide(sum_xx, n_f)\n  mean2 = {1} multiply(e_mean, e_mean)\n"
+      "  e_var = {1} subtract(e_xx, mean2)\n  e_mean_x = {0} broadcast(e_mean), {4}\n"
+      "  e_var_x = {0} broadcast(e_var), {4}\n  e_var_eps = {0} add(e_var_x, eps_x)\n"
+      "  e_rs = {0} rsqrt(e_var_eps)\n  e_c = {0} subtract(x, e_mean_x)\n"
+      "  e_norm = {0} multiply(e_c, e_rs)\n  scale_x = {0} broadcast(scale), {4}\n"
+      "  offset_x = {0} broadcast(offset), {4}\n  e_scaled = {0} multiply(e_norm, scale_x)\n"
+      "  e_y = {0} add(e_scaled, offset_x)\n",
+      x, f, attributes, reduced, along);
+  // Inference.
+  s += fmt::format(
+      "  i_y = {0} batch-norm-inference(x, scale, offset, mean, variance), {2}\n"
+      "  v_eps = {1} add(variance, eps_f)\n  v_rs = {1} rsqrt(v_eps)\n"
+      "  true_scale = {1} multiply(scale, v_rs)\n  m_s = {1} multiply(mean, true_scale)\n"
+      "  true_shift = {1} subtract(offset, m_s)\n  ts_x = {0} broadcast(true_scale), {3}\n"
+      "  th_x = {0} broadcast(true_shift), {3}\n  x_ts = {0} multiply(x, ts_x)\n"
+      "  ei_y = {0} add(x_ts, th_x)\n",
+      x, f, attributes, along);
+  // Grad: the expander's I1..I6.
+  s += fmt::format(
+      "  bn_g = ({0}, {1}, {1}) batch-norm-grad(x, scale, mean, variance, dy), {2}\n"
+      "  g_dx = {0} get-tuple-element(bn_g), index=0\n"
+      "  g_scale = {1} get-tuple-element(bn_g), index=1\n"
+      "  g_offset = {1} get-tuple-element(bn_g), index=2\n"
+      "  var_x = {0} broadcast(variance), {4}\n  mean_x = {0} broadcast(mean), {4}\n"
+      "  var_eps_x = {0} add(var_x, eps_x)\n  rs_x = {0} rsqrt(var_eps_x)\n"
+      "  c = {0} subtract(x, mean_x)\n  dy_c = {0} multiply(dy, c)\n"
+      "  sum_dy_c = {1} reduce(dy_c, zero), {3}, to_apply=%add\n"
+      "  eg_offset = {1} reduce(dy, zero), {3}, to_apply=%add\n"
+      "  eg_scale = {1} multiply(sum_dy_c, v_rs)\n  i2 = {0} broadcast(eg_offset), {4}\n"
+      "  i3 = {0} broadcast(sum_dy_c), {4}\n  i4 = {0} multiply(i3, c)\n"
+      "  i5 = {0} divide(i4, var_eps_x)\n  s_rs = {0} multiply(scale_x, rs_x)\n"
+      "  k = {0} divide(s_rs, n_x)\n  i1 = {0} multiply(dy, n_x)\n"
+      "  i1_i2 = {0} subtract(i1, i2)\n  i6 = {0} subtract(i1_i2, i5)\n"
+      "  eg_dx = {0} multiply(k, i6)\n",
+      x, f, attributes, reduced, along);
+  s += fmt::format(
+      "  ROOT r = ({0}, {1}, {1}, {0}, {1}, {1}, {0}, {0}, {0}, {1}, {1}, {0}, {1}, {1}) "
+      "tuple(t_y, t_mean, t_var, e_y, e_mean, e_var, i_y, ei_y, g_dx, g_scale, g_offset, eg_dx, "
+      "eg_scale, eg_offset)\n}}\n",
+      x, f);
+  return s;
+}
+
+// Ordinary values: x and dy in [-3, 3], scale in [0.5, 2], offset and mean
+// in [-1, 1], variance in [0.25, 3.25] (so no rsqrt of a negative).
+std::vector<Tensor> BatchNormInputs(const ir::Module& module, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto uniform = [&](double low, double high) {
+    return low + (high - low) * static_cast<double>(rng() % 1025) / 1024.0;
+  };
+  const double ranges[][2] = {{-3, 3}, {0.5, 2}, {-1, 1}, {-1, 1}, {0.25, 3.25}, {-3, 3}};
+  std::vector<Tensor> inputs;
+  for (const ir::Instruction* parameter : module.entry()->parameters()) {
+    const double* range = ranges[inputs.size()];
+    Tensor tensor = Tensor::Zeros(parameter->shape()).value();
+    for (int64_t i = 0; i < tensor.ElementCount(); ++i) {
+      tensor.SetDouble(i, uniform(range[0], range[1]));
+    }
+    inputs.push_back(std::move(tensor));
+  }
+  return inputs;
+}
+
+TEST(ExecutorDifferential, BatchNormIsXlasExpansionOfIt) {
+  struct Case {
+    std::vector<int64_t> dims;
+    int64_t feature;
+    std::string epsilon;
+  };
+  const std::vector<Case> cases = {{{4, 5, 6}, 1, "0.001"},
+                                   {{3, 33}, 1, "1e-05"},
+                                   {{7, 2, 3, 2}, 0, "0.1"},
+                                   {{9}, 0, "0.001"},
+                                   {{2, 1, 70}, 2, "1e-3"}};
+  uint32_t seed = 1800;
+  for (const std::string type : {"f32", "f64", "bf16", "f16"}) {
+    for (const Case& c : cases) {
+      const std::string text = BatchNormExpansionModule(type, c.dims, c.feature, c.epsilon);
+      SCOPED_TRACE(text);
+      auto module = ir::ParseModule(text);
+      ASSERT_TRUE(module.ok()) << module.error().ToString();
+      auto verified = ir::VerifyModule(**module);
+      ASSERT_TRUE(verified.ok()) << verified.error().ToString();
+      const std::vector<Tensor> inputs = BatchNormInputs(**module, seed++);
+      const InterpreterOptions options{.deterministic = true};
+      Expected<Tensor> reference = ReferenceInterpreter({}, options).RunEntry(**module, inputs);
+      Expected<Tensor> fast = Interpreter({}, options).RunEntry(**module, inputs);
+      ASSERT_TRUE(reference.ok()) << reference.error().ToString();
+      ASSERT_TRUE(fast.ok()) << fast.error().ToString();
+      EXPECT_EQ(Difference(*fast, *reference), "");
+      const std::vector<Tensor>& r = reference->tuple_elements();
+      const std::pair<int, int> op_and_expansion[] = {{0, 3},  {1, 4},  {2, 5},  {6, 7},
+                                                      {8, 11}, {9, 12}, {10, 13}};
+      for (const auto& [op, expansion] : op_and_expansion) {
+        EXPECT_EQ(Difference(r[op], r[expansion]), "") << "result " << op;
+      }
+      if (type != "f64") continue;
+      // In f64 the statistics are the mean and population variance.
+      const batch_norm::Layout layout = batch_norm::LayoutOf(c.dims, c.feature);
+      for (int64_t f = 0; f < layout.features; ++f) {
+        double sum = 0, squares = 0;
+        for (int64_t o = 0; o < layout.outer; ++o) {
+          for (int64_t i = 0; i < layout.inner; ++i) {
+            const double v = inputs[0].GetDouble((o * layout.features + f) * layout.inner + i);
+            sum += v;
+            squares += v * v;
+          }
+        }
+        const double n = static_cast<double>(layout.outer * layout.inner);
+        EXPECT_NEAR(r[1].GetDouble(f), sum / n, 1e-12);
+        EXPECT_NEAR(r[2].GetDouble(f), squares / n - (sum / n) * (sum / n), 1e-12);
+      }
+    }
+  }
 }
 
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {

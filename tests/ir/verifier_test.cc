@@ -1585,6 +1585,51 @@ TEST(VerifierReducePrecision, BitsAreChecked) {
             "4:3: %r: declared shape f16[4] but reduce-precision infers f32[4]");
 }
 
+TEST(VerifierBatchNorm, AttributesAndShapesAreChecked) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(
+        Entry("  %x = f32[2,3,4] parameter(0)\n  %s = f32[3] parameter(1)\n"
+              "  %d = f32[4] parameter(2)\n" +
+              std::string(line) + "\n"));
+  };
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(%x, %s, %s), "
+                    "epsilon=0.001, feature_index=1"),
+            "ok");
+  EXPECT_EQ(verdict("  %y = f32[2,3,4] batch-norm-inference(%x, %s, %s, %s, %s), epsilon=1e-5, "
+                    "feature_index=1"),
+            "ok");
+  EXPECT_EQ(verdict("  %g = (f32[2,3,4], f32[3], f32[3]) batch-norm-grad(%x, %s, %s, %s, %x), "
+                    "epsilon=0.1, feature_index=1"),
+            "ok");
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[4], f32[4]) batch-norm-training(%x, %d, %d), "
+                    "epsilon=0.001, feature_index=2"),
+            "ok");
+  // The feature's size, the grad_output's shape, the attributes, the result.
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(%x, %d, %s), "
+                    "epsilon=0.001, feature_index=1"),
+            "6:3: %t: batch-norm-training's operand 1 must be f32[3], got f32[4]");
+  EXPECT_EQ(verdict("  %g = (f32[2,3,4], f32[3], f32[3]) batch-norm-grad(%x, %s, %s, %s, %s), "
+                    "epsilon=0.1, feature_index=1"),
+            "6:3: %g: batch-norm-grad's operand 4 must be f32[2,3,4], got f32[3]");
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(%x, %s, %s), "
+                    "epsilon=0.001, feature_index=3"),
+            "6:85: %t: feature_index=3 is not a dimension of the rank-3 operand");
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(%x, %s, %s), "
+                    "epsilon=tiny, feature_index=1"),
+            "6:70: %t: epsilon=tiny is not a finite float");
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3], f32[3]) batch-norm-training(%x, %s, %s), "
+                    "epsilon=0.001"),
+            "6:3: %t: batch-norm-training needs feature_index=");
+  EXPECT_EQ(verdict("  %y = f32[2,3,4] batch-norm-inference(%x, %s, %s), epsilon=1e-5, "
+                    "feature_index=1"),
+            "6:3: %y: batch-norm-inference takes an operand, a scale, an offset, a mean and a "
+            "variance, got 3 operands");
+  EXPECT_EQ(verdict("  %t = (f32[2,3,4], f32[3]) batch-norm-training(%x, %s, %s), "
+                    "epsilon=0.001, feature_index=1"),
+            "6:3: %t: declared shape (f32[2,3,4], f32[3]) but batch-norm-training infers "
+            "(f32[2,3,4], f32[3], f32[3])");
+}
+
 TEST(VerifierTopKCustomCall, ShapesAndComparatorAreChecked) {
   const std::string greater = R"(
 %greater {

@@ -120,6 +120,10 @@ Status TopK(const ir::Instruction& op, int64_t k, const ir::SortKey& key, const 
 // state into `next_state` (which may be `state`'s buffer).
 Status RngBitGenerator(const ir::Instruction& op, const HostArray& state,
                        const HostArray& next_state, const HostArray& bits);
+// batch-norm-training, -inference and -grad (exec/batch_norm.h): operands
+// and results in the op's order (a tuple's elements for training and grad).
+Status BatchNorm(const ir::Instruction& op, std::span<const HostArray> operands,
+                 std::span<const HostArray> outs);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "exec/batch_norm.h"
 #include "exec/literal.h"
 #include "exec/random_bits.h"
 #include "exec/reference/collective_ops.h"
@@ -199,6 +200,7 @@ class Evaluation {
                                              size_t compared) const;
   Expected<Tensor> ReducePrecision(const Instruction& instruction) const;
   Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
+  Expected<Tensor> BatchNorm(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -312,6 +314,10 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return TopK(instruction);
     case Opcode::kRngBitGenerator:
       return RngBitGenerator(instruction);
+    case Opcode::kBatchNormTraining:
+    case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad:
+      return BatchNorm(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -1270,6 +1276,41 @@ Expected<Tensor> Evaluation::RngBitGenerator(const Instruction& instruction) con
   outs.push_back(std::move(next));
   outs.push_back(std::move(bits));
   return Tensor::Tuple(std::move(outs));
+}
+
+// batch-norm-* through exec/batch_norm.h's loops on the generic
+// conversions (the CPU kernel runs f32 and f64 natively).
+Expected<Tensor> Evaluation::BatchNorm(const Instruction& instruction) const {
+  Expected<ir::BatchNorm> attributes = ir::BatchNormOf(instruction);
+  if (!attributes.ok()) return attributes.error();
+  std::vector<const ir::Shape*> shapes;
+  std::vector<const std::byte*> in;
+  for (int64_t i = 0; i < instruction.operand_count(); ++i) {
+    shapes.push_back(&Operand(instruction, i).shape());
+    in.push_back(Operand(instruction, i).bytes().data());
+  }
+  Expected<ir::Shape> shape = ir::InferBatchNormShape(instruction.opcode(), shapes, *attributes);
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  std::vector<Tensor> outs;
+  for (const ir::Shape& each : shape->IsTuple() ? shape->tuple_elements() : std::vector{*shape}) {
+    LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(each));
+    outs.push_back(std::move(out));
+  }
+  const batch_norm::AnyFloat e{shape->IsTuple() ? shape->tuple_element(0).type() : shape->type()};
+  const std::vector<int64_t>& dims = shapes[0]->dims();
+  auto out = [&](size_t i) { return outs[i].mutable_bytes().data(); };
+  switch (instruction.opcode()) {
+    case Opcode::kBatchNormTraining:
+      batch_norm::Training(e, dims, *attributes, in[0], in[1], in[2], out(0), out(1), out(2));
+      return Tensor::Tuple(std::move(outs));
+    case Opcode::kBatchNormInference:
+      batch_norm::Inference(e, dims, *attributes, in[0], in[1], in[2], in[3], in[4], out(0));
+      return std::move(outs[0]);
+    default:
+      batch_norm::Grad(e, dims, *attributes, in[0], in[1], in[2], in[3], in[4], out(0), out(1),
+                       out(2));
+      return Tensor::Tuple(std::move(outs));
+  }
 }
 
 Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
