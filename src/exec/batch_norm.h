@@ -2,7 +2,7 @@
 // compute: XLA's BatchNormExpander's expansion, op for op, each result
 // rounded to the element type as the expanded program's ops round it. The
 // reference interpreter and the CPU kernel both run these loops, through
-// an element policy (how elements load, store and round); the tests hold
+// an element policy (exec/float_elements.h); the tests hold
 // them to the same expansion written out as HLO.
 //
 // With N the s32 product of the non-feature dimensions converted to the
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "exec/scalar_ops.h"
-#include "exec/tensor.h"
 #include "ir/batch_norm.h"
 
 namespace loom::exec::batch_norm {
@@ -56,27 +55,6 @@ inline int32_t ElementsPerFeature(const std::vector<int64_t>& dims, int64_t feat
   std::memcpy(&wrapped, &product, sizeof wrapped);
   return wrapped;
 }
-
-// Elements of any floating-point type Loom executes, through its
-// conversions (exec/tensor.h).
-struct AnyFloat {
-  ir::PrimitiveType type;
-  double Load(const std::byte* data, int64_t i) const { return LoadDouble(data, type, i); }
-  void Store(std::byte* data, int64_t i, double value) const { StoreDouble(data, type, i, value); }
-  double Round(double value) const { return RoundToType(value, type); }
-};
-
-// Elements stored as a C++ float or double.
-template <typename T>
-struct Native {
-  double Load(const std::byte* data, int64_t i) const {
-    return static_cast<double>(reinterpret_cast<const T*>(data)[i]);
-  }
-  void Store(std::byte* data, int64_t i, double value) const {
-    reinterpret_cast<T*>(data)[i] = static_cast<T>(value);
-  }
-  double Round(double value) const { return static_cast<double>(static_cast<T>(value)); }
-};
 
 // The constants every form converts to the element type.
 template <typename E>

@@ -441,6 +441,16 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
     step.kind = StepKind::kBatchNorm;
     return step;
   }
+  if (op == Opcode::kTriangularSolve || op == Opcode::kCholesky) {
+    const ir::Shape& shape = instruction.shape();
+    if (!shape.IsArray() || !ir::IsFloatingPoint(shape.type()) || !IsExecutableType(shape.type())) {
+      return unsupported(OpError(
+          instruction,
+          fmt::format("{} of {} is not executable", ir::OpcodeName(op), shape.ToString(false))));
+    }
+    step.kind = StepKind::kLinearAlgebra;
+    return step;
+  }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
     step.kind = StepKind::kSelectAndScatter;
     if (!call(instruction.called("select")).ok() || !call(instruction.called("scatter")).ok()) {
@@ -585,6 +595,7 @@ class Executor::Evaluation {
                      std::span<const cpu::HostArray> results, int64_t dimension, size_t compared);
   Expected<Value> RngBitGenerator(const Step& step, const std::vector<Value>& in);
   Expected<Value> BatchNorm(const Step& step, const std::vector<Value>& in);
+  Expected<Value> LinearAlgebra(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -734,6 +745,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return RngBitGenerator(step, in);
     case StepKind::kBatchNorm:
       return BatchNorm(step, in);
+    case StepKind::kLinearAlgebra:
+      return LinearAlgebra(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -1347,6 +1360,31 @@ Expected<Value> Executor::Evaluation::BatchNorm(const Step& step, const std::vec
   LOOM_ASSIGN_OR_RETURN(TupleOutputs outs, NewTupleOutputs(instruction));
   LOOM_RETURN_IF_ERROR(cpu::BatchNorm(instruction, operands, outs.views));
   return Value::OfTuple(&instruction.shape(), std::move(outs.elements));
+}
+
+// triangular-solve and cholesky into a fresh array by the CPU kernels
+// (exec/linear_algebra.h), which read their operands to the end.
+Expected<Value> Executor::Evaluation::LinearAlgebra(const Step& step,
+                                                    const std::vector<Value>& in) {
+  const Instruction& instruction = *step.instruction;
+  std::vector<cpu::HostArray> operands;
+  for (const Value& value : in) {
+    if (value.is_tuple()) return OpError(instruction, "linear algebra takes arrays");
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), instruction));
+    operands.push_back(view);
+  }
+  const bool cholesky = instruction.opcode() == Opcode::kCholesky;
+  if (operands.size() != (cholesky ? 1u : 2u)) {
+    return OpError(instruction,
+                   fmt::format("{} takes {} operands, got {}", ir::OpcodeName(instruction.opcode()),
+                               cholesky ? 1 : 2, operands.size()));
+  }
+  LOOM_ASSIGN_OR_RETURN(Array out, NewArray(instruction.shape()));
+  LOOM_ASSIGN_OR_RETURN(cpu::HostArray result, HostArrayOf(out, instruction));
+  LOOM_RETURN_IF_ERROR(cholesky
+                           ? cpu::Cholesky(instruction, operands[0], result)
+                           : cpu::TriangularSolve(instruction, operands[0], operands[1], result));
+  return Value::OfArray(std::move(out));
 }
 
 Expected<Executor::Evaluation::TupleOutputs> Executor::Evaluation::NewTupleOutputs(

@@ -123,10 +123,12 @@ int64_t MinimumOperandCount(Opcode op) {
       return 3;
     case Opcode::kPad:
     case Opcode::kDot:
+    case Opcode::kTriangularSolve:
     case Opcode::kReduce:
     case Opcode::kDynamicUpdateSlice:
       return 2;
     case Opcode::kCopy:
+    case Opcode::kCholesky:
     case Opcode::kConvert:
     case Opcode::kBitcastConvert:
     case Opcode::kReshape:

@@ -16,6 +16,7 @@
 #include "ir/collective_groups.h"
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
+#include "ir/linear_algebra.h"
 #include "ir/literal.h"
 #include "ir/random.h"
 #include "ir/reduce_precision.h"
@@ -252,6 +253,8 @@ class ModuleVerifier {
   Status VerifyTopK(const Instruction& instruction);
   Status VerifyRngBitGenerator(const Instruction& instruction);
   Status VerifyBatchNorm(const Instruction& instruction);
+  Status VerifyTriangularSolve(const Instruction& instruction);
+  Status VerifyCholesky(const Instruction& instruction);
   Status VerifyScatter(const Instruction& instruction);
   Status Trust(const Instruction& instruction);
   Status VerifyGather(const Instruction& instruction);
@@ -971,9 +974,11 @@ std::optional<Arity> ExpectedArity(const Instruction& instruction) {
     case Opcode::kAsyncDone:
     case Opcode::kCopyStart:
     case Opcode::kCopyDone:
+    case Opcode::kCholesky:
       return Arity{1, 1};
     case Opcode::kCompare:
     case Opcode::kPad:
+    case Opcode::kTriangularSolve:
     case Opcode::kAddDependency:
       return Arity{2, 2};
     case Opcode::kDot:
@@ -1213,6 +1218,10 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
     case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
       return VerifyBatchNorm(instruction);
+    case Opcode::kTriangularSolve:
+      return VerifyTriangularSolve(instruction);
+    case Opcode::kCholesky:
+      return VerifyCholesky(instruction);
     case Opcode::kCustomCall:
       // XLA's GPU topk is checked as topk; others are the caller's.
       if (IsTopKCustomCall(instruction)) return CustomTopKOf(instruction).status();
@@ -1224,8 +1233,7 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
     case Opcode::kConvolution:
       return VerifyConvolution(instruction);
     default:
-      // custom-call, fft, rng,
-      // triangular-solve, cholesky, send/recv, infeed,
+      // custom-call, fft, rng, send/recv, infeed,
       // outfeed, ...: Loom does not interpret them.
       return Trust(instruction);
   }
@@ -1779,6 +1787,20 @@ Status ModuleVerifier::VerifyBatchNorm(const Instruction& instruction) {
   LOOM_ASSIGN_OR_RETURN(const BatchNorm attributes, BatchNormOf(instruction));
   return ExpectInferred(instruction,
                         InferBatchNormShape(instruction.opcode(), operands, attributes));
+}
+
+// triangular-solve(a, b) and cholesky(a) (ir/linear_algebra.h).
+Status ModuleVerifier::VerifyTriangularSolve(const Instruction& instruction) {
+  LOOM_ASSIGN_OR_RETURN(const TriangularSolveOptions options,
+                        TriangularSolveOptionsOf(instruction));
+  return ExpectInferred(instruction,
+                        InferTriangularSolveShape(instruction.operand(0)->shape(),
+                                                  instruction.operand(1)->shape(), options));
+}
+
+Status ModuleVerifier::VerifyCholesky(const Instruction& instruction) {
+  LOOM_RETURN_IF_ERROR(CholeskyOptionsOf(instruction).status());
+  return ExpectInferred(instruction, InferCholeskyShape(instruction.operand(0)->shape()));
 }
 
 // select-and-scatter(operand, source, init) (ir/select_and_scatter.h):

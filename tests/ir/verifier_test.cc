@@ -1361,10 +1361,10 @@ TEST(VerifierTrusted, UninterpretedOpsAreListed) {
   %r = pred[] compare(%a, %b), direction=LT
 }
 )");
-  // sort is verified (ir/sort.h), not trusted.
+  // sort and cholesky are verified (ir/sort.h, ir/linear_algebra.h), not
+  // trusted.
   EXPECT_EQ(report.trusted,
-            (std::vector<std::string>{"%cc: custom-call (shape trusted as declared)",
-                                      "%l: cholesky (shape trusted as declared)"}));
+            (std::vector<std::string>{"%cc: custom-call (shape trusted as declared)"}));
 }
 
 // --- convolution ------------------------------------------------------------------
@@ -1628,6 +1628,45 @@ TEST(VerifierBatchNorm, AttributesAndShapesAreChecked) {
                     "epsilon=0.001, feature_index=1"),
             "6:3: %t: declared shape (f32[2,3,4], f32[3]) but batch-norm-training infers "
             "(f32[2,3,4], f32[3], f32[3])");
+}
+
+TEST(VerifierLinearAlgebra, TriangularSolveAndCholeskyAreChecked) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(
+        Entry("  %a = f32[2,4,4] parameter(0)\n  %b = f32[2,4,3] parameter(1)\n"
+              "  %r = f32[2,3,4] parameter(2)\n  %s = s32[4,4] parameter(3)\n" +
+              std::string(line) + "\n"));
+  };
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%a, %b), left_side=true, lower=true, "
+                    "unit_diagonal=false, transpose_a=NO_TRANSPOSE"),
+            "ok");
+  EXPECT_EQ(verdict("  %x = f32[2,3,4] triangular-solve(%a, %r), transpose_a=ADJOINT"), "ok");
+  EXPECT_EQ(verdict("  %l = f32[2,4,4] cholesky(%a), lower=true"), "ok");
+  EXPECT_EQ(verdict("  %u = f32[2,4,4] cholesky(%a)"), "ok");
+  // The side decides which dimension of b meets a's.
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%a, %b), transpose_a=TRANSPOSE"),
+            "7:3: %x: triangular-solve's 'b' f32[2,4,3] must have columns 4 of 'a' f32[2,4,4]");
+  EXPECT_EQ(verdict("  %x = f32[2,3,4] triangular-solve(%a, %r), left_side=true, "
+                    "transpose_a=TRANSPOSE"),
+            "7:3: %x: triangular-solve's 'b' f32[2,3,4] must have rows 4 of 'a' f32[2,4,4]");
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%a, %b), left_side=true"),
+            "7:3: %x: triangular-solve needs transpose_a=NO_TRANSPOSE, TRANSPOSE or ADJOINT");
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%a, %b), left_side=true, "
+                    "transpose_a=CONJUGATE"),
+            "7:61: %x: transpose_a=CONJUGATE is not NO_TRANSPOSE, TRANSPOSE or ADJOINT");
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%a, %b), left_side=yes, "
+                    "transpose_a=TRANSPOSE"),
+            "7:45: %x: left_side=yes is neither true nor false");
+  EXPECT_EQ(verdict("  %x = f32[2,4,3] triangular-solve(%b, %b), left_side=true, "
+                    "transpose_a=TRANSPOSE"),
+            "7:3: %x: triangular-solve's 'a' must be square matrices in its two minor "
+            "dimensions, got f32[2,4,3]");
+  EXPECT_EQ(verdict("  %x = f32[2,4,4] cholesky(%s)"),
+            "7:3: %x: cholesky takes floating-point or complex matrices, got s32[4,4] for 'a'");
+  EXPECT_EQ(verdict("  %x = f32[2,4,4] cholesky(%a, %a)"),
+            "7:3: %x: cholesky takes 1 operand, got 2");
+  EXPECT_EQ(verdict("  %x = f32[4,4] cholesky(%a), lower=true"),
+            "7:3: %x: declared shape f32[4,4] but cholesky infers f32[2,4,4]");
 }
 
 TEST(VerifierTopKCustomCall, ShapesAndComparatorAreChecked) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "exec/cpu/kernels.h"
+#include "exec/float_elements.h"
 
 namespace loom::exec::cpu {
 namespace {
@@ -44,17 +45,9 @@ Status BatchNorm(const ir::Instruction& op, std::span<const HostArray> operands,
     return KernelError(op, fmt::format("{} makes {} results, given {}", ir::OpcodeName(op.opcode()),
                                        results, outs.size()));
   }
-  switch (operands[0].type()) {
-    case ir::PrimitiveType::kF32:
-      Run(batch_norm::Native<float>{}, op.opcode(), *attributes, operands, outs);
-      break;
-    case ir::PrimitiveType::kF64:
-      Run(batch_norm::Native<double>{}, op.opcode(), *attributes, operands, outs);
-      break;
-    default:
-      Run(batch_norm::AnyFloat{operands[0].type()}, op.opcode(), *attributes, operands, outs);
-      break;
-  }
+  float_elements::WithElements(operands[0].type(), [&](const auto& elements) {
+    Run(elements, op.opcode(), *attributes, operands, outs);
+  });
   return OkStatus();
 }
 

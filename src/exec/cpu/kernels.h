@@ -124,6 +124,11 @@ Status RngBitGenerator(const ir::Instruction& op, const HostArray& state,
 // and results in the op's order (a tuple's elements for training and grad).
 Status BatchNorm(const ir::Instruction& op, std::span<const HostArray> operands,
                  std::span<const HostArray> outs);
+// triangular-solve(a, b) and cholesky(a) (exec/linear_algebra.h); out
+// must not share memory with an operand.
+Status TriangularSolve(const ir::Instruction& op, const HostArray& a, const HostArray& b,
+                       const HostArray& out);
+Status Cholesky(const ir::Instruction& op, const HostArray& a, const HostArray& out);
 // out = reducer(a, b) element-wise, in place when out is a (collectives).
 Status Combine(ir::Opcode reducer, const HostArray& a, const HostArray& b, const HostArray& out);
 

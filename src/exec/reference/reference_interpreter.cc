@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "exec/batch_norm.h"
+#include "exec/float_elements.h"
+#include "exec/linear_algebra.h"
 #include "exec/literal.h"
 #include "exec/random_bits.h"
 #include "exec/reference/collective_ops.h"
@@ -20,6 +22,7 @@
 #include "ir/async.h"
 #include "ir/convolution.h"
 #include "ir/gather_scatter.h"
+#include "ir/linear_algebra.h"
 #include "ir/reduce_precision.h"
 #include "ir/reduce_window.h"
 #include "ir/reduction.h"
@@ -201,6 +204,8 @@ class Evaluation {
   Expected<Tensor> ReducePrecision(const Instruction& instruction) const;
   Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
   Expected<Tensor> BatchNorm(const Instruction& instruction) const;
+  Expected<Tensor> TriangularSolve(const Instruction& instruction) const;
+  Expected<Tensor> Cholesky(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
   Expected<Tensor> Dot(const Instruction& instruction) const;
@@ -318,6 +323,10 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
     case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
       return BatchNorm(instruction);
+    case Opcode::kTriangularSolve:
+      return TriangularSolve(instruction);
+    case Opcode::kCholesky:
+      return Cholesky(instruction);
     case Opcode::kGather:
       return Gather(instruction);
     case Opcode::kScatter:
@@ -1296,7 +1305,8 @@ Expected<Tensor> Evaluation::BatchNorm(const Instruction& instruction) const {
     LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(each));
     outs.push_back(std::move(out));
   }
-  const batch_norm::AnyFloat e{shape->IsTuple() ? shape->tuple_element(0).type() : shape->type()};
+  const float_elements::AnyFloat e{shape->IsTuple() ? shape->tuple_element(0).type()
+                                                    : shape->type()};
   const std::vector<int64_t>& dims = shapes[0]->dims();
   auto out = [&](size_t i) { return outs[i].mutable_bytes().data(); };
   switch (instruction.opcode()) {
@@ -1311,6 +1321,43 @@ Expected<Tensor> Evaluation::BatchNorm(const Instruction& instruction) const {
                        out(2));
       return Tensor::Tuple(std::move(outs));
   }
+}
+
+// triangular-solve and cholesky through exec/linear_algebra.h's loops on
+// the generic conversions (the CPU kernels run f32 and f64 natively), of
+// real floating-point matrices only: complex ones are not executable.
+Status CheckRealFloats(const Instruction& instruction, const ir::Shape& shape) {
+  if (ir::IsFloatingPoint(shape.type()) && IsExecutableType(shape.type())) return OkStatus();
+  return OpError(instruction,
+                 fmt::format("{} of {} is not executable", ir::OpcodeName(instruction.opcode()),
+                             shape.ToString(false)));
+}
+
+Expected<Tensor> Evaluation::TriangularSolve(const Instruction& instruction) const {
+  Expected<ir::TriangularSolveOptions> options = ir::TriangularSolveOptionsOf(instruction);
+  if (!options.ok()) return options.error();
+  const Tensor& a = Operand(instruction, 0);
+  const Tensor& b = Operand(instruction, 1);
+  Expected<ir::Shape> shape = ir::InferTriangularSolveShape(a.shape(), b.shape(), *options);
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  LOOM_RETURN_IF_ERROR(CheckRealFloats(instruction, *shape));
+  LOOM_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros(*shape));
+  linear_algebra::TriangularSolve(float_elements::AnyFloat{shape->type()}, shape->dims(), *options,
+                                  a.bytes().data(), b.bytes().data(), x.mutable_bytes().data());
+  return x;
+}
+
+Expected<Tensor> Evaluation::Cholesky(const Instruction& instruction) const {
+  Expected<ir::CholeskyOptions> options = ir::CholeskyOptionsOf(instruction);
+  if (!options.ok()) return options.error();
+  const Tensor& a = Operand(instruction, 0);
+  Expected<ir::Shape> shape = ir::InferCholeskyShape(a.shape());
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  LOOM_RETURN_IF_ERROR(CheckRealFloats(instruction, *shape));
+  LOOM_ASSIGN_OR_RETURN(Tensor l, Tensor::Zeros(*shape));
+  linear_algebra::Cholesky(float_elements::AnyFloat{shape->type()}, shape->dims(), *options,
+                           a.bytes().data(), l.mutable_bytes().data());
+  return l;
 }
 
 Expected<Tensor> Evaluation::Dot(const Instruction& instruction) const {
