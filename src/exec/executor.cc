@@ -448,7 +448,23 @@ Expected<Step> Executor::LowerStep(const Instruction& instruction, int depth) {
           instruction,
           fmt::format("{} of {} is not executable", ir::OpcodeName(op), shape.ToString(false))));
     }
-    step.kind = StepKind::kLinearAlgebra;
+    step.kind = StepKind::kArrayKernel;
+    return step;
+  }
+  if (op == Opcode::kStochasticConvert) {
+    const ir::PrimitiveType to = instruction.shape().type();
+    if (!ir::IsSignedInteger(to)) {
+      return unsupported(
+          OpError(instruction, fmt::format("stochastic-convert to {} is not executable (XLA's "
+                                           "decomposer converts to signed integers only)",
+                                           ir::PrimitiveTypeName(to))));
+    }
+    if (!IsExecutableType(instruction.operand(0)->shape().type())) {
+      return unsupported(OpError(instruction, "stochastic-convert of " +
+                                                  instruction.operand(0)->shape().ToString(false) +
+                                                  " is not executable"));
+    }
+    step.kind = StepKind::kArrayKernel;
     return step;
   }
   if (op == Opcode::kSelectAndScatter && !device_.Supports(instruction)) {
@@ -595,7 +611,7 @@ class Executor::Evaluation {
                      std::span<const cpu::HostArray> results, int64_t dimension, size_t compared);
   Expected<Value> RngBitGenerator(const Step& step, const std::vector<Value>& in);
   Expected<Value> BatchNorm(const Step& step, const std::vector<Value>& in);
-  Expected<Value> LinearAlgebra(const Step& step, const std::vector<Value>& in);
+  Expected<Value> ArrayKernel(const Step& step, const std::vector<Value>& in);
   Expected<Value> GeneralScatter(const Step& step, const std::vector<Value>& in);
   Expected<Value> AsyncStart(const Step& step, std::vector<Value> in);
   Expected<Value> DeviceId(int64_t id);
@@ -745,8 +761,8 @@ Expected<Value> Executor::Evaluation::RunStep(const Step& step, std::vector<Valu
       return RngBitGenerator(step, in);
     case StepKind::kBatchNorm:
       return BatchNorm(step, in);
-    case StepKind::kLinearAlgebra:
-      return LinearAlgebra(step, in);
+    case StepKind::kArrayKernel:
+      return ArrayKernel(step, in);
     case StepKind::kAsyncStart:
       return AsyncStart(step, std::move(in));
     case StepKind::kAsyncUpdate:
@@ -1362,28 +1378,36 @@ Expected<Value> Executor::Evaluation::BatchNorm(const Step& step, const std::vec
   return Value::OfTuple(&instruction.shape(), std::move(outs.elements));
 }
 
-// triangular-solve and cholesky into a fresh array by the CPU kernels
-// (exec/linear_algebra.h), which read their operands to the end.
-Expected<Value> Executor::Evaluation::LinearAlgebra(const Step& step,
-                                                    const std::vector<Value>& in) {
+// triangular-solve, cholesky (exec/linear_algebra.h) and stochastic-convert
+// into a fresh array by the CPU kernels, which read their operands to the
+// end.
+Expected<Value> Executor::Evaluation::ArrayKernel(const Step& step, const std::vector<Value>& in) {
   const Instruction& instruction = *step.instruction;
   std::vector<cpu::HostArray> operands;
   for (const Value& value : in) {
-    if (value.is_tuple()) return OpError(instruction, "linear algebra takes arrays");
+    if (value.is_tuple()) return OpError(instruction, "takes arrays, got a tuple");
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), instruction));
     operands.push_back(view);
   }
-  const bool cholesky = instruction.opcode() == Opcode::kCholesky;
-  if (operands.size() != (cholesky ? 1u : 2u)) {
-    return OpError(instruction,
-                   fmt::format("{} takes {} operands, got {}", ir::OpcodeName(instruction.opcode()),
-                               cholesky ? 1 : 2, operands.size()));
+  const Opcode op = instruction.opcode();
+  const size_t operand_count = op == Opcode::kCholesky ? 1 : 2;
+  if (operands.size() != operand_count) {
+    return OpError(instruction, fmt::format("{} takes {} operands, got {}", ir::OpcodeName(op),
+                                            operand_count, operands.size()));
   }
   LOOM_ASSIGN_OR_RETURN(Array out, NewArray(instruction.shape()));
   LOOM_ASSIGN_OR_RETURN(cpu::HostArray result, HostArrayOf(out, instruction));
-  LOOM_RETURN_IF_ERROR(cholesky
-                           ? cpu::Cholesky(instruction, operands[0], result)
-                           : cpu::TriangularSolve(instruction, operands[0], operands[1], result));
+  switch (op) {
+    case Opcode::kCholesky:
+      LOOM_RETURN_IF_ERROR(cpu::Cholesky(instruction, operands[0], result));
+      break;
+    case Opcode::kTriangularSolve:
+      LOOM_RETURN_IF_ERROR(cpu::TriangularSolve(instruction, operands[0], operands[1], result));
+      break;
+    default:
+      LOOM_RETURN_IF_ERROR(cpu::StochasticConvert(operands[0], operands[1], result));
+      break;
+  }
   return Value::OfArray(std::move(out));
 }
 

@@ -69,7 +69,7 @@ enum class StepKind : uint8_t {
   kTopK,              // topk: values and positions, a tuple no device op returns
   kRngBitGenerator,   // rng-bit-generator: (state, bits), likewise
   kBatchNorm,         // batch-norm-training, -inference, -grad (two of them tuples)
-  kLinearAlgebra,     // triangular-solve, cholesky
+  kArrayKernel,       // triangular-solve, cholesky, stochastic-convert: a CPU kernel, a fresh array
   kTopKByCalls,       // custom-call TopK whose comparator is more than one compare
   kCopyStart,         // copy-start: (the copy, the operand, a context), the copy an alias
   kCopyDone,          // copy-done: the copy

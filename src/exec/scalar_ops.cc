@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "exec/tensor.h"
+
 namespace loom::exec::scalar {
 
 using ir::Opcode;
@@ -228,6 +230,32 @@ bool CompareResult(ir::ComparisonDirection direction, bool unordered, int order)
       return order >= 0;
   }
   return false;
+}
+
+int64_t StochasticConvert(double x, uint64_t random, ir::PrimitiveType from, ir::PrimitiveType to) {
+  const int width = static_cast<int>(ir::PrimitiveTypeBits(from));
+  const int to_width = static_cast<int>(ir::PrimitiveTypeBits(to));
+  const double magnitude = std::abs(x);
+  const double truncated = std::floor(magnitude);
+  // Both exact in `from`: the fraction of a float is a float, and scaling
+  // it by 2^width stays in range (even in f16, whose largest fraction,
+  // 1 - 2^-11, scales to its largest finite value 65504: the expander's f32
+  // for f16 changes no bit, and is kept to follow it step for step).
+  const ir::PrimitiveType fraction_type =
+      from == ir::PrimitiveType::kF16 ? ir::PrimitiveType::kF32 : from;
+  const double fixed = RoundToType(std::ldexp(magnitude - truncated, width), fraction_type);
+  // To the random bits' type: an unsigned one of the operand's width.
+  const auto threshold =
+      static_cast<uint64_t>(SaturatingFloatToInteger(fixed, ir::PrimitiveType::kU64, width));
+  const auto wrap = [&](uint64_t bits) { return SignExtend(bits & WidthMask(to_width), to_width); };
+  int64_t value = SaturatingFloatToInteger(truncated, to, to_width);
+  if (random < threshold) value = wrap(static_cast<uint64_t>(value) + 1);
+  if (x < 0) value = wrap(~static_cast<uint64_t>(value) + 1);
+  const double lowest = -std::ldexp(1.0, to_width - 1);
+  const double highest = std::ldexp(1.0, to_width - 1) - 1;
+  if (x <= RoundToType(lowest, from)) value = static_cast<int64_t>(lowest);
+  if (x >= RoundToType(highest, from)) value = wrap((uint64_t{1} << (to_width - 1)) - 1);
+  return value;
 }
 
 std::optional<int> IeeeMantissaBits(ir::PrimitiveType type) {

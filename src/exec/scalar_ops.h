@@ -47,6 +47,17 @@ inline int64_t TotalOrderKey(uint64_t bits, int width) {
 // pair: a NaN, where only NE holds).
 bool CompareResult(ir::ComparisonDirection direction, bool unordered, int order);
 
+// stochastic-convert (ir/shape_inference.h) of one element `x` of the
+// float type `from`, with `random` its unsigned bits of the same width, to
+// the signed integer type `to`, step for step as XLA's
+// StochasticConvertDecomposer expands it: the magnitude's integer part,
+// plus one where random < fraction * 2^width (the fraction in f32 for an
+// f16 operand, converted to the random type), negated for x < 0, and
+// x <= min or x >= max of `to` (those bounds rounded to `from`, so an f16
+// operand's s32 bounds are infinite) saturated. NaN gives 0. The value is
+// returned sign-extended from `to`'s width.
+int64_t StochasticConvert(double x, uint64_t random, ir::PrimitiveType from, ir::PrimitiveType to);
+
 // The stored mantissa bits of f16, bf16, f32 and f64, the formats with
 // IEEE infinities and NaNs that reduce-precision takes; nullopt for others.
 std::optional<int> IeeeMantissaBits(ir::PrimitiveType type);

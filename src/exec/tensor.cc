@@ -115,7 +115,8 @@ int64_t ExtendInteger(uint64_t bits, PrimitiveType type, int width) {
   return static_cast<int64_t>(bits);
 }
 
-// XLA's float-to-integer convert: truncate, saturate, NaN to 0.
+}  // namespace
+
 int64_t SaturatingFloatToInteger(double value, PrimitiveType type, int width) {
   if (std::isnan(value)) return 0;
   const double truncated = std::trunc(value);
@@ -134,8 +135,6 @@ int64_t SaturatingFloatToInteger(double value, PrimitiveType type, int width) {
   }
   return static_cast<int64_t>(static_cast<uint64_t>(truncated));
 }
-
-}  // namespace
 
 bool IsExecutableType(PrimitiveType type) {
   switch (type) {

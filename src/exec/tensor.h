@@ -30,6 +30,10 @@ uint64_t EncodeFloat(double value, ir::PrimitiveType type);
 double DecodeFloat(uint64_t bits, ir::PrimitiveType type);
 // `value` rounded to `type` and back: what storing it in a `type` tensor keeps.
 double RoundToType(double value, ir::PrimitiveType type);
+// XLA's float-to-integer convert to the integer `type` of `width` bits:
+// truncate, saturate to the type's range, NaN to 0 (a u64 above 2^63 as
+// its bits).
+int64_t SaturatingFloatToInteger(double value, ir::PrimitiveType type, int width);
 
 // Element i of row-major bytes of `type`, with the rules of Tensor's
 // accessors below: the one definition that Tensor and the kernels' generic

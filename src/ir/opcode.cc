@@ -124,6 +124,7 @@ int64_t MinimumOperandCount(Opcode op) {
     case Opcode::kPad:
     case Opcode::kDot:
     case Opcode::kTriangularSolve:
+    case Opcode::kStochasticConvert:
     case Opcode::kReduce:
     case Opcode::kDynamicUpdateSlice:
       return 2;

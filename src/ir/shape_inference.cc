@@ -528,6 +528,31 @@ Expected<Shape> InferConvertShape(const Shape& operand, PrimitiveType type) {
   return Shape(type, operand.dims());
 }
 
+Expected<Shape> InferStochasticConvertShape(const Shape& operand, const Shape& random,
+                                            PrimitiveType type) {
+  LOOM_RETURN_IF_ERROR(ExpectArray(operand, "the operand"));
+  LOOM_RETURN_IF_ERROR(ExpectArray(random, "the random bits"));
+  if (!IsFloatingPoint(operand.type())) {
+    return Fail(fmt::format("stochastic-convert rounds a floating-point operand, got {}",
+                            operand.ToString(false)));
+  }
+  if (!IsUnsignedInteger(random.type()) ||
+      PrimitiveTypeBits(random.type()) != PrimitiveTypeBits(operand.type())) {
+    return Fail(
+        fmt::format("stochastic-convert's random bits must be unsigned integers as wide as "
+                    "the operand {}, got {}",
+                    operand.ToString(false), random.ToString(false)));
+  }
+  if (random.dims() != operand.dims()) {
+    return Fail(fmt::format("stochastic-convert's random bits {} must have the operand's shape {}",
+                            random.ToString(false), operand.ToString(false)));
+  }
+  if (!IsArrayType(type)) {
+    return Fail(fmt::format("cannot convert to {}", PrimitiveTypeName(type)));
+  }
+  return Shape(type, operand.dims());
+}
+
 Expected<Shape> InferBitcastConvertShape(const Shape& operand, PrimitiveType type) {
   LOOM_RETURN_IF_ERROR(ExpectArray(operand, "the operand"));
   if (!IsArrayType(type)) {

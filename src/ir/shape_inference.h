@@ -68,6 +68,11 @@ Expected<Shape> InferConcatenateShape(const std::vector<const Shape*>& operands,
 Expected<Shape> InferPadShape(const Shape& operand, const Shape& padding_value,
                               const std::vector<PadDim>& padding);
 Expected<Shape> InferConvertShape(const Shape& operand, PrimitiveType type);
+// stochastic-convert(operand, random): a floating-point operand, random
+// bits of an unsigned type of its width and dimensions; the operand's
+// dimensions in `type` (XLA's rule).
+Expected<Shape> InferStochasticConvertShape(const Shape& operand, const Shape& random,
+                                            PrimitiveType type);
 // Same bit width: same dimensions. A narrower result type adds a minor
 // dimension of size (operand bits / result bits); a wider one removes it.
 Expected<Shape> InferBitcastConvertShape(const Shape& operand, PrimitiveType type);

@@ -979,6 +979,7 @@ std::optional<Arity> ExpectedArity(const Instruction& instruction) {
     case Opcode::kCompare:
     case Opcode::kPad:
     case Opcode::kTriangularSolve:
+    case Opcode::kStochasticConvert:
     case Opcode::kAddDependency:
       return Arity{2, 2};
     case Opcode::kDot:
@@ -1128,6 +1129,9 @@ Status ModuleVerifier::VerifyInstruction(const Instruction& instruction) {
       return ExpectInferred(instruction, InferConvertShape(operand(0), declared.type()));
     case Opcode::kBitcastConvert:
       return ExpectInferred(instruction, InferBitcastConvertShape(operand(0), declared.type()));
+    case Opcode::kStochasticConvert:
+      return ExpectInferred(instruction,
+                            InferStochasticConvertShape(operand(0), operand(1), declared.type()));
     case Opcode::kIota: {
       LOOM_ASSIGN_OR_RETURN(const int64_t dimension,
                             RequireAttribute(instruction, attrs.iota_dimension, "iota_dimension="));

@@ -1321,6 +1321,168 @@ TEST(ExecutorDifferential, BatchNormIsXlasExpansionOfIt) {
   }
 }
 
+// stochastic-convert beside XLA's StochasticConvertDecomposer's expansion
+// of it written out as HLO (sign, abs, floor, the fraction scaled by 2^w
+// in f32 for f16, the compare with the random bits, the bounds of the
+// integer type as constants of the operand's type).
+std::string StochasticConvertModule(const std::string& from, const std::string& random,
+                                    const std::string& to, int64_t n) {
+  const int width = from == "f64" ? 64 : from == "f32" ? 32 : 16;
+  const int to_width = std::stoi(to.substr(1));
+  const std::string fraction = from == "f16" ? "f32" : from;
+  const auto array = [&](const std::string& type) { return fmt::format("{}[{}]", type, n); };
+  const std::string lowest = fmt::format("-{}", uint64_t{1} << (to_width - 1));
+  const std::string highest = fmt::format("{}", (uint64_t{1} << (to_width - 1)) - 1);
+  return fmt::format(
+      "HloModule stochastic\n\nENTRY main {{\n  x = {0} parameter(0)\n  r = {1} parameter(1)\n"
+      "  sc = {2} stochastic-convert(x, r)\n  zero = {3}[] constant(0)\n"
+      "  zeros = {0} broadcast(zero), dimensions={{}}\n  sign = {0} sign(x)\n"
+      "  neg = pred[{4}] compare(sign, zeros), direction=LT\n  abs = {0} abs(x)\n"
+      "  floor = {0} floor(abs)\n  frac = {0} subtract(abs, floor)\n"
+      "  frac_w = {5} convert(frac)\n  scale = {6}[] constant({7})\n"
+      "  scales = {5} broadcast(scale), dimensions={{}}\n  fixed = {5} multiply(frac_w, scales)\n"
+      "  fixed_r = {1} convert(fixed)\n  up = pred[{4}] compare(r, fixed_r), direction=LT\n"
+      "  t = {2} convert(floor)\n  one = {8}[] constant(1)\n"
+      "  ones = {2} broadcast(one), dimensions={{}}\n  t1 = {2} add(t, ones)\n"
+      "  rounded = {2} select(up, t1, t)\n  negated = {2} negate(rounded)\n"
+      "  signed = {2} select(neg, negated, rounded)\n  lo = {3}[] constant({9})\n"
+      "  los = {0} broadcast(lo), dimensions={{}}\n  is_lo = pred[{4}] compare(x, los), "
+      "direction=LE\n"
+      "  lo_t = {8}[] constant({9})\n  lo_ts = {2} broadcast(lo_t), dimensions={{}}\n"
+      "  low = {2} select(is_lo, lo_ts, signed)\n  hi = {3}[] constant({10})\n"
+      "  his = {0} broadcast(hi), dimensions={{}}\n  is_hi = pred[{4}] compare(x, his), "
+      "direction=GE\n"
+      "  hi_t = {8}[] constant({10})\n  hi_ts = {2} broadcast(hi_t), dimensions={{}}\n"
+      "  expanded = {2} select(is_hi, hi_ts, low)\n  ROOT out = ({2}, {2}) tuple(sc, "
+      "expanded)\n}}\n",
+      array(from), array(random), array(to), from, n, array(fraction), fraction,
+      fmt::format("{}", std::ldexp(1.0, width)), to, lowest, highest);
+}
+
+TEST(ExecutorDifferential, StochasticConvertIsXlasExpansionOfIt) {
+  const std::pair<std::string, std::string> operands[] = {
+      {"f16", "u16"}, {"bf16", "u16"}, {"f32", "u32"}, {"f64", "u64"}};
+  std::mt19937_64 rng(2300);
+  for (const auto& [from, random] : operands) {
+    for (const std::string to : {"s8", "s16", "s32", "s64"}) {
+      const int64_t n = 4096;
+      const std::string text = StochasticConvertModule(from, random, to, n);
+      SCOPED_TRACE(from + " -> " + to);
+      auto module = ir::ParseModule(text);
+      ASSERT_TRUE(module.ok()) << module.error().ToString() << "\n" << text;
+      auto verified = ir::VerifyModule(**module);
+      ASSERT_TRUE(verified.ok()) << verified.error().ToString() << "\n" << text;
+      const auto parameters = (*module)->entry()->parameters();
+      Tensor x = Tensor::Zeros(parameters[0]->shape()).value();
+      Tensor bits = Tensor::Zeros(parameters[1]->shape()).value();
+      // Any bits (NaNs, infinities, huge values), values around the
+      // integer type's bounds, small values of either sign, and the
+      // random bits' extremes.
+      const double bound = std::ldexp(1.0, std::stoi(to.substr(1)) - 1);
+      const double specials[] = {0.0,
+                                 -0.0,
+                                 0.5,
+                                 -0.5,
+                                 1.0,
+                                 -1.0,
+                                 2.75,
+                                 -2.75,
+                                 bound,
+                                 -bound,
+                                 bound - 1,
+                                 -bound - 1,
+                                 bound + 0.5,
+                                 -bound - 0.5,
+                                 std::numeric_limits<double>::infinity(),
+                                 -std::numeric_limits<double>::infinity()};
+      std::uniform_real_distribution<double> unit(-1, 1);
+      for (int64_t i = 0; i < n; ++i) {
+        switch (i % 4) {
+          case 0:
+            x.SetBits(i, rng());
+            break;
+          case 1:
+            x.SetDouble(i, specials[(i / 4) % std::size(specials)]);
+            break;
+          case 2:
+            x.SetDouble(i, bound * 1.5 * unit(rng));
+            break;
+          default:
+            x.SetDouble(i, 40 * unit(rng));
+            break;
+        }
+        bits.SetBits(i, i % 97 == 0 ? 0 : i % 89 == 0 ? ~uint64_t{0} : rng());
+      }
+      const std::vector<Tensor> inputs = {x, bits};
+      const InterpreterOptions options{.deterministic = true};
+      Expected<Tensor> reference = ReferenceInterpreter({}, options).RunEntry(**module, inputs);
+      Expected<Tensor> fast = Interpreter({}, options).RunEntry(**module, inputs);
+      ASSERT_TRUE(reference.ok()) << reference.error().ToString();
+      ASSERT_TRUE(fast.ok()) << fast.error().ToString();
+      EXPECT_EQ(Difference(*fast, *reference), "");
+      EXPECT_EQ(Difference(reference->tuple_elements()[0], reference->tuple_elements()[1]), "");
+    }
+  }
+}
+
+// Over every u16 of random bits, a 16-bit float rounds up exactly as often
+// as its fraction says: the rounding is unbiased, bit for bit.
+TEST(ExecutorDifferential, StochasticConvertRoundsUpAsOftenAsTheFraction) {
+  for (const std::string from : {"f16", "bf16"}) {
+    for (const double value : {2.25, -2.25, 0.0078125, -7.5, 100.875}) {
+      const std::string text = fmt::format(
+          "HloModule m\n\nENTRY main {{\n  x = {0}[65536] parameter(0)\n  r = u16[65536] "
+          "parameter(1)\n  ROOT y = s32[65536] stochastic-convert(x, r)\n}}\n",
+          from);
+      auto module = ir::ParseModule(text);
+      ASSERT_TRUE(module.ok()) << module.error().ToString();
+      const auto parameters = (*module)->entry()->parameters();
+      Tensor x = Tensor::Zeros(parameters[0]->shape()).value();
+      Tensor bits = Tensor::Zeros(parameters[1]->shape()).value();
+      for (int64_t i = 0; i < 65536; ++i) {
+        x.SetDouble(i, value);
+        bits.SetBits(i, static_cast<uint64_t>(i));
+      }
+      const std::vector<Tensor> inputs = {x, bits};
+      Expected<Tensor> fast = Interpreter({}, {}).RunEntry(**module, inputs);
+      ASSERT_TRUE(fast.ok()) << fast.error().ToString();
+      // The value as the type holds it (100.875 is 101 in bf16).
+      const double magnitude = std::abs(x.GetDouble(0));
+      const double fraction = magnitude - std::floor(magnitude);
+      int64_t up = 0;
+      for (int64_t i = 0; i < 65536; ++i) {
+        const int64_t y = fast->GetInt(i);
+        const int64_t truncated = static_cast<int64_t>(std::floor(magnitude));
+        ASSERT_TRUE(std::abs(y) == truncated || std::abs(y) == truncated + 1) << value << " " << y;
+        ASSERT_TRUE(y == 0 || (y < 0) == (value < 0)) << value << " " << y;
+        up += std::abs(y) == truncated + 1;
+      }
+      EXPECT_EQ(up, static_cast<int64_t>(fraction * 65536)) << from << " " << value;
+    }
+  }
+}
+
+// XLA decomposes stochastic-convert to signed integers only; to a float it
+// is refused by name on both backends.
+TEST(ExecutorDifferential, StochasticConvertToAFloatIsRefusedByName) {
+  auto module = ir::ParseModule(
+      "HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  r = u32[4] parameter(1)\n"
+      "  ROOT y = bf16[4] stochastic-convert(x, r)\n}\n");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  ASSERT_TRUE(ir::VerifyModule(**module).ok());
+  const auto parameters = (*module)->entry()->parameters();
+  const std::vector<Tensor> inputs = {Tensor::Zeros(parameters[0]->shape()).value(),
+                                      Tensor::Zeros(parameters[1]->shape()).value()};
+  for (const bool reference : {true, false}) {
+    Expected<Tensor> result = reference ? ReferenceInterpreter({}, {}).RunEntry(**module, inputs)
+                                        : Interpreter({}, {}).RunEntry(**module, inputs);
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.error().ToString().find("stochastic-convert to bf16 is not executable"),
+              std::string::npos)
+        << result.error().ToString();
+  }
+}
+
 TEST(ExecutorDifferential, DotsEveryLayoutAndType) {
   uint32_t seed = 600;
   for (const std::string type : {"f32", "f64", "bf16", "f16", "s32", "s8"}) {

@@ -1669,6 +1669,28 @@ TEST(VerifierLinearAlgebra, TriangularSolveAndCholeskyAreChecked) {
             "7:3: %x: declared shape f32[4,4] but cholesky infers f32[2,4,4]");
 }
 
+TEST(VerifierStochasticConvert, OperandAndRandomBitsAreChecked) {
+  const auto verdict = [](std::string_view line) {
+    return Verdict(
+        Entry("  %x = f32[8] parameter(0)\n  %r = u32[8] parameter(1)\n"
+              "  %h = u16[8] parameter(2)\n  %i = s32[8] parameter(3)\n" +
+              std::string(line) + "\n"));
+  };
+  EXPECT_EQ(verdict("  %y = s8[8] stochastic-convert(%x, %r)"), "ok");
+  EXPECT_EQ(verdict("  %y = s8[8] stochastic-convert(%x, %h)"),
+            "7:3: %y: stochastic-convert's random bits must be unsigned integers as wide as the "
+            "operand f32[8], got u16[8]");
+  EXPECT_EQ(verdict("  %y = s8[8] stochastic-convert(%x, %i)"),
+            "7:3: %y: stochastic-convert's random bits must be unsigned integers as wide as the "
+            "operand f32[8], got s32[8]");
+  EXPECT_EQ(verdict("  %y = s8[8] stochastic-convert(%i, %r)"),
+            "7:3: %y: stochastic-convert rounds a floating-point operand, got s32[8]");
+  EXPECT_EQ(verdict("  %y = s8[4] stochastic-convert(%x, %r)"),
+            "7:3: %y: declared shape s8[4] but stochastic-convert infers s8[8]");
+  EXPECT_EQ(verdict("  %y = s8[8] stochastic-convert(%x)"),
+            "7:3: %y: stochastic-convert takes 2 operands, got 1");
+}
+
 TEST(VerifierTopKCustomCall, ShapesAndComparatorAreChecked) {
   const std::string greater = R"(
 %greater {

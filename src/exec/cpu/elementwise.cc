@@ -569,4 +569,14 @@ Status Convert(const HostArray& x, const HostArray& out) {
   return OkStatus();
 }
 
+Status StochasticConvert(const HostArray& x, const HostArray& random, const HostArray& out) {
+  const PrimitiveType from = x.type(), to = out.type();
+  for (int64_t i = 0; i < out.elements(); ++i) {
+    StoreInt(out.data, to, i,
+             scalar::StochasticConvert(LoadDouble(x.data, from, i),
+                                       LoadBits(random.data, random.type(), i), from, to));
+  }
+  return OkStatus();
+}
+
 }  // namespace loom::exec::cpu

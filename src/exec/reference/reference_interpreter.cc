@@ -205,6 +205,7 @@ class Evaluation {
   Expected<Tensor> RngBitGenerator(const Instruction& instruction) const;
   Expected<Tensor> BatchNorm(const Instruction& instruction) const;
   Expected<Tensor> TriangularSolve(const Instruction& instruction) const;
+  Expected<Tensor> StochasticConvert(const Instruction& instruction) const;
   Expected<Tensor> Cholesky(const Instruction& instruction) const;
   Expected<Tensor> Gather(const Instruction& instruction) const;
   Expected<Tensor> Scatter(const Instruction& instruction) const;
@@ -325,6 +326,8 @@ Expected<Tensor> Evaluation::Evaluate(const Instruction& instruction) {
       return BatchNorm(instruction);
     case Opcode::kTriangularSolve:
       return TriangularSolve(instruction);
+    case Opcode::kStochasticConvert:
+      return StochasticConvert(instruction);
     case Opcode::kCholesky:
       return Cholesky(instruction);
     case Opcode::kGather:
@@ -577,6 +580,24 @@ Expected<Tensor> Evaluation::Convert(const Instruction& instruction) const {
     } else {
       out.SetDouble(i, x.GetDouble(i));
     }
+  }
+  return out;
+}
+
+// stochastic-convert element by element (scalar::StochasticConvert), to
+// signed integers only, as XLA's decomposer does.
+Expected<Tensor> Evaluation::StochasticConvert(const Instruction& instruction) const {
+  const Tensor& x = Operand(instruction, 0);
+  const Tensor& random = Operand(instruction, 1);
+  const ir::PrimitiveType to = instruction.shape().type();
+  if (!ir::IsSignedInteger(to)) {
+    return OpError(instruction, fmt::format("stochastic-convert to {} is not executable (XLA's "
+                                            "decomposer converts to signed integers only)",
+                                            ir::PrimitiveTypeName(to)));
+  }
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  for (int64_t i = 0; i < out.ElementCount(); ++i) {
+    out.SetInt(i, scalar::StochasticConvert(x.GetDouble(i), random.GetBits(i), x.type(), to));
   }
   return out;
 }
