@@ -32,6 +32,18 @@ bool ReducesAcrossDevices(ir::Opcode op) {
 
 }  // namespace
 
+int64_t LinearAlgebraFlops(const ir::Instruction& instruction) {
+  const ir::Opcode opcode = instruction.opcode();
+  if (opcode != ir::Opcode::kTriangularSolve && opcode != ir::Opcode::kCholesky) return 0;
+  const ir::Shape& a = instruction.operand(0)->shape();
+  if (!a.IsArray() || a.rank() < 2) return 0;
+  const int64_t n = a.dim(a.rank() - 1);
+  const int64_t matrices = a.ElementCount() / std::max<int64_t>(1, n * n);
+  if (opcode == ir::Opcode::kCholesky) return matrices * n * n * n / 3;
+  const int64_t vectors = instruction.shape().ElementCount() / std::max<int64_t>(1, matrices * n);
+  return matrices * n * n * vectors;
+}
+
 int64_t DotFlops(const ir::Instruction& dot) {
   if (!dot.attrs().dot || dot.operand_count() < 1) return 0;
   const int64_t contracted =

@@ -42,6 +42,12 @@ std::optional<ConvolutionWork> ConvolutionWorkOf(const ir::Instruction& convolut
 // Its FLOPs alone (0 for anything that is not a convolution that parses).
 int64_t ConvolutionFlops(const ir::Instruction& convolution);
 
+// triangular-solve's and cholesky's arithmetic (0 for any other op): a
+// solve against m x m triangles costs m^2 FLOPs per right-hand vector (half
+// multiplies, half subtractions; the m divisions left out), a
+// factorization of n x n matrices n^3 / 3 each, as LAPACK counts them.
+int64_t LinearAlgebraFlops(const ir::Instruction& instruction);
+
 // The dots one kernel runs: a dot or a convolution itself, or those of a
 // fusion's computation (and of the fusions it runs in turn); their FLOPs, their
 // shapes, and the element type of the first one's operands (what its peak
@@ -56,7 +62,8 @@ KernelDots KernelDotsOf(const ir::Instruction& instruction);
 // How many terms one element of `instruction`'s result sums: a dot's
 // contracted size, a convolution's taps times a group's input features, a
 // reduce's reduced size, a reduce-window's window size, the windows that
-// overlap in a select-and-scatter, a reducing collective's group size (on `grid`); 1 for everything else.
+// overlap in a select-and-scatter, a reducing collective's group size (on `grid`); 1 for everything
+// else.
 int64_t SumLength(const ir::Instruction& instruction, const ir::DeviceGrid& grid);
 // The longest sum of any instruction of `module`: what bounds the rounding
 // by which two orders of the same sums can differ.

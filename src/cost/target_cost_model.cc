@@ -61,6 +61,18 @@ double TargetCostModel::DotSeconds(const analysis::KernelDots& dots, double byte
   return std::max(spent / peak, MemorySeconds(bytes)) + compute.launch_seconds;
 }
 
+// XLA expands both in blocks (and cuSOLVER and LAPACK run them so) that do
+// almost all of their arithmetic as matrix products of panels: the FLOPs at
+// the element type's matrix peak, or the bytes if they take longer. The
+// steps' dependences (a small solve is latency-bound) are not priced.
+double TargetCostModel::LinearAlgebraSeconds(const ir::Instruction& instruction,
+                                             double bytes) const {
+  const ComputeSpec& compute = target_.compute();
+  const double flops = static_cast<double>(analysis::LinearAlgebraFlops(instruction));
+  const double peak = compute.PeakFlops(instruction.shape().type());
+  return std::max(flops / peak, MemorySeconds(bytes)) + compute.launch_seconds;
+}
+
 double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const {
   const Opcode opcode = instruction.opcode();
   if (IsFree(opcode)) return 0;
@@ -76,6 +88,9 @@ double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const
     if (dots.type) return DotSeconds(dots, OperandBytes(instruction) + result_bytes);
   }
   double bytes = OperandBytes(instruction) + result_bytes;
+  if (opcode == Opcode::kTriangularSolve || opcode == Opcode::kCholesky) {
+    return LinearAlgebraSeconds(instruction, bytes);
+  }
   if (opcode == Opcode::kDynamicUpdateSlice) {
     bytes = 2 * static_cast<double>(instruction.operand(1)->shape().ByteSize());  // in place
   } else if (opcode == Opcode::kGather) {
@@ -174,6 +189,9 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   }
   const std::optional<double> in_place = InPlaceUpdateBytes(instruction);
   bytes += in_place ? *in_place : static_cast<double>(instruction.shape().ByteSize());
+  if (opcode == Opcode::kTriangularSolve || opcode == Opcode::kCholesky) {
+    return LinearAlgebraSeconds(instruction, bytes);
+  }
   return MemorySeconds(bytes) + target_.compute().launch_seconds;
 }
 

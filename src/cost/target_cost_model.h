@@ -56,6 +56,9 @@ class TargetCostModel : public CostModel {
   // spend (MatrixTiling) at the peak of their type, or its bytes at the
   // memory's bandwidth, whichever is longer, and the launch.
   double DotSeconds(const analysis::KernelDots& dots, double bytes) const;
+  // triangular-solve and cholesky: analysis::LinearAlgebraFlops at the
+  // matrix peak, or `bytes` of memory traffic if longer.
+  double LinearAlgebraSeconds(const ir::Instruction& instruction, double bytes) const;
   double MemorySeconds(double bytes) const;
   double AllGatherSeconds(const std::vector<int64_t>& group, double bytes) const;
   double AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const;

@@ -272,6 +272,38 @@ ENTRY %main {
                    (ids + rows + rows + rows) / 1e12 + 1e-6);
 }
 
+TEST(TargetCostModel, SolvesAndFactorizationsCostTheirFlopsAtTheMatrixPeak) {
+  const TargetCostModel model(Bus());
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %a = f32[4,256,256] parameter(0)
+  %b = f32[4,256,64] parameter(1)
+  %small = f32[2,2] parameter(2)
+  %x = f32[4,256,64] triangular-solve(%a, %b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  %y = f32[4,64,256] parameter(3)
+  %z = f32[4,64,256] triangular-solve(%a, %y), transpose_a=TRANSPOSE
+  %l = f32[4,256,256] cholesky(%a), lower=true
+  %s = f32[2,2] cholesky(%small)
+  ROOT %t = (f32[4,256,64], f32[4,64,256], f32[4,256,256], f32[2,2]) tuple(%x, %z, %l, %s)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const analysis::FusionPlan fusion(entry);
+  // m^2 n per solve either side, n^3 / 3 per factorization, at 1e12 FLOP/s
+  // (f32), with a 1 us launch; a 2 x 2 factorization is its 32 bytes.
+  const double solve = 4.0 * 256 * 256 * 64 / 1e12 + 1e-6;
+  const double factor = static_cast<double>(4 * 256 * 256 * 256 / 3) / 1e12 + 1e-6;
+  for (const char* name : {"x", "z"}) {
+    EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction(name)), solve) << name;
+    EXPECT_DOUBLE_EQ(model.FusedComputeSeconds(*entry.FindInstruction(name), fusion), solve);
+  }
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("l")), factor);
+  EXPECT_DOUBLE_EQ(model.FusedComputeSeconds(*entry.FindInstruction("l"), fusion), factor);
+  EXPECT_DOUBLE_EQ(model.ComputeSeconds(*entry.FindInstruction("s")), 32 / 1e12 + 1e-6);
+}
+
 TEST(TargetCostModel, ComputeIsARooflinePlusLaunch) {
   const TargetCostModel model(Torus({4, 1, 1}, {true, false, false}));
   auto module = ir::ParseModule(R"(
