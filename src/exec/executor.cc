@@ -1405,7 +1405,7 @@ Expected<Value> Executor::Evaluation::ArrayKernel(const Step& step, const std::v
       LOOM_RETURN_IF_ERROR(cpu::TriangularSolve(instruction, operands[0], operands[1], result));
       break;
     default:
-      LOOM_RETURN_IF_ERROR(cpu::StochasticConvert(operands[0], operands[1], result));
+      LOOM_RETURN_IF_ERROR(cpu::StochasticConvert(instruction, operands[0], operands[1], result));
       break;
   }
   return Value::OfArray(std::move(out));

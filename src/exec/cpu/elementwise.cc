@@ -18,6 +18,7 @@
 #include "exec/scalar_ops.h"
 #include "exec/tensor.h"
 #include "ir/reduce_precision.h"
+#include "ir/shape_inference.h"
 
 namespace loom::exec::cpu {
 namespace {
@@ -569,8 +570,16 @@ Status Convert(const HostArray& x, const HostArray& out) {
   return OkStatus();
 }
 
-Status StochasticConvert(const HostArray& x, const HostArray& random, const HostArray& out) {
+Status StochasticConvert(const ir::Instruction& op, const HostArray& x, const HostArray& random,
+                         const HostArray& out) {
   const PrimitiveType from = x.type(), to = out.type();
+  const Expected<ir::Shape> shape = ir::InferStochasticConvertShape(*x.shape, *random.shape, to);
+  if (!shape.ok()) return KernelError(op, shape.error().message);
+  if (!shape->Compatible(*out.shape) || !ir::IsSignedInteger(to)) {
+    return KernelError(op, "stochastic-convert to " + out.shape->ToString(false) +
+                               " is not executable (XLA's decomposer converts " +
+                               shape->ToString(false) + " to signed integers only)");
+  }
   for (int64_t i = 0; i < out.elements(); ++i) {
     StoreInt(out.data, to, i,
              scalar::StochasticConvert(LoadDouble(x.data, from, i),

@@ -53,7 +53,8 @@ Status Clamp(const ir::Instruction& op, const HostArray& low, const HostArray& x
              const HostArray& high, const HostArray& out);
 Status Convert(const HostArray& x, const HostArray& out);
 // stochastic-convert to a signed integer type (scalar::StochasticConvert).
-Status StochasticConvert(const HostArray& x, const HostArray& random, const HostArray& out);
+Status StochasticConvert(const ir::Instruction& op, const HostArray& x, const HostArray& random,
+                         const HostArray& out);
 
 // Moving elements: the op's attributes say where each goes.
 Status Broadcast(const ir::Instruction& op, const HostArray& x, const HostArray& out);

@@ -26,6 +26,7 @@
 #include "ir/reduce_precision.h"
 #include "ir/reduce_window.h"
 #include "ir/reduction.h"
+#include "ir/shape_inference.h"
 #include "ir/sort.h"
 
 namespace loom::exec {
@@ -595,7 +596,9 @@ Expected<Tensor> Evaluation::StochasticConvert(const Instruction& instruction) c
                                             "decomposer converts to signed integers only)",
                                             ir::PrimitiveTypeName(to)));
   }
-  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(instruction.shape()));
+  Expected<ir::Shape> shape = ir::InferStochasticConvertShape(x.shape(), random.shape(), to);
+  if (!shape.ok()) return OpError(instruction, shape.error().message);
+  LOOM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(*shape));
   for (int64_t i = 0; i < out.ElementCount(); ++i) {
     out.SetInt(i, scalar::StochasticConvert(x.GetDouble(i), random.GetBits(i), x.type(), to));
   }
