@@ -628,6 +628,9 @@ class Executor::Evaluation {
                         std::vector<Value> operands, const ir::Shape& result_shape);
   Expected<Value> FinishCollective(const Instruction& start);
   Expected<cpu::HostArray> HostArrayOf(const Array& array, const Instruction& at);
+  // Host views of `in`, which must all be arrays.
+  Expected<std::vector<cpu::HostArray>> HostArraysOf(const std::vector<Value>& in,
+                                                     const Instruction& at);
   Expected<ReduceBytes> ReducerOf(const Instruction& collective, ir::PrimitiveType type);
   Expected<std::function<Status()>> RingJob(const Instruction& collective, uint64_t tag,
                                             const Group& group, std::span<const std::byte> input,
@@ -1361,12 +1364,7 @@ Expected<Value> Executor::Evaluation::RngBitGenerator(const Step& step,
 // batch-norm-* on host views by the CPU kernel (exec/batch_norm.h).
 Expected<Value> Executor::Evaluation::BatchNorm(const Step& step, const std::vector<Value>& in) {
   const Instruction& instruction = *step.instruction;
-  std::vector<cpu::HostArray> operands;
-  for (const Value& value : in) {
-    if (value.is_tuple()) return OpError(instruction, "batch norm takes arrays");
-    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), instruction));
-    operands.push_back(view);
-  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<cpu::HostArray> operands, HostArraysOf(in, instruction));
   if (!instruction.shape().IsTuple()) {
     LOOM_ASSIGN_OR_RETURN(Array out, NewArray(instruction.shape()));
     LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(out, instruction));
@@ -1383,12 +1381,7 @@ Expected<Value> Executor::Evaluation::BatchNorm(const Step& step, const std::vec
 // end.
 Expected<Value> Executor::Evaluation::ArrayKernel(const Step& step, const std::vector<Value>& in) {
   const Instruction& instruction = *step.instruction;
-  std::vector<cpu::HostArray> operands;
-  for (const Value& value : in) {
-    if (value.is_tuple()) return OpError(instruction, "takes arrays, got a tuple");
-    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), instruction));
-    operands.push_back(view);
-  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<cpu::HostArray> operands, HostArraysOf(in, instruction));
   const Opcode op = instruction.opcode();
   const size_t operand_count = op == Opcode::kCholesky ? 1 : 2;
   if (operands.size() != operand_count) {
@@ -1479,6 +1472,19 @@ Expected<cpu::HostArray> Executor::Evaluation::HostArrayOf(const Array& array,
     return OpError(at, fmt::format("device {} has no host view of its memory", device_.name()));
   }
   return cpu::HostArray{view.data(), array.shape};
+}
+
+Expected<std::vector<cpu::HostArray>> Executor::Evaluation::HostArraysOf(
+    const std::vector<Value>& in, const Instruction& at) {
+  std::vector<cpu::HostArray> views;
+  for (const Value& value : in) {
+    if (value.is_tuple()) {
+      return OpError(at, fmt::format("{} takes arrays, got a tuple", ir::OpcodeName(at.opcode())));
+    }
+    LOOM_ASSIGN_OR_RETURN(cpu::HostArray view, HostArrayOf(value.array(), at));
+    views.push_back(view);
+  }
+  return views;
 }
 
 // The collective's reducer on host bytes of `type`: one op as a typed
