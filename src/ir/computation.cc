@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace loom::ir {
 
@@ -53,6 +54,61 @@ bool Computation::ReorderInstructions(const std::vector<const Instruction*>& ord
   }
   instructions_ = std::move(reordered);
   return true;
+}
+
+bool Computation::OrderDefinitionsFirst() {
+  // Depth-first from each instruction in order, emitting an instruction
+  // once everything it reads is emitted (iteratively: a long chain must not
+  // exhaust the stack).
+  enum class Mark { kNone, kOpen, kDone };
+  std::unordered_map<const Instruction*, Mark> mark;
+  for (const auto& instruction : instructions_) mark[instruction.get()] = Mark::kNone;
+  std::vector<const Instruction*> order;
+  order.reserve(instructions_.size());
+  const auto inputs = [](const Instruction& instruction) {
+    std::vector<const Instruction*> in(instruction.operands().begin(),
+                                       instruction.operands().end());
+    const auto& control = instruction.attrs().control_predecessors;
+    in.insert(in.end(), control.begin(), control.end());
+    return in;
+  };
+  for (const auto& start : instructions_) {
+    if (mark[start.get()] != Mark::kNone) continue;
+    // (instruction, inputs visited so far)
+    std::vector<std::pair<const Instruction*, size_t>> stack = {{start.get(), 0}};
+    mark[start.get()] = Mark::kOpen;
+    while (!stack.empty()) {
+      auto& [instruction, next] = stack.back();
+      const std::vector<const Instruction*> in = inputs(*instruction);
+      if (next == in.size()) {
+        mark[instruction] = Mark::kDone;
+        order.push_back(instruction);
+        stack.pop_back();
+        continue;
+      }
+      const Instruction* input = in[next++];
+      const auto it = mark.find(input);
+      if (it == mark.end() || it->second == Mark::kDone) continue;  // another computation's
+      if (it->second == Mark::kOpen) return false;                  // a cycle
+      it->second = Mark::kOpen;
+      stack.emplace_back(input, 0);
+    }
+  }
+  return ReorderInstructions(order);
+}
+
+bool Computation::DependsOn(const Instruction& value, const Instruction& on) const {
+  std::vector<const Instruction*> pending = {&value};
+  std::unordered_set<const Instruction*> seen;
+  while (!pending.empty()) {
+    const Instruction* at = pending.back();
+    pending.pop_back();
+    if (at == &on) return true;
+    if (!seen.insert(at).second) continue;
+    for (const Instruction* operand : at->operands()) pending.push_back(operand);
+    for (const Instruction* control : at->attrs().control_predecessors) pending.push_back(control);
+  }
+  return false;
 }
 
 Instruction* Computation::FindInstruction(std::string_view name) const {

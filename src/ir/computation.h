@@ -36,6 +36,14 @@ class Computation {
   // once (a scheduler's output); false, and nothing changed, otherwise. The
   // caller keeps every definition ahead of its uses.
   bool ReorderInstructions(const std::vector<const Instruction*>& order);
+  // Moves each instruction after its operands and control predecessors,
+  // keeping the rest of the order (a stable topological sort): after a
+  // rewrite has pointed earlier instructions at a value defined later.
+  // False, and nothing changed, where the operands form a cycle.
+  bool OrderDefinitionsFirst();
+  // Whether `value` reads `on`, through operands or control predecessors,
+  // directly or not (both of this computation).
+  bool DependsOn(const Instruction& value, const Instruction& on) const;
 
   const std::vector<std::unique_ptr<Instruction>>& instructions() const { return instructions_; }
   int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }

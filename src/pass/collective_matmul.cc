@@ -54,6 +54,9 @@ struct GatherMatch {
   // order. Each gets a ring of its own from the same shard, and the
   // all-gather goes once none is left.
   std::vector<GatherMatch> siblings;
+  // Whether the ring also writes each window into the gathered value, which
+  // then replaces the all-gather for its other users (GatherOtherUsers::kCache).
+  bool cache = false;
 };
 
 // dot [-> traceable ops] -> reduce-scatter or all-reduce.
@@ -358,16 +361,22 @@ class GatherRing {
     LOOM_ASSIGN_OR_RETURN(Instruction * result,
                           builder.Zeros(ir::Shape(type, m_.dot->shape().dims())));
     LOOM_ASSIGN_OR_RETURN(std::vector<Instruction*> pieces, ShardPieces(builder));
+    if (m_.cache) {
+      LOOM_ASSIGN_OR_RETURN(Instruction * cache, builder.Zeros(m_.gather->shape()));
+      result_slots_.push_back(cache);
+    }
+    result_slots_.push_back(result);
     if (direction == RingDirection::kBidirectional && n_ >= 3) {
-      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, pieces, result, values));
+      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, pieces, values));
     } else {
-      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, pieces, result, values));
+      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, pieces, values));
     }
     Instruction* out = values.state.back();
     if (out->shape().type() != m_.dot->shape().type()) {
       LOOM_ASSIGN_OR_RETURN(out, builder.Convert(out, m_.dot->shape().type()));
     }
     ReplaceByRewrite(builder, m_.dot, out, m_.chain.empty() ? m_.gather : m_.chain.back());
+    if (m_.cache) return ServeOtherUsersFromCache(values.state[values.state.size() - 2]);
     return Status{};
   }
 
@@ -397,12 +406,35 @@ class GatherRing {
     return pieces;
   }
 
+  // The gathered value the ring cached replaces the all-gather for its
+  // other users, which move after the ring (the match checked that the
+  // ring's inputs read none of them).
+  Status ServeOtherUsersFromCache(Instruction* cache) const {
+    ir::Computation& computation = *cache->parent();
+    const std::string gather = m_.gather->name();
+    computation.ReplaceAllUsesWith(m_.gather, cache);
+    computation.RemoveInstruction(m_.gather);
+    if (!computation.OrderDefinitionsFirst()) {
+      return Error{fmt::format("internal: caching %{}'s windows made a cycle in {}", gather,
+                               computation.name())};
+    }
+    return Status{};
+  }
+
   // Multiplies `window` (piece `piece` of shard `block` of the gathered
-  // operand) and merges the partial product into `result`.
-  Expected<Instruction*> Multiply(Builder& builder, Instruction* window, Instruction* block,
-                                  int64_t piece, Instruction* other, Instruction* result) const {
+  // operand) into the result (the state's last value) and, when caching,
+  // writes it into the cache (the one before).
+  Status Multiply(Builder& builder, RingValues& v, Instruction* window, Instruction* block,
+                  int64_t piece) const {
     const int64_t blocks = n_ * k_;
     LOOM_ASSIGN_OR_RETURN(Instruction * index, Piece(builder, block, k_, piece));
+    if (m_.cache) {
+      Instruction*& cache = v.state[v.state.size() - 2];
+      LOOM_ASSIGN_OR_RETURN(cache, UpdateBlock(builder, cache, window,
+                                               m_.gather->attrs().dimensions->front(), index));
+    }
+    Instruction* other = v.invariants[0];
+    Instruction* result = v.state.back();
     LOOM_ASSIGN_OR_RETURN(window,
                           ReplayChainOnBlock(builder, m_.chain, m_.chain_dims, window, blocks));
     if (m_.dim.other_operand_dim) {
@@ -414,17 +446,21 @@ class GatherRing {
     LOOM_ASSIGN_OR_RETURN(Instruction * partial,
                           PartialDot(builder, *m_.dot, lhs, rhs, result->shape().type()));
     if (m_.dim.dim_class == DimClass::kContracting) {
-      return builder.Binary(Opcode::kAdd, result, partial);
+      LOOM_ASSIGN_OR_RETURN(v.state.back(), builder.Binary(Opcode::kAdd, result, partial));
+    } else {
+      LOOM_ASSIGN_OR_RETURN(v.state.back(),
+                            UpdateBlock(builder, result, partial, *m_.dim.output_dim, index));
     }
-    return UpdateBlock(builder, result, partial, *m_.dim.output_dim, index);
+    return Status{};
   }
 
   // Step i: multiply window (r+i) mod N, passing it to the predecessor
-  // first unless it is the last step. State: (window pieces, result).
+  // first unless it is the last step. State: (window pieces, [cache,]
+  // result).
   Status EmitUnidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
-                            Instruction* result, RingValues& values) const {
+                            RingValues& values) const {
     values.state = std::move(pieces);
-    values.state.push_back(result);
+    values.state.insert(values.state.end(), result_slots_.begin(), result_slots_.end());
     const auto step = [this](bool send) {
       return [this, send](Builder& b, Instruction* i, RingValues& v) -> Status {
         Instruction* block = nullptr;
@@ -437,8 +473,7 @@ class GatherRing {
           if (block == nullptr) {
             LOOM_ASSIGN_OR_RETURN(block, Block(b, v.position, i, n_));
           }
-          LOOM_ASSIGN_OR_RETURN(v.state.back(),
-                                Multiply(b, window, block, c, v.invariants[0], v.state.back()));
+          LOOM_RETURN_IF_ERROR(Multiply(b, v, window, block, c));
         }
         return Status{};
       };
@@ -451,15 +486,15 @@ class GatherRing {
   // multiplies shard r+j (clockwise, from the successor) and r-j (from the
   // predecessor). N-1 shards: ceil((N-1)/2) clockwise, the rest the other
   // way. State: (clockwise window pieces, counter-clockwise window pieces,
-  // result).
+  // [cache,] result).
   Status EmitBidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
-                           Instruction* result, RingValues& values) const {
+                           RingValues& values) const {
     const int64_t clockwise = n_ / 2;      // ceil((N-1)/2)
     const int64_t counter = (n_ - 1) / 2;  // floor((N-1)/2)
     const size_t ccw_slot = static_cast<size_t>(k_);
     values.state = pieces;
     values.state.insert(values.state.end(), pieces.begin(), pieces.end());
-    values.state.push_back(result);
+    values.state.insert(values.state.end(), result_slots_.begin(), result_slots_.end());
     const auto first = [this, ccw_slot](Builder& b, Instruction* i, RingValues& v) -> Status {
       Instruction* block = nullptr;
       for (int64_t c = 0; c < k_; ++c) {
@@ -470,8 +505,7 @@ class GatherRing {
         if (block == nullptr) {
           LOOM_ASSIGN_OR_RETURN(block, Block(b, v.position, i, n_));
         }
-        LOOM_ASSIGN_OR_RETURN(v.state.back(),
-                              Multiply(b, own, block, c, v.invariants[0], v.state.back()));
+        LOOM_RETURN_IF_ERROR(Multiply(b, v, own, block, c));
       }
       return Status{};
     };
@@ -494,16 +528,14 @@ class GatherRing {
             if (cw_block == nullptr) {
               LOOM_ASSIGN_OR_RETURN(cw_block, Block(b, v.position, j, n_));
             }
-            LOOM_ASSIGN_OR_RETURN(v.state.back(), Multiply(b, cw_window, cw_block, c,
-                                                           v.invariants[0], v.state.back()));
+            LOOM_RETURN_IF_ERROR(Multiply(b, v, cw_window, cw_block, c));
           }
           if (ccw) {
             if (ccw_block == nullptr) {
               LOOM_ASSIGN_OR_RETURN(Instruction * back, Backwards(b, j, n_));
               LOOM_ASSIGN_OR_RETURN(ccw_block, Block(b, v.position, back, n_));
             }
-            LOOM_ASSIGN_OR_RETURN(v.state.back(), Multiply(b, ccw_window, ccw_block, c,
-                                                           v.invariants[0], v.state.back()));
+            LOOM_RETURN_IF_ERROR(Multiply(b, v, ccw_window, ccw_block, c));
           }
         }
         return Status{};
@@ -525,6 +557,8 @@ class GatherRing {
   const int64_t n_;
   const int64_t k_;  // pieces per window
   ir::NameTable& names_;
+  // The state after the windows: [the cache,] the result.
+  std::vector<Instruction*> result_slots_;
 };
 
 // ---------------------------------------------------------------------------
@@ -776,6 +810,7 @@ std::string DescribeGather(const GatherMatch& m) {
                         sibling.operand == 0 ? "lhs" : "rhs", DimClassName(sibling.dim.dim_class),
                         sibling.operand_dim);
   }
+  if (m.cache) text += ", its windows cached for the gathered value's other users";
   return text;
 }
 
@@ -946,29 +981,8 @@ class Rewriter {
       return;
     }
     AnyMatch match = std::move(*found.match);
-    if (auto* g = std::get_if<GatherMatch>(&match);
-        g != nullptr && g->other_users && !options_.keep_gather_for_other_users) {
-      Expected<std::vector<GatherMatch>> consumers =
-          options_.ring_per_dot.value_or(true) ? FindGatherConsumers(*g, grid_)
-                                               : Error{"the gathered value has other users"};
-      if (!consumers.ok()) {
-        Record(DescribeCandidate(match), match, false,
-               fmt::format("{} (other-users=decline{})", consumers.error().message,
-                           options_.ring_per_dot.value_or(true) ? "" : ", dot-users=decline"));
-        return;
-      }
-      // The dots share one candidate, the first dot's: a ring for each.
-      if (consumers->front().dot != &dot) {
-        Record(DescribeCandidate(match), match, false,
-               fmt::format("the gathered value feeds %{} too: a ring for each dot is the "
-                           "candidate there",
-                           consumers->front().dot->name()));
-        return;
-      }
-      GatherMatch shared = std::move(consumers->front());
-      shared.siblings.assign(std::make_move_iterator(consumers->begin() + 1),
-                             std::make_move_iterator(consumers->end()));
-      match = std::move(shared);
+    if (auto* g = std::get_if<GatherMatch>(&match); g != nullptr && g->other_users) {
+      if (!ServeOtherUsers(dot, match)) return;
     }
     Candidate candidate = DescribeCandidate(match);
     if (options_.deterministic) {
@@ -987,6 +1001,57 @@ class Rewriter {
       return;
     }
     pending.push_back({std::move(candidate), std::move(match), std::move(verdict)});
+  }
+
+  // An all-gather whose value has other users than `dot` (GatherMatch::
+  // other_users): every dot a ring of its own where they are all dots and
+  // ring_per_dot allows it (the candidate is the first dot's), else as
+  // other_users says. False, with the decision recorded, when declined.
+  bool ServeOtherUsers(const Instruction& dot, AnyMatch& match) {
+    auto& g = std::get<GatherMatch>(match);
+    const GatherOtherUsers other_users = options_.other_users.value_or(GatherOtherUsers::kDecline);
+    if (other_users == GatherOtherUsers::kKeep) return true;
+    const bool ring_per_dot = options_.ring_per_dot.value_or(true);
+    Expected<std::vector<GatherMatch>> consumers =
+        ring_per_dot ? FindGatherConsumers(g, grid_) : Error{"the gathered value has other users"};
+    if (consumers.ok()) {
+      if (consumers->front().dot != &dot) {
+        Record(DescribeCandidate(match), match, false,
+               fmt::format("the gathered value feeds %{} too: a ring for each dot is the "
+                           "candidate there",
+                           consumers->front().dot->name()));
+        return false;
+      }
+      GatherMatch shared = std::move(consumers->front());
+      shared.siblings.assign(std::make_move_iterator(consumers->begin() + 1),
+                             std::make_move_iterator(consumers->end()));
+      match = std::move(shared);
+      return true;
+    }
+    if (other_users == GatherOtherUsers::kCache) {
+      if (std::optional<std::string> reason = WaitsForTheCache(g)) {
+        Record(DescribeCandidate(match), match, false, *reason);
+        return false;
+      }
+      g.cache = true;
+      return true;
+    }
+    Record(DescribeCandidate(match), match, false,
+           fmt::format("{} (other-users=decline{})", consumers.error().message,
+                       ring_per_dot ? "" : ", dot-users=decline"));
+    return false;
+  }
+
+  // Why the ring of `g` cannot cache its windows for the other users, if it
+  // cannot: its dot's other operand reads one of them, which would wait for
+  // the ring.
+  static std::optional<std::string> WaitsForTheCache(const GatherMatch& g) {
+    const Instruction& other = *g.dot->operand(1 - g.operand);
+    if (!g.gather->parent()->DependsOn(other, *g.gather)) return std::nullopt;
+    return fmt::format(
+        "the gathered value has other users, and the dot's other operand %{} reads one of them "
+        "(a cached ring would wait for itself)",
+        other.name());
   }
 
   // Deterministic mode: why the rewrite of `match` would sum in another

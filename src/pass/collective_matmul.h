@@ -38,11 +38,34 @@
 //   %dw = f32[3,5] dot(%g, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
 //
 // after: %y's ring (as above, the windows updating blocks of %y), then
-// %dw's (the windows' partial products of %dw summed), no all-gather. Any
-// other user of the gathered value (or of a value between it and a dot)
-// keeps the all-gather, and the pair is declined (or, with
-// keep_gather_for_other_users, kept for it). Unless told
-// (ring_per_dot), a gate judged by the estimate declines these.
+// %dw's (the windows' partial products of %dw summed), no all-gather.
+// Unless told (ring_per_dot), a gate judged by the estimate declines these.
+//
+// Any other user of the gathered value (or of a value between it and a
+// dot), or with dot-users=decline every other dot, is served as
+// other_users says: the pair is declined (kDecline, as XLA's SPMD
+// partitioner does), the all-gather kept for them (kKeep: the shard then
+// crosses the network twice), or the ring caches what it gathers (kCache,
+// XLA's activation caching in its GPU windowed einsum): it writes each
+// window into the gathered value as it arrives, and that value replaces the
+// all-gather for every other user, which runs after the ring. The shard
+// crosses the network once; only the first dot overlaps it. Before:
+//
+//   %g  = f32[8,3] all-gather(f32[2,3] %x), dimensions={0}, ...
+//   %y  = f32[8,4] dot(%g, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+//   %n  = f32[8,3] negate(%g)
+//
+// after (unrolled; the cache is a second result of each step):
+//
+//   %p0 = f32[2,4] dot(%x, %w)
+//   %c0 = f32[8,3] dynamic-update-slice(%zeros, %x, r*2, 0)
+//   %x1 = f32[2,3] collective-permute(%x), ...
+//   ...
+//   %c3 = f32[8,3] dynamic-update-slice(%c2, %x3, ((r+3)%4)*2, 0)
+//   %n  = f32[8,3] negate(%c3)
+//
+// A dot whose other operand reads another user of the gathered value (it
+// would wait for the ring that waits for it) is declined.
 //
 // dot -> reduce-scatter (the accumulator travels). Before:
 //
@@ -110,6 +133,8 @@
 namespace loom::pass {
 
 enum class RingDirection { kUnidirectional, kBidirectional };
+// What serves the other users of an all-gather a ring replaces (above).
+enum class GatherOtherUsers { kDecline, kKeep, kCache };
 enum class RingForm { kLoop, kUnrolled };
 
 // What a candidate decomposes.
@@ -198,10 +223,11 @@ struct CollectiveMatmulOptions {
   // stand-in for a cost model when no gate is given).
   int64_t min_bytes = 1 << 20;
   // An all-gather (or a value between it and the dot) with other users than
-  // dots: when true the gather stays for them and the dot gets a ring anyway
-  // (the data then crosses the network twice); when false the pair is
-  // declined, as XLA does.
-  bool keep_gather_for_other_users = false;
+  // the dots that get rings: decline the pair, keep the gather for them, or
+  // cache the ring's windows for them (see above). Unset: kCache under a
+  // gate (GatedCollectiveMatmul), which judges whether the ring pays for
+  // the other users' wait; kDecline without one.
+  std::optional<GatherOtherUsers> other_users;
   // An all-gather whose every user is a dot (each through a chain nothing
   // else reads): when true each dot gets a ring (see above); when false the
   // pairs are treated as having other users. Unset: true, except under a

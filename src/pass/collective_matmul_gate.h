@@ -113,6 +113,9 @@ class GatedCollectiveMatmul : public Pass {
     // simulated 0.4% slower than async+schedule), so unless told the gate
     // takes them only when the simulator judges.
     if (!matching_.ring_per_dot) matching_.ring_per_dot = options_.judge == StepJudge::kSimulator;
+    // A cached ring sends the shard once, as the all-gather did; the gate
+    // prices what the other users' wait for the whole ring costs.
+    if (!matching_.other_users) matching_.other_users = GatherOtherUsers::kCache;
   }
 
   std::string_view name() const override { return "collective-matmul"; }

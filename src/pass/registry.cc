@@ -194,8 +194,10 @@ Expected<std::unique_ptr<Pass>> CreateCollectiveMatmul(const PassOptions& option
       gate.form = config.form;
     } else if (key == "min-bytes") {
       LOOM_ASSIGN_OR_RETURN(config.min_bytes, ParseBytes(kName, key, value));
-    } else if (key == "other-users") {
-      config.keep_gather_for_other_users = value == "keep";
+    } else if (key == "other-users" && value != "auto") {
+      config.other_users = value == "keep"    ? GatherOtherUsers::kKeep
+                           : value == "cache" ? GatherOtherUsers::kCache
+                                              : GatherOtherUsers::kDecline;
     } else if (key == "dot-users" && value != "auto") {
       config.ring_per_dot = value == "ring-each";
     } else if (key == "forms") {
@@ -335,8 +337,10 @@ const std::vector<PassEntry>& PassTable() {
            {"rounds-per-product", OptionType::kCount, "", "", "1",
             "without --target: an all-to-all exchange multiplies this many rounds per product "
             "(when it divides the group size); with --target the gate chooses"},
-           {"other-users", OptionType::kChoice, "decline|keep", "", "decline",
-            "an all-gather with other users than dots: decline, or keep it for them"},
+           {"other-users", OptionType::kChoice, "decline|keep|cache|auto", "", "auto",
+            "an all-gather with other users than the dots that get rings: decline, keep it for "
+            "them, or cache the ring's windows into the gathered value they read; auto: cache "
+            "with --target (the gate judges it), else decline"},
            {"dot-users", OptionType::kChoice, "ring-each|decline|auto", "", "auto",
             "an all-gather that feeds several dots (and nothing else): a ring for each dot, "
             "from the same shard, or decline; auto: decline with --target and judge=estimate "

@@ -1,5 +1,6 @@
 // The editing operations passes use: insertion in order, replacing uses
-// (root included), removal, users, and the callee-first order of computations.
+// (root included), removal, users, the callee-first order of computations,
+// and putting definitions back ahead of their uses.
 #include <gtest/gtest.h>
 
 #include "ir/parser.h"
@@ -60,6 +61,61 @@ TEST(ComputationTest, PostOrderPutsCalleesFirst) {
   ASSERT_EQ(order.size(), 2u);
   EXPECT_EQ(order[0]->name(), "add");
   EXPECT_EQ(order[1]->name(), "e");
+}
+
+// After %n's uses are pointed at a value defined after the reduce (as a
+// pass that replaces an early value by one it builds later does), the
+// computation reads a value before its definition; OrderDefinitionsFirst
+// moves what needs it after it and keeps the rest in place.
+TEST(ComputationTest, OrderDefinitionsFirstMovesUsesAfterTheirDefinitions) {
+  auto module = ParseModule(R"(
+HloModule m
+ENTRY %e {
+  %p = f32[4] parameter(0)
+  %n = f32[4] negate(%p)
+  %u = f32[4] exponential(%n)
+  %q = f32[4] parameter(1)
+  %late = f32[4] abs(%q)
+  ROOT %t = (f32[4], f32[4]) tuple(%u, %late)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  Computation& entry = *(*module)->entry();
+  Instruction* n = entry.FindInstruction("n");
+  Instruction* u = entry.FindInstruction("u");
+  Instruction* late = entry.FindInstruction("late");
+  EXPECT_TRUE(entry.DependsOn(*u, *entry.FindInstruction("p")));
+  EXPECT_FALSE(entry.DependsOn(*late, *n));
+  entry.ReplaceAllUsesWith(n, late);
+  entry.RemoveInstruction(n);
+  EXPECT_FALSE(VerifyModule(**module).ok());
+  ASSERT_TRUE(entry.OrderDefinitionsFirst());
+  EXPECT_TRUE(VerifyModule(**module).ok()) << PrintModule(**module);
+  std::vector<std::string> order;
+  for (const auto& instruction : entry.instructions()) order.push_back(instruction->name());
+  EXPECT_EQ(order, (std::vector<std::string>{"p", "q", "late", "u", "t"}));
+  EXPECT_TRUE(entry.DependsOn(*u, *late));
+}
+
+TEST(ComputationTest, OrderDefinitionsFirstRefusesACycleAndChangesNothing) {
+  auto module = ParseModule(R"(
+HloModule m
+ENTRY %e {
+  %p = f32[4] parameter(0)
+  %a = f32[4] negate(%p)
+  ROOT %b = f32[4] abs(%a)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  Computation& entry = *(*module)->entry();
+  Instruction* a = entry.FindInstruction("a");
+  Instruction* b = entry.FindInstruction("b");
+  a->ReplaceOperand(0, b);  // a reads b, which reads a
+  EXPECT_TRUE(entry.DependsOn(*b, *a));
+  EXPECT_FALSE(entry.DependsOn(*b, *entry.FindInstruction("p")));
+  const std::string before = PrintModule(**module);
+  EXPECT_FALSE(entry.OrderDefinitionsFirst());
+  EXPECT_EQ(PrintModule(**module), before);
 }
 
 }  // namespace

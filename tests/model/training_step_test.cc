@@ -446,8 +446,6 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       worst = std::max(worst, difference);
       const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(o))];
       EXPECT_LE(difference, bound) << "device " << d << " output " << o;
-      if (o == 0 && d == 0 && bf16)
-        std::printf("DBG loss diff %.3g rounding %.3g\n", difference, rounding[0]);
       if (bf16) worst_of_bound = std::max(worst_of_bound, difference / bound);
       // Stages alone (one micro-batch, no model, data or context axis)
       // reorder no sum.

@@ -189,8 +189,8 @@ class Evaluation {
   Expected<std::vector<Tensor>> InitialAccumulators(const Instruction& instruction,
                                                     int64_t n) const;
   Status FoldElement(const Instruction& instruction, const ir::Computation& reducer,
-                     std::optional<Opcode> simple, std::vector<Tensor>& accumulators, int64_t out,
-                     int64_t in) const;
+                     const std::optional<Opcode>& simple, std::vector<Tensor>& accumulators,
+                     int64_t out, int64_t in) const;
   Expected<Tensor> Reduce(const Instruction& instruction) const;
   Expected<Tensor> ReduceWindow(const Instruction& instruction) const;
   Expected<Tensor> SelectAndScatter(const Instruction& instruction) const;
@@ -956,8 +956,8 @@ Expected<std::vector<Tensor>> Evaluation::InitialAccumulators(const Instruction&
 // of the accumulators: one op where the reducer is one (`simple`), else a
 // call of to_apply on the accumulators' and the inputs' scalars.
 Status Evaluation::FoldElement(const Instruction& instruction, const ir::Computation& reducer,
-                               std::optional<Opcode> simple, std::vector<Tensor>& accumulators,
-                               int64_t out, int64_t in) const {
+                               const std::optional<Opcode>& simple,
+                               std::vector<Tensor>& accumulators, int64_t out, int64_t in) const {
   if (simple) {
     BinaryElement(*simple, accumulators[0], out, Operand(instruction, 0), in, accumulators[0], out);
     return OkStatus();
