@@ -361,15 +361,16 @@ class GatherRing {
     LOOM_ASSIGN_OR_RETURN(Instruction * result,
                           builder.Zeros(ir::Shape(type, m_.dot->shape().dims())));
     LOOM_ASSIGN_OR_RETURN(std::vector<Instruction*> pieces, ShardPieces(builder));
+    // The state after the windows: [the cache,] the result.
+    std::vector<Instruction*> results = {result};
     if (m_.cache) {
       LOOM_ASSIGN_OR_RETURN(Instruction * cache, builder.Zeros(m_.gather->shape()));
-      result_slots_.push_back(cache);
+      results.insert(results.begin(), cache);
     }
-    result_slots_.push_back(result);
     if (direction == RingDirection::kBidirectional && n_ >= 3) {
-      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, pieces, values));
+      LOOM_RETURN_IF_ERROR(EmitBidirectional(builder, form, pieces, results, values));
     } else {
-      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, pieces, values));
+      LOOM_RETURN_IF_ERROR(EmitUnidirectional(builder, form, pieces, results, values));
     }
     Instruction* out = values.state.back();
     if (out->shape().type() != m_.dot->shape().type()) {
@@ -458,9 +459,9 @@ class GatherRing {
   // first unless it is the last step. State: (window pieces, [cache,]
   // result).
   Status EmitUnidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
-                            RingValues& values) const {
+                            const std::vector<Instruction*>& results, RingValues& values) const {
     values.state = std::move(pieces);
-    values.state.insert(values.state.end(), result_slots_.begin(), result_slots_.end());
+    values.state.insert(values.state.end(), results.begin(), results.end());
     const auto step = [this](bool send) {
       return [this, send](Builder& b, Instruction* i, RingValues& v) -> Status {
         Instruction* block = nullptr;
@@ -488,13 +489,13 @@ class GatherRing {
   // way. State: (clockwise window pieces, counter-clockwise window pieces,
   // [cache,] result).
   Status EmitBidirectional(Builder& builder, RingForm form, std::vector<Instruction*> pieces,
-                           RingValues& values) const {
+                           const std::vector<Instruction*>& results, RingValues& values) const {
     const int64_t clockwise = n_ / 2;      // ceil((N-1)/2)
     const int64_t counter = (n_ - 1) / 2;  // floor((N-1)/2)
     const size_t ccw_slot = static_cast<size_t>(k_);
     values.state = pieces;
     values.state.insert(values.state.end(), pieces.begin(), pieces.end());
-    values.state.insert(values.state.end(), result_slots_.begin(), result_slots_.end());
+    values.state.insert(values.state.end(), results.begin(), results.end());
     const auto first = [this, ccw_slot](Builder& b, Instruction* i, RingValues& v) -> Status {
       Instruction* block = nullptr;
       for (int64_t c = 0; c < k_; ++c) {
@@ -557,8 +558,6 @@ class GatherRing {
   const int64_t n_;
   const int64_t k_;  // pieces per window
   ir::NameTable& names_;
-  // The state after the windows: [the cache,] the result.
-  std::vector<Instruction*> result_slots_;
 };
 
 // ---------------------------------------------------------------------------
