@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace loom::cost {
 
@@ -175,6 +176,87 @@ int64_t TorusLinkCount(const Target& target) {
   int64_t positions = 1;
   for (int64_t n : torus.dims) positions *= n;
   return positions * static_cast<int64_t>(torus.dims.size()) * 2;
+}
+
+std::vector<std::vector<CollectivePhase>> AllGatherPhasesOfGroups(
+    const std::vector<std::vector<int64_t>>& groups, const std::vector<double>& bytes,
+    const Target& target) {
+  std::vector<std::vector<CollectivePhase>> phases;
+  phases.reserve(groups.size());
+  size_t most_phases = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    phases.push_back(AllGatherPhases(groups[g], g < bytes.size() ? bytes[g] : 0, target));
+    most_phases = std::max(most_phases, phases.back().size());
+  }
+  // Phase i of every group runs at once: count its messages on each link.
+  std::unordered_map<int64_t, int32_t> messages_on_link;
+  for (size_t i = 0; i < most_phases; ++i) {
+    messages_on_link.clear();
+    auto for_each_route = [&](const CollectivePhase& phase, const auto& visit) {
+      for (const auto& line : phase.lines) {
+        if (line.size() < 2) continue;
+        for (size_t m = 0; m < line.size(); ++m) {
+          visit(RouteLinks(target, line[m], line[(m + 1) % line.size()]));
+        }
+      }
+    };
+    for (const auto& group_phases : phases) {
+      if (i >= group_phases.size() || !group_phases[i].routed) continue;
+      for_each_route(group_phases[i], [&](const std::vector<int64_t>& route) {
+        for (int64_t link : route) ++messages_on_link[link];
+      });
+    }
+    for (auto& group_phases : phases) {
+      if (i >= group_phases.size() || !group_phases[i].routed) continue;
+      CollectivePhase& phase = group_phases[i];
+      for_each_route(phase, [&](const std::vector<int64_t>& route) {
+        for (int64_t link : route) {
+          phase.sharing = std::max(phase.sharing, static_cast<double>(messages_on_link[link]));
+        }
+      });
+    }
+  }
+  return phases;
+}
+
+int PortOfLink(const Target& target, int64_t link) {
+  int port = 0;
+  if (std::holds_alternative<SwitchedTopology>(target.topology())) {
+    port = static_cast<int>(link % 4);
+  } else if (const auto* torus = std::get_if<TorusTopology>(&target.topology())) {
+    port = static_cast<int>(link % (2 * static_cast<int64_t>(torus->dims.size())));
+  }
+  return std::min(port, 31);
+}
+
+PortMask PortsOfRoute(const Target& target, int64_t from, int64_t to) {
+  PortMask ports = 0;
+  for (int64_t link : RouteLinks(target, from, to))
+    ports |= PortMask{1} << PortOfLink(target, link);
+  return ports;
+}
+
+std::vector<std::pair<int64_t, PortMask>> PhasePorts(const CollectivePhase& phase,
+                                                     const Target& target) {
+  std::vector<std::pair<int64_t, PortMask>> ports;
+  const bool along_dimension = phase.kind != CollectivePhase::Kind::kRing &&
+                               std::holds_alternative<TorusTopology>(target.topology());
+  const int both_ways =
+      along_dimension ? (3 << std::min<int>(static_cast<int>(phase.dim) * 2, 30)) : 0;
+  for (const auto& line : phase.lines) {
+    const size_t n = line.size();
+    if (n < 2) continue;
+    const size_t first = ports.size();
+    for (int64_t member : line) ports.emplace_back(member, static_cast<PortMask>(both_ways));
+    if (along_dimension) continue;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t next = (i + 1) % n;
+      const PortMask route = PortsOfRoute(target, line[i], line[next]);
+      ports[first + i].second |= route;
+      ports[first + next].second |= route;
+    }
+  }
+  return ports;
 }
 
 std::vector<std::vector<std::pair<int64_t, int64_t>>> AllToAllRounds(

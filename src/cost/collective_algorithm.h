@@ -30,7 +30,9 @@
 //                + (L-1) a_nv + (L-1)/L * B / bw_nv;
 //   bus:         (N-1) a + (N-1) B / bw.
 // A reduce-scatter runs the same phases in reverse order (the same time),
-// an all-reduce a reduce-scatter then an all-gather.
+// an all-reduce a reduce-scatter then an all-gather. A collective's groups
+// run at once: a routed phase's `sharing` counts every group's messages on
+// its busiest link (AllGatherPhasesOfGroups).
 //
 // An all-to-all of B bytes per device is a pairwise exchange (what the
 // executor runs and NCCL's grouped sends amount to): N-1 rounds, round k
@@ -47,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "cost/cost_model.h"
 #include "cost/target.h"
 
 namespace loom::cost {
@@ -82,6 +85,17 @@ struct CollectivePhase {
 std::vector<CollectivePhase> AllGatherPhases(const std::vector<int64_t>& group, double bytes,
                                              const Target& target);
 
+// The phases of the all-gathers of one collective over each of `groups`,
+// `bytes[i]` the gathered result of group i, all running at once. A routed
+// phase's messages cross links that other groups' messages of the same
+// step cross too (two rings of every other chip along one torus line; all
+// groups on a bus), so its `sharing` is the most messages of that step, of
+// every group, on any link of its routes: what max-min sharing gives the
+// slowest of them.
+std::vector<std::vector<CollectivePhase>> AllGatherPhasesOfGroups(
+    const std::vector<std::vector<int64_t>>& groups, const std::vector<double>& bytes,
+    const Target& target);
+
 // The rounds of an all-to-all over `group` (device ids, in group order):
 // rounds[k-1] holds round k's (source, target) pairs, k = 1 .. N-1.
 std::vector<std::vector<std::pair<int64_t, int64_t>>> AllToAllRounds(
@@ -108,6 +122,22 @@ std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to);
 
 // How many link ids a torus target has (TorusLinkId is below it).
 int64_t TorusLinkCount(const Target& target);
+
+// The port a link occupies at the devices it joins, as the step estimate
+// counts them (CostModel::TransferSegmentsByDevice): torus, its dimension
+// and direction (dim x 2 + (0 going +, 1 going -)), wherever the chip is;
+// switched, its kind (0 NVLink egress, 1 NVLink ingress, 2 NIC egress, 3 NIC
+// ingress); bus, 0. Ports past the 32nd share the last bit.
+int PortOfLink(const Target& target, int64_t link);
+// The ports of every link of the route from `from` to `to`; both ends count
+// them all (on a torus, a route's later hops run over links of the same
+// kinds near its ends in any shift-invariant pattern).
+PortMask PortsOfRoute(const Target& target, int64_t from, int64_t to);
+// Per member of `phase`'s lines, the ports its messages use: a ring's
+// routes to its successor and from its predecessor, a bidirectional ring's
+// or chain's two directions along the phase's dimension.
+std::vector<std::pair<int64_t, PortMask>> PhasePorts(const CollectivePhase& phase,
+                                                     const Target& target);
 
 // Calls `visit(link)` for each link of the torus route from `from` to `to`,
 // in order, as RouteLinks lists them, without allocating: a permute's

@@ -11,6 +11,7 @@
 // -done none: the transfer runs while the device computes.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,34 @@ double OperandBytes(const ir::Instruction& instruction);
 // -start), the collective an async-start wraps (ir::WrappedCollective), or
 // nullptr.
 const ir::Instruction* TransferOp(const ir::Instruction& instruction);
+
+// A device's network ports, one bit each (cost/collective_algorithm.h's
+// PortOfLink says which link ends at which port): what concurrent transfers
+// share in the step estimate.
+using PortMask = uint32_t;
+
+// A stretch of one transfer on one device: how long it takes with the ports
+// to itself, the ports it uses meanwhile, and how many of its own messages
+// share the busiest link of its routes (what its time already pays for: two
+// rings of every other chip on one torus line, 2; a bus phase, every
+// message of its step). A collective's phases (an all-reduce's ring across
+// nodes, then in each node) are one segment each.
+struct TransferSegment {
+  double seconds = 0;
+  PortMask ports = 0;  // none: it shares nothing
+  double flows = 1;
+  bool operator==(const TransferSegment&) const = default;
+  auto operator<=>(const TransferSegment&) const = default;
+};
+
+// Every device's segments of one transfer, the devices that run the same
+// ones (the same phases on the same kinds of port) sharing a row.
+struct TransferSegmentTable {
+  std::vector<std::vector<TransferSegment>> distinct;
+  std::vector<int32_t> row_of_device;  // an index into `distinct`, or -1: none
+
+  const std::vector<TransferSegment>& Of(int64_t device) const;
+};
 
 class CostModel {
  public:
@@ -80,6 +109,12 @@ class CostModel {
     (void)grid;
     return {};
   }
+
+  // Each device's segments of the transfer, whose seconds add up to its
+  // TransferSecondsByDevice. By default one segment that uses no port: the
+  // transfer shares nothing with the others in flight.
+  virtual TransferSegmentTable TransferSegmentsByDevice(const ir::Instruction& instruction,
+                                                        const ir::DeviceGrid& grid) const;
 };
 
 // The compute time of each instruction as the step estimate, the scheduler

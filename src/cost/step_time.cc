@@ -139,6 +139,15 @@ const std::vector<int64_t>& TransferTimes::LinksOf(const Instruction& instructio
   return it->second;
 }
 
+const TransferSegmentTable& TransferTimes::SegmentsOf(const Instruction& instruction) {
+  auto it = segments_.find(&instruction);
+  if (it == segments_.end()) {
+    it =
+        segments_.emplace(&instruction, model_->TransferSegmentsByDevice(instruction, grid_)).first;
+  }
+  return it->second;
+}
+
 std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) const {
   if (times_ != nullptr) return times_->LinksOf(instruction);
   auto it = links_.find(&instruction);
@@ -148,35 +157,17 @@ std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) c
   return it->second;
 }
 
-double Timeline::TransferBegin(int kind, const std::vector<int64_t>& links) {
-  auto& flights = flights_[static_cast<size_t>(kind)];
-  std::erase_if(flights, [&](const Flight& flight) { return flight.end <= now_; });
-  double begin = std::max(now_, last_begin_[static_cast<size_t>(kind)]);
-  for (const Flight& flight : flights) {
-    if (!LinksDisjoint(flight.links, links)) begin = std::max(begin, flight.end);
-  }
-  return begin;
+double Timeline::TransferBegin(int kind, const std::vector<int64_t>& links) const {
+  return std::max(last_begin_[static_cast<size_t>(kind)],
+                  flights_.LatestEndOfKind(kind, links, now_));
 }
 
-std::array<double, kTransferKindCount> Timeline::Backlog() const {
-  std::array<double, kTransferKindCount> backlog{};
-  for (size_t k = 0; k < flights_.size(); ++k) {
-    for (const Flight& flight : flights_[k]) {
-      backlog[k] = std::max(backlog[k], flight.end - now_);
-    }
-  }
-  return backlog;
-}
+std::array<double, kTransferKindCount> Timeline::Backlog() const { return flights_.Backlog(now_); }
 
 void Timeline::DelayTransfers(double seconds) {
-  for (size_t k = 0; k < flights_.size(); ++k) {
-    for (Flight& flight : flights_[k]) {
-      if (flight.end > now_) flight.end += seconds;
-    }
-    if (last_begin_[k] > now_) last_begin_[k] += seconds;
-  }
-  for (auto& [start, end] : in_flight_) {
-    if (end > now_) end += seconds;
+  flights_.Delay(now_, seconds);
+  for (double& begin : last_begin_) {
+    if (begin > now_) begin += seconds;
   }
 }
 
@@ -192,10 +183,48 @@ double Timeline::TransferSecondsOf(const Instruction& instruction) const {
   return device_ < static_cast<int64_t>(times.size()) ? times[static_cast<size_t>(device_)] : 0;
 }
 
+std::vector<TransferSegment> Timeline::TransferSegmentsOf(const Instruction& instruction) const {
+  auto cached = segments_.find(&instruction);
+  if (cached != segments_.end()) return cached->second;
+  std::vector<TransferSegment> segments;
+  if (contention_ == Contention::kNone) {
+    // One stretch on no port: shares nothing.
+  } else if (times_ != nullptr && device_ >= 0) {
+    segments = times_->SegmentsOf(instruction).Of(device_);
+  } else {
+    // The slowest device's, as TransferSeconds is.
+    const TransferSegmentTable table = model_->TransferSegmentsByDevice(instruction, grid_);
+    double slowest = -1;
+    for (const auto& row : table.distinct) {
+      double sum = 0;
+      for (const TransferSegment& segment : row) sum += segment.seconds;
+      if (sum > slowest) {
+        slowest = sum;
+        segments = row;
+      }
+    }
+  }
+  // Made to add up to the transfer's time exactly: a device outside a
+  // phase's lines spends the rest of its group's time on no port.
+  const double total = TransferSecondsOf(instruction);
+  double sum = 0;
+  for (const TransferSegment& segment : segments) sum += segment.seconds;
+  if (total <= 0) {
+    segments.clear();
+  } else if (sum <= 0) {
+    segments = {TransferSegment{total, 0, 1}};
+  } else if (sum > total) {
+    for (TransferSegment& segment : segments) segment.seconds *= total / sum;
+  } else if (sum < total) {
+    segments.push_back(TransferSegment{total - sum, 0, 1});
+  }
+  return segments_.emplace(&instruction, std::move(segments)).first->second;
+}
+
 std::optional<double> Timeline::TransferFinish(const Instruction& start) const {
   auto it = in_flight_.find(&start);
   if (it == in_flight_.end()) return std::nullopt;
-  return it->second;
+  return flights_.End(it->second);
 }
 
 StepEstimate Timeline::estimate() const {
@@ -220,12 +249,20 @@ void Timeline::Run(const Instruction& instruction) {
       totals_.transfer_seconds += transfer;
       std::vector<int64_t> links = TransferLinksOf(instruction);
       const double begin = TransferBegin(kind, links);
-      const double end = begin + transfer;
       last_begin_[static_cast<size_t>(kind)] = begin;
-      flights_[static_cast<size_t>(kind)].push_back(Flight{end, std::move(links)});
+      const TransferFlights::Id id =
+          flights_.Launch(now_, begin, kind, std::move(links), TransferSegmentsOf(instruction));
       if (TransferRoleOf(instruction) == TransferRole::kStart) {
-        in_flight_[&instruction] = end;
+        // A start launched again before its done (a loop whose done runs
+        // elsewhere) lets go of the older transfer's end.
+        auto [it, inserted] = in_flight_.try_emplace(&instruction, id);
+        if (!inserted) {
+          flights_.Release(it->second);
+          it->second = id;
+        }
       } else {
+        const double end = flights_.End(id);
+        flights_.Release(id);
         totals_.exposed_transfer_seconds += end - now_;
         now_ = end;
       }
@@ -234,10 +271,12 @@ void Timeline::Run(const Instruction& instruction) {
     case TransferRole::kDone: {
       auto it = in_flight_.find(ir::StartOf(instruction));
       if (it == in_flight_.end()) return;  // its start ran elsewhere: nothing to wait for
-      if (it->second > now_) {
-        totals_.exposed_transfer_seconds += it->second - now_;
-        now_ = it->second;
+      const double end = flights_.End(it->second);
+      if (end > now_) {
+        totals_.exposed_transfer_seconds += end - now_;
+        now_ = end;
       }
+      flights_.Release(it->second);
       in_flight_.erase(it);
       return;
     }
@@ -331,7 +370,7 @@ void Timeline::RunConditional(const Instruction& instruction) {
 // --- whole programs --------------------------------------------------------------
 
 StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
-                          const ir::DeviceGrid& grid) {
+                          const ir::DeviceGrid& grid, Contention contention) {
   if (module.entry() == nullptr) return Timeline(model, grid).estimate();
   // The classes of devices whose every transfer takes the same time.
   TransferTimes times(model, grid);
@@ -342,8 +381,13 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
       const TransferRole role = TransferRoleOf(*instruction);
       if (role != TransferRole::kSynchronous && role != TransferRole::kStart) continue;
       const std::vector<double>& by_device = times.Of(*instruction);
+      static const std::vector<int32_t> kNoSegments;
+      const std::vector<int32_t>& segments = contention == Contention::kNone
+                                                 ? kNoSegments
+                                                 : times.SegmentsOf(*instruction).row_of_device;
       for (size_t d = 0; d < devices; ++d) {
         rows[d].push_back(d < by_device.size() ? by_device[d] : 0);
+        if (d < segments.size()) rows[d].push_back(segments[d]);
       }
     }
   }
@@ -353,7 +397,7 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
   }
   std::optional<StepEstimate> slowest;
   for (const auto& [row, device] : representatives) {
-    Timeline timeline(model, grid, times, device);
+    Timeline timeline(model, grid, times, device, contention);
     timeline.RunComputation(*module.entry());
     StepEstimate estimate = timeline.estimate();
     if (!slowest || estimate.total_seconds > slowest->total_seconds) slowest = std::move(estimate);
@@ -361,9 +405,10 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
   return *slowest;
 }
 
-Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model) {
+Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model,
+                                    Contention contention) {
   LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
-  return EstimateStep(module, model, grid);
+  return EstimateStep(module, model, grid, contention);
 }
 
 double IsolatedSeconds(const Instruction& instruction, const CostModel& model,

@@ -29,10 +29,18 @@
 // Transfers of one kind share one stream: each begins no earlier than the
 // one issued before it, and not before every earlier one of its kind has
 // finished, unless the two use disjoint links (CostModel::TransferLinks: a
-// bidirectional ring's two directions on a torus run at once). The
-// simulator follows the same rule and adds what this leaves out, the
-// contention of flows on shared links and the waits for peers, so its step
-// is never shorter than this one.
+// bidirectional ring's two directions on a torus run at once). Transfers in
+// flight at once (of different kinds, or of one kind on disjoint links)
+// share the device's ports (cost/transfer_flights.h): a ring of
+// collective-permutes and a reduce-scatter over the same NVLink ports each
+// run at half speed while both run, which is what the gate must see to
+// price a ring against the collectives beside it. The simulator follows
+// the same stream rule and shares every link max-min fairly across all the
+// devices' flows, adding the waits for peers.
+//
+// With the dots above and a 2 us all-gather started just after the
+// permute on the same ports, each moves at half speed while both run: the
+// permute ends at 4 us, the all-gather at 4 us, and the done waits 3 us.
 #pragma once
 
 #include <array>
@@ -44,6 +52,7 @@
 #include <vector>
 
 #include "cost/cost_model.h"
+#include "cost/transfer_flights.h"
 #include "ir/collective_groups.h"
 #include "ir/module.h"
 #include "support/status.h"
@@ -61,6 +70,7 @@ enum class TransferKind {
   kOther,
 };
 inline constexpr int kTransferKindCount = 6;
+static_assert(kTransferKindCount == TransferFlights::kKinds);
 // "collective-permute", "all-gather", "all-reduce", "reduce-scatter",
 // "all-to-all", "other".
 std::string_view TransferKindName(TransferKind kind);
@@ -77,6 +87,12 @@ TransferRole TransferRoleOf(const ir::Instruction& instruction);
 // The kind of transfer a collective, start or done makes; nullopt when its
 // role is kNone.
 std::optional<TransferKind> TransferKindOf(const ir::Instruction& instruction);
+
+// Whether transfers in flight at once share the device's ports (the
+// estimate the gate, the scheduler and `loom opt --estimate` use), or each
+// runs as if alone: the contention-free bound that the simulator's report
+// and joint-schedule measure contention against.
+enum class Contention { kSharedPorts, kNone };
 
 struct StepEstimate {
   double total_seconds = 0;
@@ -104,12 +120,15 @@ class TransferTimes {
   const std::vector<double>& Of(const ir::Instruction& instruction);
   // Its CostModel::TransferLinks.
   const std::vector<int64_t>& LinksOf(const ir::Instruction& instruction);
+  // Its CostModel::TransferSegmentsByDevice.
+  const TransferSegmentTable& SegmentsOf(const ir::Instruction& instruction);
 
  private:
   const CostModel* model_;
   ir::DeviceGrid grid_;
   std::unordered_map<const ir::Instruction*, std::vector<double>> times_;
   std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
+  std::unordered_map<const ir::Instruction*, TransferSegmentTable> segments_;
 };
 
 // The replay itself, one instruction at a time; the scheduler drives it
@@ -123,8 +142,14 @@ class Timeline {
   Timeline(const CostModel& model, const ir::DeviceGrid& grid, ComputeTimes compute)
       : model_(&model), grid_(grid), compute_(std::move(compute)) {}
   // Transfers take `device`'s own time (its group, its pairs).
-  Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device)
-      : model_(&model), grid_(grid), compute_(model), times_(&times), device_(device) {}
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device,
+           Contention contention = Contention::kSharedPorts)
+      : model_(&model),
+        grid_(grid),
+        compute_(model),
+        times_(&times),
+        device_(device),
+        contention_(contention) {}
 
   // Runs `instruction` after everything run so far (its callees too).
   void Run(const ir::Instruction& instruction);
@@ -146,8 +171,11 @@ class Timeline {
 
   double TransferSecondsOf(const ir::Instruction& instruction) const;
   std::vector<int64_t> TransferLinksOf(const ir::Instruction& instruction) const;
+  // The segments of this device (without one, of the slowest device),
+  // adding up to TransferSecondsOf.
+  std::vector<TransferSegment> TransferSegmentsOf(const ir::Instruction& instruction) const;
   // When a transfer of `kind` with `links` issued now may begin.
-  double TransferBegin(int kind, const std::vector<int64_t>& links);
+  double TransferBegin(int kind, const std::vector<int64_t>& links) const;
   // How long after now each kind's last transfer ends (0 when none).
   std::array<double, kTransferKindCount> Backlog() const;
   // Moves every transfer still in flight `seconds` later.
@@ -158,34 +186,37 @@ class Timeline {
   ComputeTimes compute_;
   TransferTimes* times_ = nullptr;
   int64_t device_ = -1;
+  Contention contention_ = Contention::kSharedPorts;
   // Without `times_`: each transfer's time and links, priced once (a
   // scheduler runs the same transfer many times; an all-to-all's price is
   // N^2 pairs).
   mutable std::unordered_map<const ir::Instruction*, double> seconds_;
   mutable std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
+  mutable std::unordered_map<const ir::Instruction*, std::vector<TransferSegment>> segments_;
   double now_ = 0;
-  // Per kind, the transfers that may still be in flight and when the
-  // last one began (the next begins no earlier: program order).
-  struct Flight {
-    double end;
-    std::vector<int64_t> links;
-  };
-  std::array<std::vector<Flight>, kTransferKindCount> flights_;
+  // The transfers in flight, and per kind when the last one began (the
+  // next begins no earlier: program order).
+  TransferFlights flights_;
   std::array<double, kTransferKindCount> last_begin_{};
-  std::unordered_map<const ir::Instruction*, double> in_flight_;
+  std::unordered_map<const ir::Instruction*, TransferFlights::Id> in_flight_;
   StepEstimate totals_;
 };
 
 // The estimate of the entry computation on the grid the verifier finds
 // (fails when the module does not verify), or on `grid`: the slowest
-// device's. Devices whose transfers all take the same times (the same
-// group times, the same pairs' times) replay alike, so one of each such
-// class is replayed; with every device's own times the estimate stays a
-// lower bound of what the simulator (which adds waiting for peers and
-// contention) finds.
-Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model);
+// device's. Devices whose transfers all take the same times and segments
+// (the same group times, the same pairs' times, on the same kinds of port)
+// replay alike, so one of each such class is replayed. The simulator adds
+// the waits for peers and the contention of links away from the device,
+// and shares a link max-min fairly where the estimate gives each transfer
+// its smallest share of a port, so it usually finds a longer step; not
+// always (a transfer whose port-mate is held back by a busier port gets
+// only its equal share here, where max-min sharing would give it the rest).
+Expected<StepEstimate> EstimateStep(const ir::Module& module, const CostModel& model,
+                                    Contention contention = Contention::kSharedPorts);
 StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
-                          const ir::DeviceGrid& grid);
+                          const ir::DeviceGrid& grid,
+                          Contention contention = Contention::kSharedPorts);
 
 // How long `instruction` keeps the compute stream of an idle device:
 // ComputeSeconds, the transfer time of a synchronous collective or a start,

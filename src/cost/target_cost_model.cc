@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "analysis/flops.h"
@@ -195,6 +196,23 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   return MemorySeconds(bytes) + target_.compute().launch_seconds;
 }
 
+namespace {
+
+// Per group, the bytes of the all-gather whose phases the collective runs:
+// an all-gather's gathered result; a reduce-scatter's or all-reduce's input.
+std::vector<double> GatheredBytes(Opcode opcode, double operand_bytes,
+                                  const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<double> bytes;
+  bytes.reserve(groups.size());
+  for (const auto& group : groups) {
+    bytes.push_back(opcode == Opcode::kAllGather ? operand_bytes * static_cast<double>(group.size())
+                                                 : operand_bytes);
+  }
+  return bytes;
+}
+
+}  // namespace
+
 double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
                                         const ir::DeviceGrid& grid) const {
   const std::vector<double> by_device = TransferSecondsByDevice(instruction, grid);
@@ -214,24 +232,20 @@ std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instructi
   }
   auto groups = ir::ParticipantGroups(*op, grid);
   if (!groups.ok()) return seconds;
-  for (const auto& group : *groups) {
-    const auto n = static_cast<double>(group.size());
+  const bool gathers = opcode == Opcode::kAllGather || opcode == Opcode::kReduceScatter ||
+                       opcode == Opcode::kAllReduce;
+  const std::vector<std::vector<CollectivePhase>> phases =
+      gathers ? AllGatherPhasesOfGroups(*groups, GatheredBytes(opcode, bytes, *groups), target_)
+              : std::vector<std::vector<CollectivePhase>>{};
+  for (size_t g = 0; g < groups->size(); ++g) {
+    const std::vector<int64_t>& group = (*groups)[g];
     double time = 0;
-    switch (opcode) {
-      case Opcode::kAllGather:
-        time = AllGatherSeconds(group, bytes * n);
-        break;
-      case Opcode::kReduceScatter:
-        time = AllGatherSeconds(group, bytes);
-        break;
-      case Opcode::kAllToAll:
-        time = AllToAllSeconds(group, bytes, grid.size());
-        break;
-      case Opcode::kAllReduce:
-        time = AllReduceSeconds(group, bytes);
-        break;
-      default:
-        break;
+    if (gathers) {
+      for (const CollectivePhase& phase : phases[g]) time += phase.Seconds();
+      // An all-reduce is a reduce-scatter, then an all-gather.
+      if (opcode == Opcode::kAllReduce) time *= 2;
+    } else if (opcode == Opcode::kAllToAll) {
+      time = AllToAllSeconds(group, bytes, grid.size());
     }
     for (int64_t device : group) {
       if (device >= 0 && device < grid.size()) seconds[static_cast<size_t>(device)] = time;
@@ -258,6 +272,134 @@ std::vector<int64_t> TargetCostModel::TransferLinks(const ir::Instruction& instr
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
   return links;
+}
+
+namespace {
+
+// Every device's ports in a permute (those of its routes out and in), and
+// the most of the permute's messages on any link of those routes.
+struct PermuteUse {
+  std::vector<PortMask> ports;
+  std::vector<double> flows;
+};
+PermuteUse PermutePorts(const Target& target, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                        int64_t devices) {
+  const auto count = static_cast<size_t>(std::max<int64_t>(devices, 0));
+  PermuteUse use{std::vector<PortMask>(count, 0), std::vector<double>(count, 1)};
+  auto kept = [&](int64_t source, int64_t destination) {
+    return source != destination && source >= 0 && destination >= 0 && source < devices &&
+           destination < devices;
+  };
+  std::vector<std::vector<int64_t>> routes;
+  std::unordered_map<int64_t, int32_t> messages_on_link;
+  for (const auto& [source, destination] : pairs) {
+    routes.push_back(kept(source, destination) ? RouteLinks(target, source, destination)
+                                               : std::vector<int64_t>{});
+    for (int64_t link : routes.back()) ++messages_on_link[link];
+  }
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto [source, destination] = pairs[i];
+    if (!kept(source, destination)) continue;
+    PortMask route_ports = 0;
+    double busiest = 1;
+    for (int64_t link : routes[i]) {
+      route_ports |= PortMask{1} << PortOfLink(target, link);
+      busiest = std::max(busiest, static_cast<double>(messages_on_link[link]));
+    }
+    for (const int64_t end : {source, destination}) {
+      use.ports[static_cast<size_t>(end)] |= route_ports;
+      use.flows[static_cast<size_t>(end)] = std::max(use.flows[static_cast<size_t>(end)], busiest);
+    }
+  }
+  return use;
+}
+
+// The table of `by_device`, devices with equal segments sharing a row.
+TransferSegmentTable Tabulate(std::vector<std::vector<TransferSegment>> by_device) {
+  TransferSegmentTable table;
+  std::map<std::vector<TransferSegment>, int32_t> rows;
+  table.row_of_device.reserve(by_device.size());
+  for (auto& segments : by_device) {
+    if (segments.empty()) {
+      table.row_of_device.push_back(-1);
+      continue;
+    }
+    auto [it, inserted] = rows.try_emplace(segments, static_cast<int32_t>(rows.size()));
+    if (inserted) table.distinct.push_back(std::move(segments));
+    table.row_of_device.push_back(it->second);
+  }
+  return table;
+}
+
+}  // namespace
+
+TransferSegmentTable TargetCostModel::TransferSegmentsByDevice(const ir::Instruction& instruction,
+                                                               const ir::DeviceGrid& grid) const {
+  const int64_t devices = grid.size();
+  std::vector<std::vector<TransferSegment>> by_device(static_cast<size_t>(devices));
+  auto add = [&](int64_t device, double seconds, PortMask ports, double flows) {
+    if (device >= 0 && device < devices && seconds > 0) {
+      by_device[static_cast<size_t>(device)].push_back({seconds, ports, flows});
+    }
+  };
+  const ir::Instruction* op = TransferOp(instruction);
+  if (op == nullptr) return Tabulate(std::move(by_device));
+  const Opcode opcode = ir::SynchronousOpcode(op->opcode());
+  const double bytes = OperandBytes(*op);
+  if (opcode == Opcode::kCollectivePermute) {
+    auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+    if (!pairs.ok()) return Tabulate(std::move(by_device));
+    const std::vector<double> seconds = PermuteSecondsByDevice(*pairs, bytes, devices);
+    const PermuteUse use = PermutePorts(target_, *pairs, devices);
+    for (int64_t d = 0; d < devices; ++d) {
+      const auto i = static_cast<size_t>(d);
+      add(d, seconds[i], use.ports[i], use.flows[i]);
+    }
+    return Tabulate(std::move(by_device));
+  }
+  auto groups = ir::ParticipantGroups(*op, grid);
+  if (!groups.ok()) return Tabulate(std::move(by_device));
+  const bool gathers = opcode == Opcode::kAllGather || opcode == Opcode::kReduceScatter ||
+                       opcode == Opcode::kAllReduce;
+  const std::vector<std::vector<CollectivePhase>> gather_phases =
+      gathers ? AllGatherPhasesOfGroups(*groups, GatheredBytes(opcode, bytes, *groups), target_)
+              : std::vector<std::vector<CollectivePhase>>(groups->size());
+  for (size_t g = 0; g < groups->size(); ++g) {
+    const std::vector<int64_t>& group = (*groups)[g];
+    if (opcode == Opcode::kAllToAll) {
+      // Round by round, each as long as its slowest pair (AllToAllSeconds).
+      const double block = bytes / static_cast<double>(std::max<size_t>(group.size(), 1));
+      for (const auto& round : AllToAllRounds(group)) {
+        const std::vector<double> seconds = PermuteSecondsByDevice(round, block, devices);
+        const PermuteUse use = PermutePorts(target_, round, devices);
+        const double slowest =
+            seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+        for (const auto& [source, destination] : round) {
+          if (source < 0 || source >= devices) continue;
+          const auto i = static_cast<size_t>(source);
+          add(source, slowest, use.ports[i], use.flows[i]);
+        }
+      }
+      continue;
+    }
+    const std::vector<CollectivePhase>& phases = gather_phases[g];
+    // A reduce-scatter runs an all-gather's phases backwards; an all-reduce
+    // a reduce-scatter, then an all-gather.
+    std::vector<size_t> order;
+    if (opcode == Opcode::kReduceScatter || opcode == Opcode::kAllReduce) {
+      for (size_t i = phases.size(); i-- > 0;) order.push_back(i);
+    }
+    if (opcode == Opcode::kAllGather || opcode == Opcode::kAllReduce) {
+      for (size_t i = 0; i < phases.size(); ++i) order.push_back(i);
+    }
+    for (size_t i : order) {
+      const double seconds = phases[i].Seconds();
+      for (const auto& [device, ports] : PhasePorts(phases[i], target_)) {
+        add(device, seconds, ports, phases[i].sharing);
+      }
+    }
+  }
+  return Tabulate(std::move(by_device));
 }
 
 double TargetCostModel::AllReduceSeconds(const std::vector<int64_t>& group, double bytes) const {

@@ -18,8 +18,13 @@
 // the most of the permute's messages that share a link of that route (an
 // all-to-all's rounds cross each other's links); switched: the busiest
 // device port, a + (bytes it sends, or receives) / bw; bus: all pairs'
-// bytes share the medium. Contention between concurrent transfers (of
-// different collectives) is the simulator's business, not this model's.
+// bytes share the medium. The groups of one collective run at once, so a
+// routed ring's messages share the links other groups' routes cross
+// (AllGatherPhasesOfGroups: pairs {i, i+4} of a ring of 8, four on every
+// link). Transfers in flight together are not this model's business: it
+// gives each one's segments and ports (TransferSegmentsByDevice), which the
+// step estimate shares (cost/transfer_flights.h) and the simulator replaces
+// by every link's flows.
 #pragma once
 
 #include <utility>
@@ -49,6 +54,11 @@ class TargetCostModel : public CostModel {
   // links are left unknown (they run one at a time per kind).
   std::vector<int64_t> TransferLinks(const ir::Instruction& instruction,
                                      const ir::DeviceGrid& grid) const override;
+  // Each phase of a collective's algorithm (collective_algorithm.h) a
+  // segment, on the ports its messages take (PhasePorts); an all-to-all's
+  // rounds one each; a permute one, on its routes' ports.
+  TransferSegmentTable TransferSegmentsByDevice(const ir::Instruction& instruction,
+                                                const ir::DeviceGrid& grid) const override;
 
   // The building blocks, for the gate and for tests. Groups are target
   // device ids in ring order.

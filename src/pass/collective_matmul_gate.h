@@ -41,14 +41,15 @@
 // anything, the gate decides once more without its first move's candidate
 // and keeps the better program.
 //
-// The estimate is one device's, with no contention. `judge=simulate` prices
-// every trial by the simulator instead (every device, links shared max-min
-// fairly): it sees an all-to-all's rounds contend on a torus, which the
-// estimate does not. On the 64-way MoE layer of bench/moe on tpu-v4-4x4x4
-// the estimate declines both exchanges (-0.4%) while the simulated step
-// goes from 55.27 to 49.16 ms with them (1.124x; at 256-way, 69.12 to
-// 61.33 ms); each trial costs a simulation (0.84 s in all there, 0.45 s
-// estimated).
+// The estimate is one device's: transfers in flight together share its
+// ports (cost/transfer_flights.h: a cached ring's permutes beside a
+// reduce-scatter on one NVLink port each run at half speed), but links
+// away from it are not seen. `judge=simulate` prices every trial by the
+// simulator instead (every device, links shared max-min fairly): it sees
+// an all-to-all's rounds contend on a torus, which the estimate does not. On the 64-way MoE layer
+// of bench/moe on tpu-v4-4x4x4 the estimate declines both exchanges (-0.4%) while the simulated
+// step goes from 55.27 to 49.16 ms with them (1.124x; at 256-way, 69.12 to 61.33 ms); each trial
+// costs a simulation (0.84 s in all there, 0.45 s estimated).
 //
 // The in-flight limit belongs to the schedule pass that follows; the gate
 // prices with the same one (`permutes-in-flight=N` mirrors
@@ -71,7 +72,7 @@ namespace loom::pass {
 
 // What prices each trial's scheduled step.
 enum class StepJudge {
-  kEstimate,   // the cost model's estimate (cost/step_time.h): one device, no contention
+  kEstimate,   // the cost model's estimate (cost/step_time.h): one device, its ports shared
   kSimulator,  // the simulator (sim/simulator.h): every device, links shared
 };
 
@@ -108,10 +109,10 @@ class GatedCollectiveMatmul : public Pass {
                         StepGateOptions options = {})
       : matching_(std::move(matching)), model_(std::move(model)), options_(std::move(options)) {
     // A ring for each dot sends the shard once per dot; the estimate, one
-    // device's view without link contention, does not see what that costs
-    // the transfers beside it (taken, GPT-3 175B on 512 TPU v4 chips
-    // simulated 0.4% slower than async+schedule), so unless told the gate
-    // takes them only when the simulator judges.
+    // device's view, did not see what that costs the transfers beside it
+    // (taken, GPT-3 175B on 512 TPU v4 chips simulated 0.4% slower than
+    // async+schedule; measured before the estimate shared ports, not since),
+    // so unless told the gate takes them only when the simulator judges.
     if (!matching_.ring_per_dot) matching_.ring_per_dot = options_.judge == StepJudge::kSimulator;
     // A cached ring sends the shard once, as the all-gather did; the gate
     // prices what the other users' wait for the whole ring costs.

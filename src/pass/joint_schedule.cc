@@ -258,8 +258,9 @@ Expected<bool> JointSchedule::Run(ir::Module& module) {
   // What contention costs the step: the simulated step over the estimate,
   // which sees none. Holding transfers back can only recover that much;
   // below min-gain of the step there is nothing to search for.
-  const double contention =
-      std::max(0.0, initial - cost::EstimateStep(module, model, grid).total_seconds);
+  const double contention = std::max(
+      0.0,
+      initial - cost::EstimateStep(module, model, grid, cost::Contention::kNone).total_seconds);
   std::unique_ptr<ir::Module> current;
   double step = initial;
   int64_t trials = 1, kept = 0;

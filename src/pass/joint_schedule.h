@@ -2,14 +2,17 @@
 // links against each other, by the simulator's model of link contention,
 // after schedule has placed them.
 //
-// schedule prices each transfer kind on a stream of its own and is blind to
-// links: a tensor-parallel ring's permutes and a data-parallel gradient
-// all-reduce are in flight at once in its estimate, each with whole links.
-// Where their routes cross the same links they share them (max-min fairly
-// in the simulator, and on the machine), and when the ring is on the
-// critical path (a dot waits for each of its steps) the sharing lengthens
-// the step while the gradient, needed only at the end, gains nothing by
-// going early.
+// schedule prices each transfer kind on a stream of its own, and transfers
+// in flight together share only each device's ports (cost/step_time.h): a
+// tensor-parallel ring's permutes and a data-parallel gradient all-reduce
+// on one NVLink port each get half of it, which schedule sees and orders
+// by. What it cannot see is where routes cross away from the device: on a
+// torus the gradient's pairs 4 hops apart run over every link of the
+// ring's line, four flows on each. Where routes cross the same links they
+// share them (max-min fairly in the simulator, and on the machine), and
+// when the ring is on the critical path (a dot waits for each of its
+// steps) the sharing lengthens the step while the gradient, needed only at
+// the end, gains nothing by going early.
 //
 // The pass simulates the module on the target (sim/simulator.h). For every
 // asynchronous transfer of a computation and every later done in it (of a
@@ -22,8 +25,9 @@
 // It keeps the move that shortens the simulated step the most, by more
 // than min-gain, and repeats while a move helps and the trial budget
 // (max-trials simulations) lasts. What it can recover is at most what
-// contention costs: the simulated step over the cost model's estimate,
-// which sees none; when that is below min-gain of the step it tries no move
+// contention costs: the simulated step over the cost model's
+// contention-free estimate (cost::Contention::kNone); when that is below
+// min-gain of the step it tries no move
 // (corpus 35, the 405B step on 128 TPU v4 chips: none, one simulation). A move that would put an
 // instruction before an operand or control predecessor is not tried; nothing but the order changes.
 //
@@ -45,10 +49,11 @@
 //     %g = all-reduce-done(%g-start)
 //
 // examples/two_axes_tp4_dp2.hlo is that case (bench/joint/run.sh): on a
-// DGX H100 node the step goes from 541.6 to 497.0 us, the contention-free
-// estimate (1.090x); on a TPU v4 ring of 8 chips from 5.992 to 5.233 ms
-// (1.145x); on tpu-v4:4x2x1 the two axes use different torus dimensions and
-// nothing moves.
+// TPU v4 ring of 8 chips the step goes from 5.816 to 5.421 ms (1.073x); on
+// a DGX H100 node schedule already keeps the gradient off the ring's port
+// (500.0 us, the contention-free estimate; before the estimate shared
+// ports, joint-schedule moved it there from 559.4 us); on tpu-v4:4x2x1 the
+// two axes use different torus dimensions and nothing moves.
 //
 // Not done: splitting a transfer to fill the gaps between a ring's steps,
 // or routing it over links the ring does not use (the simulator's routes

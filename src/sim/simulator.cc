@@ -98,7 +98,8 @@ Expected<SimReport> Simulate(const ir::Module& module, const cost::Target& targe
   }
 
   const cost::TargetCostModel model(target);
-  report.cost_model_step_seconds = cost::EstimateStep(module, model, grid).total_seconds;
+  report.cost_model_step_seconds =
+      cost::EstimateStep(module, model, grid, cost::Contention::kNone).total_seconds;
 
   Symmetry symmetry = ExploitsSymmetry(options) ? Symmetry::Find(module, grid, target, network)
                                                 : Symmetry::None(devices);

@@ -134,6 +134,49 @@ TEST(CollectiveAlgorithm, BusSharesEveryStepsMessages) {
   EXPECT_DOUBLE_EQ(Total(phases), 3 * kAlpha + 3 * kB / kBw);
 }
 
+TEST(CollectiveAlgorithm, GroupsWhoseRoutesCrossShareTheirLinks) {
+  // Four pairs {i, i+4} on a ring of 8: none is a box, so each rings in
+  // group order over routes of 4 hops (ties go +x), and every +x link
+  // carries one message of each of the four groups each step.
+  const Target ring = Torus({8, 1, 1}, {true, false, false});
+  const std::vector<std::vector<int64_t>> pairs = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  const auto phases = AllGatherPhasesOfGroups(pairs, std::vector<double>(4, kB), ring);
+  ASSERT_EQ(phases.size(), 4u);
+  for (const auto& group : phases) {
+    ASSERT_EQ(group.size(), 1u);
+    EXPECT_DOUBLE_EQ(group[0].sharing, 4);
+    EXPECT_DOUBLE_EQ(Total(group), 4 * kAlpha + 4 * (kB / 2) / kBw);
+  }
+  // One pair alone shares with nobody.
+  EXPECT_DOUBLE_EQ(AllGatherPhasesOfGroups({{0, 4}}, {kB}, ring)[0][0].sharing, 1);
+  // Lines of a box are on links of their own.
+  const auto lines =
+      AllGatherPhasesOfGroups({{0, 1}, {2, 3}}, {kB, kB}, Torus({2, 2, 1}, {false, false, false}));
+  EXPECT_DOUBLE_EQ(lines[0][0].sharing, 1);
+  // On a bus every group's messages are on the one medium.
+  const auto bus = AllGatherPhasesOfGroups({{0, 1}, {2, 3}}, {kB, kB}, Bus());
+  EXPECT_DOUBLE_EQ(bus[0][0].sharing, 4);
+}
+
+TEST(CollectiveAlgorithm, PortsAreALinksKindAtTheDevicesItJoins) {
+  const Target ring = Torus({4, 1, 1}, {true, false, false});
+  EXPECT_EQ(PortsOfRoute(ring, 0, 1), PortMask{0b01});  // +x
+  EXPECT_EQ(PortsOfRoute(ring, 0, 3), PortMask{0b10});  // -x, the short way
+  const Target grid = Torus({2, 2, 1}, {false, false, false});
+  EXPECT_EQ(PortsOfRoute(grid, 0, 3), PortMask{0b0101});  // +x then +y
+  // Switched: the sender's egress and the receiver's ingress, NVLink in a
+  // node, NICs across.
+  EXPECT_EQ(PortsOfRoute(Switched(), 0, 1), PortMask{0b0011});
+  EXPECT_EQ(PortsOfRoute(Switched(), 0, 2), PortMask{0b1100});
+  // A bidirectional ring's members use both directions of its dimension; a
+  // ring's, its routes to and from its neighbours.
+  const auto both = PhasePorts(AllGatherPhases({0, 1, 2, 3}, kB, ring)[0], ring);
+  ASSERT_EQ(both.size(), 4u);
+  for (const auto& [device, ports] : both) EXPECT_EQ(ports, PortMask{0b11}) << device;
+  const auto across = PhasePorts(AllGatherPhases({0, 1, 2, 3}, kB, Switched())[0], Switched());
+  for (const auto& [device, ports] : across) EXPECT_EQ(ports, PortMask{0b1100}) << device;
+}
+
 TEST(CollectiveAlgorithm, NothingToDoForOneDevice) {
   EXPECT_TRUE(AllGatherPhases({2}, kB, Torus({4, 1, 1}, {true, false, false})).empty());
 }

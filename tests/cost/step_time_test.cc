@@ -303,6 +303,59 @@ ENTRY %main {
   EXPECT_US(e.compute_seconds, 3);
 }
 
+// The fake model, each transfer on the ports given by its name (every
+// device alike).
+class FakePortedModel : public FakeCostModel {
+ public:
+  FakePortedModel(double dot_us, double transfer_us, std::map<std::string, PortMask> ports)
+      : FakeCostModel(dot_us, transfer_us), ports_(std::move(ports)) {}
+  TransferSegmentTable TransferSegmentsByDevice(const ir::Instruction& instruction,
+                                                const ir::DeviceGrid& grid) const override {
+    auto it = ports_.find(instruction.name());
+    const double seconds = TransferSeconds(instruction, grid);
+    TransferSegmentTable table;
+    table.distinct = {{TransferSegment{seconds, it == ports_.end() ? 0 : it->second, 1}}};
+    table.row_of_device.assign(static_cast<size_t>(grid.size()), seconds > 0 ? 0 : -1);
+    return table;
+  }
+
+ private:
+  std::map<std::string, PortMask> ports_;
+};
+
+TEST(StepTime, TransfersInFlightAtOnceShareTheirPorts) {
+  // The header's example: a permute and an all-gather of 2 us each started
+  // together beside a dot of 1 us. On one port each moves at half speed and
+  // both end at 4 us; on ports of their own, or with no contention, at 2.
+  constexpr std::string_view kHlo = R"(
+HloModule ports, num_partitions=2
+ENTRY %main {
+  %x = f32[4,4] parameter(0)
+  %s = (f32[4,4], f32[4,4]) collective-permute-start(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  %g = (f32[4,4], f32[8,4]) all-gather-start(%x), channel_id=2, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+  %d = f32[4,4] dot(%x, %x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %r = f32[4,4] collective-permute-done(%s)
+  %gd = f32[8,4] all-gather-done(%g)
+  ROOT %t = (f32[4,4], f32[4,4], f32[8,4]) tuple(%d, %r, %gd)
+}
+)";
+  auto module = ir::ParseModule(kHlo);
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  const FakePortedModel shared(1, 2, {{"s", 0b1}, {"g", 0b1}});
+  const StepEstimate e = *EstimateStep(**module, shared);
+  EXPECT_US(e.total_seconds, 4);
+  EXPECT_US(e.exposed_transfer_seconds, 3);
+  EXPECT_US(e.transfer_seconds, 4);  // what they would take alone
+  EXPECT_US(EstimateStep(**module, shared, Contention::kNone)->total_seconds, 2);
+  const FakePortedModel apart(1, 2, {{"s", 0b01}, {"g", 0b10}});
+  EXPECT_US(EstimateStep(**module, apart)->total_seconds, 2);
+  // The scheduler's replay, one instruction at a time, sees the same.
+  Timeline timeline(shared, ir::DeviceGrid{1, 2});
+  const ir::Computation& entry = *(*module)->entry();
+  for (const char* name : {"x", "s", "g"}) timeline.Run(*entry.FindInstruction(name));
+  EXPECT_US(*timeline.TransferFinish(*entry.FindInstruction("s")), 4);
+}
+
 TEST(StepTime, KindsAndRoles) {
   EXPECT_EQ(TransferKindName(TransferKind::kReduceScatter), "reduce-scatter");
   EXPECT_EQ(ParseTransferKind("collective-permute"), TransferKind::kCollectivePermute);

@@ -91,6 +91,64 @@ TEST(TargetCostModel, SwitchedClusterIsHierarchicalAcrossNodes) {
   EXPECT_DOUBLE_EQ(model.PermuteSeconds({{0, 1}, {1, 2}}, 1e6), 1e-5 + 1e6 / 1e9);
 }
 
+TEST(TargetCostModel, SegmentsFollowTheAlgorithmsPhasesOnTheirPorts) {
+  // An all-reduce over both nodes: a reduce-scatter inside each node, then
+  // across, then the all-gather across, then inside: NVLink, NIC, NIC,
+  // NVLink, adding up to the transfer's time.
+  auto module = ir::ParseModule(R"(
+HloModule ar, num_partitions=4
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main {
+  %x = f32[2000000] parameter(0)
+  ROOT %r = f32[2000000] all-reduce(%x), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=%add
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  const TargetCostModel model(Switched());
+  const ir::DeviceGrid grid{1, 4};
+  const ir::Instruction& all_reduce = *(*module)->entry()->root();
+  const TransferSegmentTable table = model.TransferSegmentsByDevice(all_reduce, grid);
+  ASSERT_EQ(table.distinct.size(), 1u);  // every device alike
+  const std::vector<TransferSegment>& segments = table.Of(2);
+  ASSERT_EQ(segments.size(), 4u);
+  const std::vector<PortMask> ports = {0b0011, 0b1100, 0b1100, 0b0011};
+  double sum = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(segments[i].ports, ports[i]) << i;
+    EXPECT_DOUBLE_EQ(segments[i].flows, 1);
+    sum += segments[i].seconds;
+  }
+  EXPECT_DOUBLE_EQ(sum, model.TransferSeconds(all_reduce, grid));
+  EXPECT_DOUBLE_EQ(segments[0].seconds, 1e-6 + 0.5 * 8e6 / 1e10);
+  EXPECT_DOUBLE_EQ(segments[1].seconds, 1e-5 + 0.5 * 4e6 / 1e9);
+}
+
+TEST(TargetCostModel, GroupsWhoseRingsCrossTakeLongerTogether) {
+  // Every other chip of a torus ring: the groups' routes cross, four
+  // messages on each +x link (collective_algorithm.h's
+  // AllGatherPhasesOfGroups); one group alone takes a quarter of the bytes'
+  // time.
+  auto module = ir::ParseModule(R"(
+HloModule crossing, num_partitions=8
+ENTRY %main {
+  %x = f32[250000] parameter(0)
+  ROOT %g = f32[500000] all-gather(%x), channel_id=1, replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}, use_global_device_ids=true
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  const TargetCostModel model(Torus({8, 1, 1}, {true, false, false}));
+  const ir::Instruction& gather = *(*module)->entry()->root();
+  EXPECT_DOUBLE_EQ(model.TransferSeconds(gather, ir::DeviceGrid{1, 8}), 4e-6 + 4 * 1e6 / 1e9);
+  EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 4}, 2e6), 4e-6 + 1e6 / 1e9);
+  const TransferSegmentTable table = model.TransferSegmentsByDevice(gather, ir::DeviceGrid{1, 8});
+  EXPECT_DOUBLE_EQ(table.Of(5).at(0).flows, 4);
+  EXPECT_EQ(table.Of(5).at(0).ports, PortMask{0b01});  // +x only
+}
+
 TEST(TargetCostModel, BusCarriesEveryByteOnOneMedium) {
   const TargetCostModel model(Bus());
   EXPECT_DOUBLE_EQ(model.AllGatherSeconds({0, 1, 2}, 3e6), 2e-4 + 2 * 3e6 / 1e8);
