@@ -39,7 +39,8 @@
 //
 // after: %y's ring (as above, the windows updating blocks of %y), then
 // %dw's (the windows' partial products of %dw summed), no all-gather.
-// Unless told (ring_per_dot), a gate judged by the estimate declines these.
+// Unless told (ring_per_dot), a gate tries this against a ring that caches
+// its windows for the other dots (other-users=cache) and keeps the faster.
 //
 // Any other user of the gathered value (or of a value between it and a
 // dot), or with dot-users=decline every other dot, is served as
@@ -230,9 +231,9 @@ struct CollectiveMatmulOptions {
   std::optional<GatherOtherUsers> other_users;
   // An all-gather whose every user is a dot (each through a chain nothing
   // else reads): when true each dot gets a ring (see above); when false the
-  // pairs are treated as having other users. Unset: true, except under a
-  // gate judged by the estimate (GatedCollectiveMatmul), which sees no link
-  // contention and so overvalues sending a shard once per dot.
+  // pairs are treated as having other users. Unset: true; a gate
+  // (GatedCollectiveMatmul) tries both, a ring for each dot and one ring
+  // caching its windows for the others, and keeps the faster.
   std::optional<bool> ring_per_dot;
   // Only rewrites whose every sum is folded in the order the original
   // program folds it on the executor (exec/collectives.h: the ring order of

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cost/step_time.h"
@@ -32,8 +33,18 @@ struct Choice {
   int64_t rounds_per_product = 1;
   int64_t chunks = 0;       // at least 2: the chunked form instead of a ring
   int64_t step_chunks = 0;  // at least 2: each ring step in that many chunks
+  // An all-gather whose users are all dots: a ring for each (true) or one
+  // ring caching its windows for the others (false); unset: as the gate's
+  // matching options say.
+  std::optional<bool> ring_per_dot;
 
   std::string Key() const { return computation + "/" + collective + "/" + dot; }
+  // What tells two choices of one candidate apart: the ring, and for a
+  // gather tried both ways, which way.
+  std::string Variant() const {
+    if (!ring_per_dot) return Ring();
+    return Ring() + (*ring_per_dot ? ", a ring for each dot" : ", its windows cached");
+  }
   GateVerdict Verdict(bool rewrite) const {
     GateVerdict verdict;
     verdict.rewrite = rewrite;
@@ -70,8 +81,8 @@ struct Enumeration {
   std::map<std::string, std::vector<int64_t>> step_chunk_counts;
 };
 
-Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matching,
-                                const StepGateOptions& options) {
+Expected<Enumeration> EnumerateWith(ir::Module& module, CollectiveMatmulOptions matching,
+                                    const StepGateOptions& options) {
   Enumeration found;
   matching.gate = [&](const Candidate& c) {
     std::vector<RingDirection> directions = {RingDirection::kUnidirectional};
@@ -141,6 +152,40 @@ Expected<Enumeration> Enumerate(ir::Module& module, CollectiveMatmulOptions matc
   return found;
 }
 
+// The candidates of `module` as the matching options make them; where they
+// leave dot-users open (`try_both`), an all-gather whose users are all dots
+// is tried both ways: a ring for each dot (the first dot's candidate), and
+// one ring caching its windows for the others (any dot's candidate), the
+// cached choices marked so that Apply makes them so.
+Expected<Enumeration> Enumerate(ir::Module& module, const CollectiveMatmulOptions& matching,
+                                const StepGateOptions& options, bool try_both) {
+  CollectiveMatmulOptions each = matching;
+  if (try_both) each.ring_per_dot = true;
+  LOOM_ASSIGN_OR_RETURN(Enumeration found, EnumerateWith(module, each, options));
+  if (!try_both || matching.other_users != GatherOtherUsers::kCache) return found;
+  CollectiveMatmulOptions cached = matching;
+  cached.ring_per_dot = false;
+  LOOM_ASSIGN_OR_RETURN(Enumeration other, EnumerateWith(module, cached, options));
+  std::set<std::string> added;
+  for (Choice& choice : other.choices) {
+    auto it = found.description.find(choice.Key());
+    const std::string& description = other.description[choice.Key()];
+    if (it != found.description.end() && it->second == description) continue;  // the same pair
+    choice.ring_per_dot = false;
+    added.insert(choice.Key());
+    found.choices.push_back(std::move(choice));
+  }
+  for (const std::string& key : added) {
+    found.description.try_emplace(key, other.description[key]);
+    found.step_chunk_counts.try_emplace(key, other.step_chunk_counts[key]);
+  }
+  // A dot that is a candidate only cached is no "not a candidate" any more.
+  std::erase_if(found.not_candidates, [&](const Decision& d) {
+    return added.count(Choice{d.computation, d.collective, d.dot}.Key()) > 0;
+  });
+  return found;
+}
+
 // `base` with one choice applied; null when the choice is no candidate there
 // any more. `decisions` receives the pass's records of the rewrite: the
 // choice's first, then one for each other dot its all-gather's rings
@@ -149,6 +194,7 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
                                             CollectiveMatmulOptions matching,
                                             std::vector<Decision>* decisions) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, ir::CloneModule(base));
+  if (choice.ring_per_dot) matching.ring_per_dot = choice.ring_per_dot;
   matching.gate = [&](const Candidate& c) {
     GateVerdict verdict = choice.Verdict(Matches(c, choice));
     verdict.reason = verdict.rewrite ? "chosen" : "not this trial's";
@@ -219,7 +265,8 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
                      : ScheduledStepSeconds(m, model, options_.schedule);
   };
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> current, ir::CloneModule(module));
-  LOOM_ASSIGN_OR_RETURN(Enumeration enumeration, Enumerate(*current, matching_, options_));
+  LOOM_ASSIGN_OR_RETURN(Enumeration enumeration,
+                        Enumerate(*current, matching_, options_, try_both_dot_users_));
   LOOM_ASSIGN_OR_RETURN(const double baseline, step(*current));
   double current_step = baseline;
 
@@ -231,7 +278,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // done before: its step, or nothing when it was seen already or is no
   // candidate there.
   auto try_choice = [&](const Choice& choice, int64_t round) -> Expected<std::optional<double>> {
-    if (!seen.insert(choice.Key() + choice.Ring()).second) return std::optional<double>();
+    if (!seen.insert(choice.Key() + choice.Variant()).second) return std::optional<double>();
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
                           Apply(*current, choice, matching_, nullptr));
     if (!trial) return std::optional<double>();
@@ -351,7 +398,8 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       current = std::move(next);
       ++round;
       // Rewrites make new candidates (the all-gather of a split all-reduce).
-      LOOM_ASSIGN_OR_RETURN(Enumeration more, Enumerate(*current, matching_, options_));
+      LOOM_ASSIGN_OR_RETURN(Enumeration more,
+                            Enumerate(*current, matching_, options_, try_both_dot_users_));
       LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
       LOOM_RETURN_IF_ERROR(search_step_chunks(more, round));
     }
@@ -482,14 +530,14 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       d.reason = fmt::format(
           "alone its best ring ({}) makes the step {} against {} without it ({}), but the "
           "rewrites taken make it {} ({}), and it gains nothing more after them, on {}{}",
-          it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
+          it->second.choice.Variant(), FormatSeconds(it->second.step), FormatSeconds(baseline),
           Change(baseline, it->second.step), FormatSeconds(current_step),
           Change(baseline, current_step), on, chunk_curve[choice.Key()]);
     } else {
       d.reason = fmt::format(
           "its best ring ({}) makes the step {} against {} without it ({}; needs better than "
           "-{:.1f}%) on {}{}",
-          it->second.choice.Ring(), FormatSeconds(it->second.step), FormatSeconds(baseline),
+          it->second.choice.Variant(), FormatSeconds(it->second.step), FormatSeconds(baseline),
           Change(baseline, it->second.step), 100 * options_.min_gain, on,
           chunk_curve[choice.Key()]);
     }
@@ -509,6 +557,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   }
   for (const Accepted& a : accepted) {
     CollectiveMatmulOptions one = matching_;
+    if (a.choice.ring_per_dot) one.ring_per_dot = a.choice.ring_per_dot;
     one.gate = [&](const Candidate& c) { return a.choice.Verdict(Matches(c, a.choice)); };
     CollectiveMatmul pass(one);
     LOOM_ASSIGN_OR_RETURN(const bool changed, pass.Run(module));

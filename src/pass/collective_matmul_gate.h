@@ -108,12 +108,11 @@ class GatedCollectiveMatmul : public Pass {
                         std::shared_ptr<const cost::TargetCostModel> model,
                         StepGateOptions options = {})
       : matching_(std::move(matching)), model_(std::move(model)), options_(std::move(options)) {
-    // A ring for each dot sends the shard once per dot; the estimate, one
-    // device's view, did not see what that costs the transfers beside it
-    // (taken, GPT-3 175B on 512 TPU v4 chips simulated 0.4% slower than
-    // async+schedule; measured before the estimate shared ports, not since),
-    // so unless told the gate takes them only when the simulator judges.
-    if (!matching_.ring_per_dot) matching_.ring_per_dot = options_.judge == StepJudge::kSimulator;
+    // An all-gather whose users are all dots: a ring for each sends the
+    // shard once per dot, a cached ring once, but the other dots wait for
+    // the whole ring. Unless told, the gate tries both as forms of the first
+    // dot's candidate (the cache from any dot's) and keeps the faster.
+    try_both_dot_users_ = !matching_.ring_per_dot.has_value();
     // A cached ring sends the shard once, as the all-gather did; the gate
     // prices what the other users' wait for the whole ring costs.
     if (!matching_.other_users) matching_.other_users = GatherOtherUsers::kCache;
@@ -126,6 +125,7 @@ class GatedCollectiveMatmul : public Pass {
 
  private:
   CollectiveMatmulOptions matching_;
+  bool try_both_dot_users_ = false;
   std::shared_ptr<const cost::TargetCostModel> model_;
   StepGateOptions options_;
   std::vector<Decision> decisions_;

@@ -343,8 +343,9 @@ const std::vector<PassEntry>& PassTable() {
             "with --target (the gate judges it), else decline"},
            {"dot-users", OptionType::kChoice, "ring-each|decline|auto", "", "auto",
             "an all-gather that feeds several dots (and nothing else): a ring for each dot, "
-            "from the same shard, or decline; auto: decline with --target and judge=estimate "
-            "(which sees no link contention), else ring-each"},
+            "from the same shard, or decline (then other-users says); auto: with --target the "
+            "gate tries a ring for each dot and a cached ring and keeps the faster, else "
+            "ring-each"},
            {"forms", OptionType::kChoiceSet, "all-gather|reduce-scatter|all-reduce|all-to-all", "",
             "all-gather+reduce-scatter+all-reduce+all-to-all", "which collectives to decompose"},
            {"deterministic", OptionType::kChoice, "true|false", "", "false",
