@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 namespace loom::cost {
 
@@ -159,16 +158,17 @@ int64_t TorusLinkId(const Target& target, int64_t position, size_t dim, int dire
 }
 
 std::vector<int64_t> RouteLinks(const Target& target, int64_t from, int64_t to) {
-  if (from == to) return {};
-  if (const auto* switched = std::get_if<SwitchedTopology>(&target.topology())) {
-    const int64_t per_node = std::max<int64_t>(1, switched->devices_per_node);
-    const bool inter = from / per_node != to / per_node;
-    return {from * 4 + (inter ? 2 : 0), to * 4 + (inter ? 3 : 1)};
-  }
-  if (!std::holds_alternative<TorusTopology>(target.topology())) return {0};
   std::vector<int64_t> links;
-  ForEachTorusRouteLink(target, from, to, [&](int64_t link) { links.push_back(link); });
+  ForEachRouteLink(target, from, to, [&](int64_t link) { links.push_back(link); });
   return links;
+}
+
+int64_t LinkCount(const Target& target) {
+  if (std::holds_alternative<SwitchedTopology>(target.topology())) {
+    return 4 * target.device_count();
+  }
+  if (std::holds_alternative<TorusTopology>(target.topology())) return TorusLinkCount(target);
+  return 1;
 }
 
 int64_t TorusLinkCount(const Target& target) {
@@ -188,31 +188,32 @@ std::vector<std::vector<CollectivePhase>> AllGatherPhasesOfGroups(
     phases.push_back(AllGatherPhases(groups[g], g < bytes.size() ? bytes[g] : 0, target));
     most_phases = std::max(most_phases, phases.back().size());
   }
+  // On a switched cluster a routed message runs from its sender's port to
+  // its receiver's, and a device is in one group: nothing is shared.
+  if (std::holds_alternative<SwitchedTopology>(target.topology())) return phases;
   // Phase i of every group runs at once: count its messages on each link.
-  std::unordered_map<int64_t, int32_t> messages_on_link;
-  for (size_t i = 0; i < most_phases; ++i) {
-    messages_on_link.clear();
-    auto for_each_route = [&](const CollectivePhase& phase, const auto& visit) {
-      for (const auto& line : phase.lines) {
-        if (line.size() < 2) continue;
-        for (size_t m = 0; m < line.size(); ++m) {
-          visit(RouteLinks(target, line[m], line[(m + 1) % line.size()]));
-        }
+  std::vector<int32_t> messages_on_link(static_cast<size_t>(LinkCount(target)), 0);
+  auto for_each_link = [&](const CollectivePhase& phase, const auto& visit) {
+    for (const auto& line : phase.lines) {
+      if (line.size() < 2) continue;
+      for (size_t m = 0; m < line.size(); ++m) {
+        ForEachRouteLink(target, line[m], line[(m + 1) % line.size()], visit);
       }
-    };
+    }
+  };
+  for (size_t i = 0; i < most_phases; ++i) {
+    std::fill(messages_on_link.begin(), messages_on_link.end(), 0);
     for (const auto& group_phases : phases) {
       if (i >= group_phases.size() || !group_phases[i].routed) continue;
-      for_each_route(group_phases[i], [&](const std::vector<int64_t>& route) {
-        for (int64_t link : route) ++messages_on_link[link];
-      });
+      for_each_link(group_phases[i],
+                    [&](int64_t link) { ++messages_on_link[static_cast<size_t>(link)]; });
     }
     for (auto& group_phases : phases) {
       if (i >= group_phases.size() || !group_phases[i].routed) continue;
       CollectivePhase& phase = group_phases[i];
-      for_each_route(phase, [&](const std::vector<int64_t>& route) {
-        for (int64_t link : route) {
-          phase.sharing = std::max(phase.sharing, static_cast<double>(messages_on_link[link]));
-        }
+      for_each_link(phase, [&](int64_t link) {
+        const auto messages = static_cast<double>(messages_on_link[static_cast<size_t>(link)]);
+        phase.sharing = std::max(phase.sharing, messages);
       });
     }
   }
@@ -231,8 +232,8 @@ int PortOfLink(const Target& target, int64_t link) {
 
 PortMask PortsOfRoute(const Target& target, int64_t from, int64_t to) {
   PortMask ports = 0;
-  for (int64_t link : RouteLinks(target, from, to))
-    ports |= PortMask{1} << PortOfLink(target, link);
+  ForEachRouteLink(target, from, to,
+                   [&](int64_t link) { ports |= PortMask{1} << PortOfLink(target, link); });
   return ports;
 }
 

@@ -172,4 +172,23 @@ void ForEachTorusRouteLink(const Target& target, int64_t from, int64_t to, Visit
   }
 }
 
+// RouteLinks without the vector: `visit(link)` for every link of the route.
+template <typename Visit>
+void ForEachRouteLink(const Target& target, int64_t from, int64_t to, Visit&& visit) {
+  if (from == to) return;
+  if (const auto* switched = std::get_if<SwitchedTopology>(&target.topology())) {
+    const int64_t per_node = std::max<int64_t>(1, switched->devices_per_node);
+    const bool inter = from / per_node != to / per_node;
+    visit(from * 4 + (inter ? 2 : 0));
+    visit(to * 4 + (inter ? 3 : 1));
+  } else if (std::holds_alternative<TorusTopology>(target.topology())) {
+    ForEachTorusRouteLink(target, from, to, visit);
+  } else {
+    visit(int64_t{0});
+  }
+}
+
+// How many link ids RouteLinks numbers on `target`.
+int64_t LinkCount(const Target& target);
+
 }  // namespace loom::cost

@@ -148,6 +148,28 @@ const TransferSegmentTable& TransferTimes::SegmentsOf(const Instruction& instruc
   return it->second;
 }
 
+double TransferTimes::SlowestOf(const Instruction& instruction) {
+  const std::vector<double>& by_device = Of(instruction);
+  return by_device.empty() ? 0 : *std::max_element(by_device.begin(), by_device.end());
+}
+
+const std::vector<TransferSegment>& TransferTimes::SlowestSegmentsOf(
+    const Instruction& instruction) {
+  auto it = slowest_segments_.find(&instruction);
+  if (it != slowest_segments_.end()) return it->second;
+  std::vector<TransferSegment> slowest;
+  double longest = -1;
+  for (const auto& row : SegmentsOf(instruction).distinct) {
+    double sum = 0;
+    for (const TransferSegment& segment : row) sum += segment.seconds;
+    if (sum > longest) {
+      longest = sum;
+      slowest = row;
+    }
+  }
+  return slowest_segments_.emplace(&instruction, std::move(slowest)).first->second;
+}
+
 std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) const {
   if (times_ != nullptr) return times_->LinksOf(instruction);
   auto it = links_.find(&instruction);
@@ -172,6 +194,7 @@ void Timeline::DelayTransfers(double seconds) {
 }
 
 double Timeline::TransferSecondsOf(const Instruction& instruction) const {
+  if (times_ != nullptr && device_ < 0 && grid_.size() > 0) return times_->SlowestOf(instruction);
   if (times_ == nullptr || device_ < 0) {
     auto it = seconds_.find(&instruction);
     if (it == seconds_.end()) {
@@ -189,8 +212,9 @@ std::vector<TransferSegment> Timeline::TransferSegmentsOf(const Instruction& ins
   std::vector<TransferSegment> segments;
   if (contention_ == Contention::kNone) {
     // One stretch on no port: shares nothing.
-  } else if (times_ != nullptr && device_ >= 0) {
-    segments = times_->SegmentsOf(instruction).Of(device_);
+  } else if (times_ != nullptr) {
+    segments = device_ >= 0 ? times_->SegmentsOf(instruction).Of(device_)
+                            : times_->SlowestSegmentsOf(instruction);
   } else {
     // The slowest device's, as TransferSeconds is.
     const TransferSegmentTable table = model_->TransferSegmentsByDevice(instruction, grid_);

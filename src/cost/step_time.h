@@ -122,6 +122,9 @@ class TransferTimes {
   const std::vector<int64_t>& LinksOf(const ir::Instruction& instruction);
   // Its CostModel::TransferSegmentsByDevice.
   const TransferSegmentTable& SegmentsOf(const ir::Instruction& instruction);
+  // The slowest device's time (CostModel::TransferSeconds) and segments.
+  double SlowestOf(const ir::Instruction& instruction);
+  const std::vector<TransferSegment>& SlowestSegmentsOf(const ir::Instruction& instruction);
 
  private:
   const CostModel* model_;
@@ -129,6 +132,7 @@ class TransferTimes {
   std::unordered_map<const ir::Instruction*, std::vector<double>> times_;
   std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
   std::unordered_map<const ir::Instruction*, TransferSegmentTable> segments_;
+  std::unordered_map<const ir::Instruction*, std::vector<TransferSegment>> slowest_segments_;
 };
 
 // The replay itself, one instruction at a time; the scheduler drives it
@@ -141,6 +145,11 @@ class Timeline {
       : Timeline(model, grid, ComputeTimes(model)) {}
   Timeline(const CostModel& model, const ir::DeviceGrid& grid, ComputeTimes compute)
       : model_(&model), grid_(grid), compute_(std::move(compute)) {}
+  // Transfers take CostModel::TransferSeconds, priced once in `times` for
+  // every timeline that shares it (a scheduler's several replays).
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, ComputeTimes compute,
+           TransferTimes& times)
+      : model_(&model), grid_(grid), compute_(std::move(compute)), times_(&times) {}
   // Transfers take `device`'s own time (its group, its pairs).
   Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device,
            Contention contention = Contention::kSharedPorts)

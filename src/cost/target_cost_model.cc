@@ -290,22 +290,20 @@ PermuteUse PermutePorts(const Target& target, const std::vector<std::pair<int64_
     return source != destination && source >= 0 && destination >= 0 && source < devices &&
            destination < devices;
   };
-  std::vector<std::vector<int64_t>> routes;
-  std::unordered_map<int64_t, int32_t> messages_on_link;
+  std::vector<int32_t> messages_on_link(static_cast<size_t>(LinkCount(target)), 0);
   for (const auto& [source, destination] : pairs) {
-    routes.push_back(kept(source, destination) ? RouteLinks(target, source, destination)
-                                               : std::vector<int64_t>{});
-    for (int64_t link : routes.back()) ++messages_on_link[link];
+    if (!kept(source, destination)) continue;
+    ForEachRouteLink(target, source, destination,
+                     [&](int64_t link) { ++messages_on_link[static_cast<size_t>(link)]; });
   }
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const auto [source, destination] = pairs[i];
+  for (const auto& [source, destination] : pairs) {
     if (!kept(source, destination)) continue;
     PortMask route_ports = 0;
     double busiest = 1;
-    for (int64_t link : routes[i]) {
+    ForEachRouteLink(target, source, destination, [&](int64_t link) {
       route_ports |= PortMask{1} << PortOfLink(target, link);
-      busiest = std::max(busiest, static_cast<double>(messages_on_link[link]));
-    }
+      busiest = std::max(busiest, static_cast<double>(messages_on_link[static_cast<size_t>(link)]));
+    });
     for (const int64_t end : {source, destination}) {
       use.ports[static_cast<size_t>(end)] |= route_ports;
       use.flows[static_cast<size_t>(end)] = std::max(use.flows[static_cast<size_t>(end)], busiest);

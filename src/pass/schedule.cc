@@ -114,13 +114,13 @@ cost::ComputeTimes PreparedFor(const cost::CostModel& model, const Graph& graph)
 class TopDownScheduler {
  public:
   TopDownScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
-                   const ScheduleOptions& options)
+                   const ScheduleOptions& options, cost::TransferTimes& transfers)
       : graph_(graph),
         model_(model),
         grid_(grid),
         options_(options),
         compute_times_(PreparedFor(model, graph)),
-        timeline_(model, grid, compute_times_) {}
+        timeline_(model, grid, compute_times_, transfers) {}
 
   Expected<std::vector<const Instruction*>> Run() {
     InitNodes();
@@ -492,15 +492,15 @@ class BottomUpScheduler {
 
 // The estimated time of `order` alone, from idle streams.
 double EstimateOrder(const std::vector<const Instruction*>& order, const cost::CostModel& model,
-                     const ir::DeviceGrid& grid) {
-  cost::Timeline timeline(model, grid);
+                     const ir::DeviceGrid& grid, cost::TransferTimes& transfers) {
+  cost::Timeline timeline(model, grid, cost::ComputeTimes(model), transfers);
   for (const Instruction* instruction : order) timeline.Run(*instruction);
   return timeline.now();
 }
 
 double EstimateAlone(const ir::Computation& computation, const cost::CostModel& model,
-                     const ir::DeviceGrid& grid) {
-  cost::Timeline timeline(model, grid);
+                     const ir::DeviceGrid& grid, cost::TransferTimes& transfers) {
+  cost::Timeline timeline(model, grid, cost::ComputeTimes(model), transfers);
   timeline.RunComputation(computation);
   return timeline.now();
 }
@@ -529,10 +529,13 @@ Expected<bool> Schedule::Run(ir::Module& module) {
     }
   }
   bool changed = !module.is_scheduled();
+  // Every transfer priced once for all the replays below (the order changes,
+  // the instructions do not).
+  cost::TransferTimes prices(model_, grid);
   // Callees first, so that a while's time reflects its body's new schedule.
   for (ir::Computation* computation : module.PostOrder()) {
     if (skipped.count(computation)) continue;
-    const double before = EstimateAlone(*computation, model_, grid);
+    const double before = EstimateAlone(*computation, model_, grid, prices);
     LOOM_ASSIGN_OR_RETURN(const Graph graph, BuildGraph(*computation));
     struct Candidate {
       std::string_view name;
@@ -542,7 +545,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
     };
     std::vector<Candidate> candidates;
     if (options_.order != ScheduleOrder::kBottomUp) {
-      TopDownScheduler scheduler(graph, model_, grid, options_);
+      TopDownScheduler scheduler(graph, model_, grid, options_, prices);
       LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
       candidates.push_back({"top-down", std::move(order), 0, scheduler.over_limit()});
     }
@@ -552,7 +555,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
       candidates.push_back({"bottom-up", std::move(order), 0, scheduler.over_limit()});
     }
     for (Candidate& candidate : candidates) {
-      candidate.estimate = EstimateOrder(candidate.order, model_, grid);
+      candidate.estimate = EstimateOrder(candidate.order, model_, grid, prices);
     }
     // The faster; a tie keeps top-down.
     const Candidate& chosen = *std::min_element(
@@ -574,7 +577,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
           return cost::TransferRoleOf(*instruction) != TransferRole::kNone;
         });
     if (same && !transfers) continue;  // reducers and the like: nothing to say
-    const double after = EstimateAlone(*computation, model_, grid);
+    const double after = EstimateAlone(*computation, model_, grid, prices);
     std::string line = fmt::format(
         "%{}: {} instructions, {}; estimated {} -> {}", computation->name(), order.size(),
         same ? "order kept" : "reordered", FormatSeconds(before), FormatSeconds(after));
