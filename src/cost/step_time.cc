@@ -47,6 +47,21 @@ std::optional<TransferKind> KindOfCollective(Opcode opcode) {
   }
 }
 
+// The segments of the device whose transfer takes longest.
+std::vector<TransferSegment> SlowestRow(const TransferSegmentTable& table) {
+  const std::vector<TransferSegment>* slowest = nullptr;
+  double longest = -1;
+  for (const auto& row : table.distinct) {
+    double sum = 0;
+    for (const TransferSegment& segment : row) sum += segment.seconds;
+    if (sum > longest) {
+      longest = sum;
+      slowest = &row;
+    }
+  }
+  return slowest ? *slowest : std::vector<TransferSegment>{};
+}
+
 // Equal up to rounding: the loop extrapolation compares clocks that went
 // through many additions.
 bool Close(double a, double b) {
@@ -156,18 +171,10 @@ double TransferTimes::SlowestOf(const Instruction& instruction) {
 const std::vector<TransferSegment>& TransferTimes::SlowestSegmentsOf(
     const Instruction& instruction) {
   auto it = slowest_segments_.find(&instruction);
-  if (it != slowest_segments_.end()) return it->second;
-  std::vector<TransferSegment> slowest;
-  double longest = -1;
-  for (const auto& row : SegmentsOf(instruction).distinct) {
-    double sum = 0;
-    for (const TransferSegment& segment : row) sum += segment.seconds;
-    if (sum > longest) {
-      longest = sum;
-      slowest = row;
-    }
+  if (it == slowest_segments_.end()) {
+    it = slowest_segments_.emplace(&instruction, SlowestRow(SegmentsOf(instruction))).first;
   }
-  return slowest_segments_.emplace(&instruction, std::move(slowest)).first->second;
+  return it->second;
 }
 
 std::vector<int64_t> Timeline::TransferLinksOf(const Instruction& instruction) const {
@@ -217,16 +224,7 @@ std::vector<TransferSegment> Timeline::TransferSegmentsOf(const Instruction& ins
                             : times_->SlowestSegmentsOf(instruction);
   } else {
     // The slowest device's, as TransferSeconds is.
-    const TransferSegmentTable table = model_->TransferSegmentsByDevice(instruction, grid_);
-    double slowest = -1;
-    for (const auto& row : table.distinct) {
-      double sum = 0;
-      for (const TransferSegment& segment : row) sum += segment.seconds;
-      if (sum > slowest) {
-        slowest = sum;
-        segments = row;
-      }
-    }
+    segments = SlowestRow(model_->TransferSegmentsByDevice(instruction, grid_));
   }
   // Made to add up to the transfer's time exactly: a device outside a
   // phase's lines spends the rest of its group's time on no port.
