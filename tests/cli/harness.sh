@@ -5,6 +5,10 @@
 #   fail NAME WHY    a check failed: prints WHY and the last command's
 #                    stdout and stderr ($tmp/out, $tmp/err)
 #   run CMD...       runs CMD with a 60 s timeout, output to $tmp/out, $tmp/err
+#   run_cpu_timed CMD...
+#                    runs CMD as run does and sets cpu_ms to the processor
+#                    time it used (user + system), which a loaded machine
+#                    inflates far less than it inflates wall-clock time
 #   finish           prints the counts; its status is the script's
 command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/install-deps.sh installs it)"; exit 1; }
 passed=0
@@ -27,6 +31,15 @@ fail() {
 
 run() {
   timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+}
+
+run_cpu_timed() {
+  local TIMEFORMAT='%3U %3S' LC_NUMERIC=C seconds status user system
+  seconds=$( { time timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; } 2>&1)
+  status=$?
+  read -r user system <<<"$seconds"
+  cpu_ms=$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%d", (u + s) * 1000 }')
+  return $status
 }
 
 finish() {
