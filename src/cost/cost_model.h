@@ -1,8 +1,9 @@
 // How long an instruction takes on one device of a target: the one
 // interface the collective-matmul gate, the scheduler and the simulator ask.
 //
-// Times are seconds. Compute ops follow a roofline (FLOPs over the peak for
-// the element type, or bytes over memory bandwidth, whichever is larger)
+// Times are seconds. Compute ops follow a roofline (FLOPs over the rate
+// products of the element type sustain, or bytes over memory bandwidth,
+// whichever is larger)
 // plus a fixed launch cost; ops that only rename or alias values
 // (parameter, constant, get-tuple-element, tuple, bitcast, ...) cost
 // nothing. Collectives cost what their native algorithm takes on the

@@ -65,8 +65,20 @@ struct ComputeSpec {
   // does not.
   bool fuses_elementwise = false;
   MatrixTiling tiling;
+  // The fraction of the dense peak that products sustain where they fill
+  // whole waves of whole tiles: the best measured rate of large,
+  // well-shaped products over the datasheet's (the "maximum achievable
+  // matmul FLOPS" that the MAMF finder of Bekman's ml-engineering measures).
+  // It is below 1 because the datasheet counts every matrix unit busy at
+  // the boost clock, which a chip cannot hold at its power limit, and
+  // because loading the operands and writing the result take cycles of
+  // their own. 1 means products run at the datasheet peak. MFU is still
+  // measured against the datasheet peak, as published runs report it.
+  double matrix_efficiency = 1;
 
   double PeakFlops(ir::PrimitiveType type) const;
+  // What products of `type` run at: the peak times matrix_efficiency.
+  double MatrixFlops(ir::PrimitiveType type) const { return PeakFlops(type) * matrix_efficiency; }
 };
 
 struct TorusTopology {

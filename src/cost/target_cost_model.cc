@@ -58,8 +58,8 @@ double TargetCostModel::DotSeconds(const analysis::KernelDots& dots, double byte
   for (const analysis::DotDims& dot : dots.dims) {
     spent += compute.tiling.SpentFlops(dot.batch, dot.m, dot.n, dot.k);
   }
-  const double peak = compute.PeakFlops(dots.type.value_or(ir::PrimitiveType::kF32));
-  return std::max(spent / peak, MemorySeconds(bytes)) + compute.launch_seconds;
+  const double rate = compute.MatrixFlops(dots.type.value_or(ir::PrimitiveType::kF32));
+  return std::max(spent / rate, MemorySeconds(bytes)) + compute.launch_seconds;
 }
 
 // XLA expands both in blocks (and cuSOLVER and LAPACK run them so) that do
@@ -70,8 +70,8 @@ double TargetCostModel::LinearAlgebraSeconds(const ir::Instruction& instruction,
                                              double bytes) const {
   const ComputeSpec& compute = target_.compute();
   const double flops = static_cast<double>(analysis::LinearAlgebraFlops(instruction));
-  const double peak = compute.PeakFlops(instruction.shape().type());
-  return std::max(flops / peak, MemorySeconds(bytes)) + compute.launch_seconds;
+  const double rate = compute.MatrixFlops(instruction.shape().type());
+  return std::max(flops / rate, MemorySeconds(bytes)) + compute.launch_seconds;
 }
 
 double TargetCostModel::ComputeSeconds(const ir::Instruction& instruction) const {

@@ -63,11 +63,12 @@ class TargetCostModel : public CostModel {
   // The building blocks, for the gate and for tests. Groups are target
   // device ids in ring order.
   // A kernel of products `dots` that moves `bytes`: the FLOPs its products
-  // spend (MatrixTiling) at the peak of their type, or its bytes at the
-  // memory's bandwidth, whichever is longer, and the launch.
+  // spend (MatrixTiling) at the rate products of their type sustain
+  // (ComputeSpec::MatrixFlops), or its bytes at the memory's bandwidth,
+  // whichever is longer, and the launch.
   double DotSeconds(const analysis::KernelDots& dots, double bytes) const;
   // triangular-solve and cholesky: analysis::LinearAlgebraFlops at the
-  // matrix peak, or `bytes` of memory traffic if longer.
+  // rate products sustain, or `bytes` of memory traffic if longer.
   double LinearAlgebraSeconds(const ir::Instruction& instruction, double bytes) const;
   double MemorySeconds(double bytes) const;
   double AllGatherSeconds(const std::vector<int64_t>& group, double bytes) const;

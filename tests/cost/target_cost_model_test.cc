@@ -427,6 +427,14 @@ ENTRY %main {
   EXPECT_EQ(dims.k, 5);
   // The padded FLOPs (512) at 1e12 outlast the 27 elements' bytes.
   EXPECT_DOUBLE_EQ(model.ComputeSeconds(dot), 2.0 * 4 * 8 * 8 / 1e12 + 1e-6);
+
+  // Products that sustain a quarter of the peak take four times as long;
+  // the memory-bound time and the launch do not change.
+  compute.matrix_efficiency = 0.25;
+  const TargetCostModel slower(Target("tiled", "", compute, Bus().topology()));
+  EXPECT_DOUBLE_EQ(slower.ComputeSeconds(dot), 4 * 2.0 * 4 * 8 * 8 / 1e12 + 1e-6);
+  const analysis::KernelDots none;
+  EXPECT_DOUBLE_EQ(slower.DotSeconds(none, 1e9), model.DotSeconds(none, 1e9));
 }
 
 // A convolution is the implicit GEMM of the taps that land on the input:
@@ -526,6 +534,9 @@ TEST(TargetCatalog, BuiltinsHaveTheirShapes) {
   EXPECT_EQ(dgx->Coordinates(9), (std::vector<int64_t>{1, 1}));
   EXPECT_DOUBLE_EQ(dgx->compute().PeakFlops(ir::PrimitiveType::kBF16), 989e12);
   EXPECT_EQ(dgx->compute().tiling.units, 132);  // SMs
+  // Products sustain the measured 792.1 of the datasheet's 989 TFLOP/s.
+  EXPECT_DOUBLE_EQ(dgx->compute().MatrixFlops(ir::PrimitiveType::kBF16), 792.1e12);
+  EXPECT_DOUBLE_EQ(cube->compute().matrix_efficiency, 1);  // no measurement
   EXPECT_TRUE(FindTarget("loopback-2gbit").ok());
   EXPECT_FALSE(FindTarget("tpu-v9").ok());
 }
@@ -583,6 +594,18 @@ TEST(TargetCatalog, JsonRoundTripsAndNamesBadFields) {
   EXPECT_EQ(untiled.error().message,
             "u.json: compute.tiling must be {\"units\": N, \"tile\": [M, N, K]}, each an integer "
             "in 1..65536");
+  // matrix_efficiency is optional (1: the datasheet peak), in (0, 1].
+  EXPECT_DOUBLE_EQ(plain->compute().matrix_efficiency, 1);
+  auto measured = ParseTargetJson(compute + R"(, "matrix_efficiency": 0.8)" + topology, "m.json");
+  ASSERT_TRUE(measured.ok()) << measured.error().message;
+  EXPECT_DOUBLE_EQ(measured->compute().MatrixFlops(ir::PrimitiveType::kF32), 0.8e12);
+  for (const char* efficiency : {"0", "1.5", "-0.5", "\"high\""}) {
+    auto refused =
+        ParseTargetJson(compute + R"(, "matrix_efficiency": )" + efficiency + topology, "e.json");
+    ASSERT_FALSE(refused.ok()) << efficiency;
+    EXPECT_EQ(refused.error().message,
+              "e.json: compute: 'matrix_efficiency' must be a number in (0, 1]");
+  }
 }
 
 // Integers past int64_t, products that wrap, and numbers that are not

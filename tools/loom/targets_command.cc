@@ -41,6 +41,9 @@ void PrintTarget(const cost::Target& target) {
     peaks += fmt::format("{}{} {:.4g} TFLOP/s", peaks.empty() ? "" : ", ", type, flops / 1e12);
   }
   fmt::print("{}\n  {}\n", target.name(), target.description());
+  if (compute.matrix_efficiency < 1) {
+    peaks += fmt::format("; products sustain {:.1f}% of the peak", 100 * compute.matrix_efficiency);
+  }
   fmt::print("  devices: {}   compute: {}\n",
              target.kind() == "bus" ? std::string("any") : std::to_string(target.device_count()),
              peaks);
