@@ -333,11 +333,11 @@ Expected<ComputeSpec> ParseCompute(const Json& json) {
     LOOM_ASSIGN_OR_RETURN(spec.tiling, ParseTiling(*tiling));
   }
   if (const auto efficiency = json.find("matrix_efficiency"); efficiency != json.end()) {
-    if (!efficiency->is_number() || !(efficiency->get<double>() > 0) ||
-        efficiency->get<double>() > 1) {
+    const double value = efficiency->is_number() ? efficiency->get<double>() : 0;
+    if (!(value > 0 && value <= 1)) {
       return Error{"compute: 'matrix_efficiency' must be a number in (0, 1]"};
     }
-    spec.matrix_efficiency = efficiency->get<double>();
+    spec.matrix_efficiency = value;
   }
   return spec;
 }

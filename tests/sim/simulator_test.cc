@@ -416,6 +416,14 @@ ENTRY %main {
   EXPECT_TIME(b.step_seconds, ModelStep(*sequential, target));
   // MFU: the dot's ideal time over the step.
   EXPECT_NEAR(a.mfu, 2e-3 / a.step_seconds, 1e-12);
+  // Products that sustain half the peak take twice as long, and MFU still
+  // counts the dot's time at the datasheet peak.
+  cost::ComputeSpec half = SimpleCompute();
+  half.matrix_efficiency = 0.5;
+  const Target slower("torus", "", half, target.topology());
+  const SimReport c = SimulateOk(*sequential, slower);
+  EXPECT_TIME(c.step_seconds, 2 * 2e9 / 1e12 + 1e-6 + permute);
+  EXPECT_NEAR(c.mfu, 2e-3 / c.step_seconds, 1e-12);
   EXPECT_GT(a.seconds_by_op_kind.at("dot"), 0);
   EXPECT_TIME(b.seconds_by_op_kind.at("collective-permute"), permute);
 }
