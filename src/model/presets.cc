@@ -317,10 +317,11 @@ Expected<ModelConfig> ParseModelConfig(const std::string& text, std::string_view
 Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where) {
   LOOM_ASSIGN_OR_RETURN(
       const nlohmann::json json,
-      ParseObject(text, where,
-                  {"name", "tensor", "data", "pipeline", "context", "context_form",
-                   "virtual_stages", "schedule", "micro_batches", "sequence_parallel", "zero_stage",
-                   "recompute", "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
+      ParseObject(
+          text, where,
+          {"name", "tensor", "data", "pipeline", "context", "context_form", "virtual_stages",
+           "schedule", "head", "micro_batches", "sequence_parallel", "zero_stage", "recompute",
+           "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
@@ -330,6 +331,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "context_form", &p.context_form, where));
   LOOM_RETURN_IF_ERROR(Read(json, "virtual_stages", &p.virtual_stages, where));
   LOOM_RETURN_IF_ERROR(Read(json, "schedule", &p.schedule, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "head", &p.head, where));
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
   LOOM_RETURN_IF_ERROR(Read(json, "zero_stage", &p.zero_stage, where));

@@ -2315,7 +2315,8 @@ class StepWriter {
   }
 
   // The final norm, the head and the loss on the last layer's output xl
-  // (this device's rows) against the target ids [rows, S], and back: the
+  // (this device's rows) against the target ids of the rows the model axis
+  // gathers (IdsAsGathered's order), and back: the
   // sum over the rows of -log p(target), the gradient of xl (in the
   // activation type) and those of gf and wout. The head is vocab-parallel
   // (Megatron's parallel cross-entropy): each device of the model axis
@@ -2327,12 +2328,12 @@ class StepWriter {
   struct Head {
     Value loss, dxl, dgf, dwout;
   };
-  Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& targets, const Value& gf,
+  Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& ids, const Value& gf,
                 const Value& wout) {
     const NormActs final_norm = NormForward(c, Math(c, xl));
     const Value hf = GatherRows(c, c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n)));
     const Value logits = MatMul(c, hf, wout);  // [rows of the model axis, V]
-    const Value onehot = OneHot(c, IdsAsGathered(c, targets), P_);
+    const Value onehot = OneHot(c, ids, P_);
     const Value mx = c.AllReduce(c.ReduceMax(logits, {1}), tensor_groups_, "max");
     const Value shifted = c.Sub(logits, PerRow(c, mx, logits));
     const Value exp = c.Unary("exponential", shifted);
@@ -2354,6 +2355,41 @@ class StepWriter {
     return head;
   }
 
+  // Under pipeline stages the head's rows are spread over the stages, as
+  // JAX's SPMD pipelines run the layers outside the pipeline with the stage
+  // axis as one more batch axis (where Megatron's last stage runs the head
+  // in place of a layer it holds fewer): an all-to-all over the pipeline
+  // axis hands each stage its R / P of the last stage's rows, every stage
+  // runs the head on them (against its rows' ids), and an all-gather brings
+  // their gradients back, in order, to every stage, of which the last
+  // reads them. Each row's loss and gradient are as the last stage alone
+  // computes them; the sums over rows (the loss, the gain's and the head's
+  // gradients) are each stage's part, summed over the pipeline axis with
+  // the other weights every stage holds. Under ParallelPlan::head
+  // "last-stage", or where P does not divide R, every stage runs the head
+  // on all of them, the last's counting.
+  bool SpreadsHead() const { return model::SpreadsHead(m_, plan_); }
+  // The head on one micro-batch's rows x [R, M] (the last stage's) against
+  // its target ids [b, S].
+  Head StageHead(ComputationEmitter& c, const Value& x, const Value& targets, const Value& gf,
+                 const Value& wout) {
+    const Value ids = IdsAsGathered(c, targets);
+    if (!SpreadsHead()) return HeadStep(c, x, ids, gf, wout);
+    const int64_t stages = plan_.pipeline, share = s_.R / stages;
+    // Every stage's block `stage` of its rows, in stage order: the last
+    // stage's block is this stage's share.
+    const Value received = c.AllToAll(x, 0, pipeline_groups_);
+    const Value rows = c.Slice(received, 0, (stages - 1) * share, share);
+    // The ids of each model-axis device's rows, by stage: this stage's.
+    const int64_t devices = ids.dim(0) / s_.R;
+    const Value zero = c.ScalarInt(0);
+    const Value by_stage = c.Reshape(ids, {devices, stages, share});
+    const Value mine = c.DynamicSlice(by_stage, {zero, StageIndex(c), zero}, {devices, 1, share});
+    Head head = HeadStep(c, rows, c.Reshape(mine, {devices * share}), gf, wout);
+    head.dxl = c.AllGather(head.dxl, 0, pipeline_groups_);
+    return head;
+  }
+
   // The head on the last layer's outputs xl [n R, M] of the n
   // micro-batches of `targets` [n b, S], one micro-batch at a time (as the
   // last stage of Megatron's pipeline runs it on each micro-batch it
@@ -2362,7 +2398,7 @@ class StepWriter {
   // gradients.
   Head MicroBatchedHead(ComputationEmitter& e, const Value& xl, const Value& targets,
                         const Value& gf, const Value& wout) {
-    if (s_.n == 1) return HeadStep(e, xl, targets, gf, wout);
+    if (s_.n == 1) return StageHead(e, xl, targets, gf, wout);
     const std::vector<Value> init = {e.Full(P_, 0, {}),
                                      e.Full(A_, 0, xl.dims),
                                      e.Full(P_, 0, gf.dims),
@@ -2375,7 +2411,7 @@ class StepWriter {
       const Value& i = in[0];
       const Value rows = c.Mul(i, c.ScalarInt(s_.R)), zero = c.ScalarInt(0);
       const Value x = c.DynamicSlice(in[5], {rows, zero}, {s_.R, s_.M});
-      const Head head = HeadStep(c, x, MicroBatchRows(c, in[6], i), in[7], in[8]);
+      const Head head = StageHead(c, x, MicroBatchRows(c, in[6], i), in[7], in[8]);
       return std::vector<Value>{c.Add(in[1], head.loss),
                                 c.DynamicUpdateSlice(in[2], head.dxl, {rows, zero}),
                                 c.Add(in[3], head.dgf),
@@ -2410,7 +2446,7 @@ class StepWriter {
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
     const Embedded in = Embed(c, tokens, weights[0]);
     const auto [xl, saved] = ForwardLoop(c, in.x0, stacked);
-    const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
+    const Head head = HeadStep(c, xl, IdsAsGathered(c, targets), weights[1], weights[2]);
     const std::vector<Value> stacked_sums =
         into.empty() ? std::vector<Value>{} : std::vector<Value>(into.begin() + 3, into.end());
     const StackGrads back = BackwardLoop(c, head.dxl, saved, stacked, {}, {}, stacked_sums);
@@ -2440,7 +2476,7 @@ class StepWriter {
     decoding.memory = memory;
     const Embedded shifted = Embed(c, ShiftedRight(c, targets), weights[0]);
     const auto [xl, decoder_saved] = ForwardLoop(c, shifted.x0, decoder, {}, decoding);
-    const Head head = HeadStep(c, xl, targets, weights[1], weights[2]);
+    const Head head = HeadStep(c, xl, IdsAsGathered(c, targets), weights[1], weights[2]);
     const StackGrads decoder_back = BackwardLoop(c, head.dxl, decoder_saved, decoder, {}, decoding);
     const auto [dencoded, dgain] =
         NormBackward(c, SumOverModel(c, Held(c, decoder_back.dmemory)), norm, gain);
@@ -2533,8 +2569,9 @@ class StepWriter {
   }
   // A stage's loss and gradients in Weights order: the embedding's counts
   // on stage 0, the loss and the head's on the last stage (every stage
-  // computed them, masked or not), the stage's layers' (and its part of
-  // the auxiliary loss) as they are.
+  // computed them, masked or not) or, with the head spread, each stage's
+  // part, the stage's layers' (and its part of the auxiliary loss) as they
+  // are.
   std::pair<Value, std::vector<Value>> StageLossAndGrads(ComputationEmitter& e, const Value& loss,
                                                          const Value& dembed, const Value& dgf,
                                                          const Value& dwout,
@@ -2544,10 +2581,13 @@ class StepWriter {
     const auto on_stage = [&](int64_t which, const Value& x) {
       return Masked(e, Is(e, stage, which), x);
     };
-    const int64_t last = plan_.pipeline - 1;
-    std::vector<Value> grads = {on_stage(0, dembed), on_stage(last, dgf), on_stage(last, dwout)};
+    // The head's sums are each stage's where the head is spread.
+    const auto of_head = [&](const Value& x) {
+      return SpreadsHead() ? x : on_stage(plan_.pipeline - 1, x);
+    };
+    std::vector<Value> grads = {on_stage(0, dembed), of_head(dgf), of_head(dwout)};
     grads.insert(grads.end(), stacked.begin(), stacked.end());
-    return {WithAux(e, on_stage(last, loss), aux), grads};
+    return {WithAux(e, of_head(loss), aux), grads};
   }
 
   // --- the 1F1B schedule ------------------------------------------------------------------
@@ -2692,7 +2732,7 @@ class StepWriter {
       if (phase.head) {
         // The last stage's work is a last pass of micro-batch `micro`.
         const Value micro = ScheduledWorkOf(c, c.Sub(t, c.ScalarInt(stages - 1)), false).micro;
-        head = HeadStep(c, out, MicroBatchRows(c, s.targets, micro), s.gf, s.wout);
+        head = StageHead(c, out, MicroBatchRows(c, s.targets, micro), s.gf, s.wout);
         s.loss = c.Add(s.loss, head->loss);
         s.dgf = c.Add(s.dgf, head->dgf);
         s.dwout = c.Add(s.dwout, head->dwout);
@@ -3387,6 +3427,7 @@ Status ValidateParallelPlan(const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(OneOf(p.optimizer, {"adam", "adafactor", "sgd", "none"}, "optimizer"));
   LOOM_RETURN_IF_ERROR(OneOf(p.recompute, {"full", "selective", "none"}, "recompute"));
   LOOM_RETURN_IF_ERROR(OneOf(p.context_form, {"ring", "all-gather"}, "context_form"));
+  LOOM_RETURN_IF_ERROR(OneOf(p.head, {"spread", "last-stage"}, "head"));
   return OneOf(p.schedule, {"gpipe", "1f1b"}, "schedule");
 }
 
@@ -3546,6 +3587,7 @@ std::string PlanName(const ParallelPlan& p) {
   }
   if (p.virtual_stages > 1) name += fmt::format("_v{}", p.virtual_stages);
   if (OneFOneB(p)) name += "_1f1b";
+  if (p.pipeline > 1 && p.head == "last-stage") name += "_head_last";
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
   if (p.sequence_parallel) name += "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
@@ -3554,6 +3596,10 @@ std::string PlanName(const ParallelPlan& p) {
 }
 
 int64_t Devices(const ParallelPlan& p) { return p.tensor * p.context * p.data * p.pipeline; }
+
+bool SpreadsHead(const ModelConfig& model, const ParallelPlan& plan) {
+  return plan.pipeline > 1 && plan.head == "spread" && SizesOf(model, plan).R % plan.pipeline == 0;
+}
 
 Expected<std::string> BuildTrainingStep(const ModelConfig& model, const ParallelPlan& plan) {
   LOOM_RETURN_IF_ERROR(ValidatePlan(model, plan));

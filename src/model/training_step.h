@@ -45,10 +45,14 @@
 // on masked data), handing activations to the next stage by
 // collective-permute and saving what backward reads of each of its layers
 // per micro-batch (every micro-batch's at once, as GPipe holds them). The
-// final norm, head and loss run on every stage, one micro-batch at a time
-// (a loop, so that one micro-batch's logits are live), the last stage's counting
-// (the loss and the head's gradients masked to it, then all-reduced over
-// the pipeline and data axes; the embedding's gradient masked to stage 0).
+// final norm, head and loss run one micro-batch at a time (a loop, so that
+// one micro-batch's logits are live), each stage on its share of the last
+// stage's rows (an all-to-all over the pipeline axis hands them out, an
+// all-gather brings their gradients back; ParallelPlan::head), or under
+// head "last-stage" every stage on all of them, the last stage's counting
+// (the loss and the head's gradients masked to it); either way then
+// all-reduced over the pipeline and data axes (the embedding's gradient
+// masked to stage 0).
 // The backward loop runs the micro-batches in reverse through the stages,
 // last stage first, each stage running its layers' backward from what it
 // saved (recomputing as the plan says), masking the bubbles' gradients to zero, summing
@@ -181,6 +185,16 @@ struct ParallelPlan {
   // SPMD form: every stage moves one step a loop iteration). The same
   // bubble either way. Ignored without pipeline stages.
   std::string schedule = "gpipe";
+  // Where the final norm, the head and the loss run under pipeline stages:
+  // "spread", each stage on its share of the last stage's rows (as JAX's
+  // SPMD pipelines run what lies outside the pipeline with the stage axis
+  // as a batch axis; about Megatron's last stage where it holds a layer
+  // fewer for the head, as Llama 3's does); "last-stage", every stage on
+  // all of them in lockstep, the last stage's counting (Megatron's last
+  // stage where its stages hold as many layers: the head's time is added
+  // to the stage that paces the pipeline). "spread" falls back to
+  // "last-stage" where the stages do not divide a micro-batch's rows.
+  std::string head = "spread";
   // Expert parallelism rides the data and context axes: with experts, each
   // device of a data-and-context group holds E / (data * context) of each
   // MoE layer's experts (their d_ff split over the model axis as a dense
@@ -276,6 +290,11 @@ struct PipelineLayout {
   int64_t FirstBlock(int64_t chunk) const;
 };
 PipelineLayout LayoutOf(int64_t blocks, const ParallelPlan& plan);
+
+// Whether the training step spreads the head's rows over the pipeline's
+// stages (ParallelPlan::head "spread", where the stages divide a
+// micro-batch's rows of the residual stream).
+bool SpreadsHead(const ModelConfig& model, const ParallelPlan& plan);
 
 // The activation type in effect: model.activation_type, or the compute type.
 std::string ActivationType(const ModelConfig& model);

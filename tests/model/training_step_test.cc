@@ -225,6 +225,7 @@ struct Case {
   int64_t virtual_stages = 1;
   std::string schedule = "gpipe";
   int64_t layers = 0;  // 0: the preset's (or a layer a chunk, where it has too few)
+  std::string head = "spread";
 };
 
 // The block of `local` that `shard` leaves a device: block `index` of the
@@ -268,6 +269,7 @@ ParallelPlan PlanOf(const Case& c) {
   plan.context_form = c.context_form;
   plan.virtual_stages = c.virtual_stages;
   plan.schedule = c.schedule;
+  plan.head = c.head;
   return plan;
 }
 
@@ -448,8 +450,9 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       EXPECT_LE(difference, bound) << "device " << d << " output " << o;
       if (bf16) worst_of_bound = std::max(worst_of_bound, difference / bound);
       // Stages alone (one micro-batch, no model, data or context axis)
-      // reorder no sum.
-      if (c.tensor == 1 && c.data == 1 && c.context == 1 && c.micro_batches == 1) {
+      // reorder no sum, unless they spread the head's sums over its rows.
+      if (c.tensor == 1 && c.data == 1 && c.context == 1 && c.micro_batches == 1 &&
+          !SpreadsHead(m, many)) {
         EXPECT_EQ(difference, 0) << "device " << d << " output " << o;
       }
     }
@@ -625,7 +628,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4, .virtual_stages = 2, .schedule = "1f1b", .layers = 5},
         Case{.preset = "tiny-gqa", .tensor = 2, .data = 2, .pipeline = 2, .micro_batches = 2, .sequence_parallel = true, .zero_stage = 1, .layers = 3},
         Case{.preset = "tiny", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .zero_stage = 3, .recompute = "selective", .layers = 3},
-        Case{.preset = "tiny-moe", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .schedule = "1f1b", .layers = 6}),
+        Case{.preset = "tiny-moe", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 2, .schedule = "1f1b", .layers = 6},
+        // The head on every stage in lockstep, the last stage's counting
+        // (the stages alone bitwise), and spread over 3 stages, which do
+        // not divide the rows (lockstep again).
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .head = "last-stage"},
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .head = "last-stage"}),
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 2, .layers = 3, .head = "last-stage"},
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 3, .layers = 3}),
     // clang-format on
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
@@ -647,6 +657,7 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.virtual_stages > 1) name += "_v" + std::to_string(info.param.virtual_stages);
       if (info.param.schedule != "gpipe") name += "_" + info.param.schedule;
       if (info.param.layers > 0) name += "_layers" + std::to_string(info.param.layers);
+      if (info.param.head != "spread") name += "_head_last";
       for (char& ch : name) {
         if (ch == '-') ch = '_';
       }
@@ -2122,25 +2133,44 @@ TEST(UnevenStages, ServeTheLayersTheirStagesHold) {
 // Under a pipeline the head runs one micro-batch at a time, as the last
 // stage runs it on each micro-batch it finishes: no logits hold more than
 // one micro-batch's rows (2 sequences of 8 here, of the 4 a replica has).
-TEST(PipelineHead, RunsOneMicroBatchAtATime) {
+TEST(PipelineHead, RunsOneMicroBatchAtATimeOnEachStagesShareOfItsRows) {
   ModelConfig m = ModelPreset("tiny").value();
   m.vocab = 80;  // no other size of the tiny step is 80
   m.seq = 8;
   ParallelPlan plan;
   plan.pipeline = 2;
   plan.micro_batches = 2;
-  const auto module = Build(m, plan);
-  int64_t logits = 0;
-  for (const ir::Instruction* instruction : Instructions(*module)) {
-    const std::vector<int64_t>& dims = instruction->shape().dims();
-    // Past wout [M, V] and its gradient, in f32 as the head computes.
-    if (dims.size() == 2 && dims[1] == 80 && dims[0] != m.d_model &&
-        instruction->shape().type() == ir::PrimitiveType::kF32) {
-      EXPECT_EQ(dims[0], 2 * 8) << instruction->name();
-      ++logits;
+  // The rows of the logits [rows, V] the step computes.
+  const auto logit_rows = [&](const ParallelPlan& p) {
+    std::set<int64_t> rows;
+    const auto module = Build(m, p);
+    for (const ir::Instruction* instruction : Instructions(*module)) {
+      const std::vector<int64_t>& dims = instruction->shape().dims();
+      // Past wout [M, V] and its gradient, in f32 as the head computes.
+      if (dims.size() == 2 && dims[1] == 80 && dims[0] != m.d_model &&
+          instruction->shape().type() == ir::PrimitiveType::kF32) {
+        rows.insert(dims[0]);
+      }
     }
-  }
-  EXPECT_GT(logits, 0);
+    return rows;
+  };
+  // A micro-batch of 2 sequences of 8: 16 rows, 8 on each stage.
+  EXPECT_TRUE(SpreadsHead(m, plan));
+  EXPECT_EQ(logit_rows(plan), std::set<int64_t>{8});
+  plan.head = "last-stage";
+  EXPECT_FALSE(SpreadsHead(m, plan));
+  EXPECT_EQ(logit_rows(plan), std::set<int64_t>{16});
+  // 3 stages do not divide 16 rows: every stage runs all of them.
+  plan.head = "spread";
+  plan.pipeline = 3;
+  m.layers = 3;
+  plan.micro_batches = 1;
+  m.batch = 1;
+  EXPECT_FALSE(SpreadsHead(m, plan));
+  EXPECT_EQ(logit_rows(plan), std::set<int64_t>{8});
+  plan.head = "everywhere";
+  EXPECT_EQ(BuildTrainingStep(m, plan).error().message,
+            "head 'everywhere' is not one of spread, last-stage");
 }
 
 // Sequence parallelism: what it is not built for is refused by name, and

@@ -1,5 +1,6 @@
 // `loom model --model PRESET|FILE.json [--tensor T] [--data D] [--pipeline P]
-// [--micro-batches M] [--virtual-stages V] [--schedule gpipe|1f1b] [--context-parallel C
+// [--micro-batches M] [--virtual-stages V] [--schedule gpipe|1f1b]
+// [--head spread|last-stage] [--context-parallel C
 // [--context-form ring|all-gather]]
 // [--sequence-parallel]
 // [--zero 0|1|2|3] [--step train|prefill|decode] [--context C] [--layers N]
@@ -88,6 +89,7 @@ void AddModelCommand(CLI::App& app) {
     int64_t context_parallel = 0;
     int64_t virtual_stages = 0;
     std::string schedule;
+    std::string head;
     std::string context_form;
     bool sequence_parallel = false;
     int64_t zero_stage = -1;
@@ -116,7 +118,7 @@ void AddModelCommand(CLI::App& app) {
                       "overrides})");
   command->add_option(
       "--plan", options->plan,
-      "A JSON file: tensor, data, pipeline, virtual_stages, schedule, context, context_form, "
+      "A JSON file: tensor, data, pipeline, virtual_stages, schedule, head, context, context_form, "
       "micro_batches, sequence_parallel, "
       "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
@@ -145,6 +147,13 @@ void AddModelCommand(CLI::App& app) {
                    "leaves the last stage: a stage keeps at most 2 P V - 1 chunks of "
                    "activations)")
       ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  command
+      ->add_option("--head", options->head,
+                   "Where the head and the loss run under pipeline stages: spread (each stage "
+                   "on its share of the last stage's rows, as JAX runs what lies outside the "
+                   "pipeline; the default) or last-stage (every stage on all of them in "
+                   "lockstep, as Megatron's last stage paces a pipeline of even stages)")
+      ->check(CLI::IsMember({"spread", "last-stage"}));
   command
       ->add_option("--context-parallel", options->context_parallel,
                    "Context-parallel ways: each sequence cut into this many chunks, one per "
@@ -245,6 +254,7 @@ void AddModelCommand(CLI::App& app) {
     if (options->context_parallel > 0) plan.context = options->context_parallel;
     if (options->virtual_stages > 0) plan.virtual_stages = options->virtual_stages;
     if (!options->schedule.empty()) plan.schedule = options->schedule;
+    if (!options->head.empty()) plan.head = options->head;
     if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
