@@ -211,6 +211,19 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
   return module;
 }
 
+// The name a computation's copies share: its own without a trailing
+// ".N", the suffix a printer adds to tell a copy from the first (the
+// builder's loops' bodies in each phase of a pipeline: forward_layer,
+// forward_layer.1, ...).
+std::string_view CopiesName(std::string_view computation) {
+  const size_t dot = computation.rfind('.');
+  if (dot == std::string_view::npos || dot + 1 == computation.size()) return computation;
+  for (char c : computation.substr(dot + 1)) {
+    if (c < '0' || c > '9') return computation;
+  }
+  return computation.substr(0, dot);
+}
+
 std::string Change(double before, double after) {
   return fmt::format("{:+.1f}%", 100 * (after / before - 1));
 }
@@ -359,6 +372,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     Choice choice;
     std::vector<Decision> decisions;  // the choice's, then its siblings' (Apply)
     double before = 0, after = 0;
+    size_t copies = 1;  // taken with its copies in this many computations, at once
   };
   std::vector<Accepted> accepted;
   std::set<std::string> done;  // candidates rewritten (or excluded)
@@ -392,7 +406,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
         trials.erase(trials.begin());
         continue;
       }
-      accepted.push_back({best.choice, std::move(decisions), current_step, best.step});
+      accepted.push_back({best.choice, std::move(decisions), current_step, best.step, 1});
       done.insert(best.choice.Key());
       current_step = best.step;
       current = std::move(next);
@@ -435,6 +449,62 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // that hides the all-to-all the others would have broken up). Once more
   // without the first move's candidate.
   if (!accepted.empty()) LOOM_RETURN_IF_ERROR(retry_without({accepted.front().choice.Key()}));
+
+  // The same pair in copies of one computation (a layer's body in each
+  // phase loop of a pipeline) each moves the step too little to pass
+  // min-gain alone, where together they move it as much as one loop over
+  // every layer would. So the declined candidates are grouped by the pair,
+  // its description and the name their computations share (CopiesName),
+  // and each group of two or more is tried at once, every copy in its own
+  // best form, best group first; a group is kept where the step gains
+  // min-gain by it, as any rewrite. A wrong grouping costs a trial, never
+  // a slower step.
+  std::map<std::string, std::vector<Choice>> copies;
+  for (const Choice& choice : enumeration.choices) {
+    auto best = best_of.find(choice.Key());
+    if (done.count(choice.Key()) || best == best_of.end()) continue;
+    std::vector<Choice>& group =
+        copies[fmt::format("{}/{}/{}/{}", CopiesName(choice.computation), choice.collective,
+                           choice.dot, enumeration.description[choice.Key()])];
+    const bool listed = std::any_of(group.begin(), group.end(),
+                                    [&](const Choice& c) { return c.Key() == choice.Key(); });
+    if (!listed) group.push_back(best->second.choice);
+  }
+  // Best first: by the sum of what each copy gains alone.
+  std::vector<std::pair<double, const std::vector<Choice>*>> groups;
+  for (const auto& [name, group] : copies) {
+    if (group.size() < 2) continue;
+    double gain = 0;
+    for (const Choice& c : group) gain += baseline - best_of.at(c.Key()).step;
+    groups.emplace_back(gain, &group);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [gain, group] : groups) {
+    if (gain <= 0) break;
+    std::unique_ptr<ir::Module> next;
+    std::vector<std::vector<Decision>> made;
+    std::vector<Choice> applied;
+    for (const Choice& c : *group) {
+      std::vector<Decision> decisions;
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> with,
+                            Apply(next ? *next : *current, c, matching_, &decisions));
+      if (!with) continue;
+      next = std::move(with);
+      made.push_back(std::move(decisions));
+      applied.push_back(c);
+    }
+    if (applied.size() < 2) continue;
+    LOOM_ASSIGN_OR_RETURN(const double seconds, step(*next));
+    if (!(seconds < current_step * (1 - options_.min_gain))) continue;
+    for (size_t i = 0; i < applied.size(); ++i) {
+      accepted.push_back({applied[i], std::move(made[i]), current_step, seconds, applied.size()});
+      done.insert(applied[i].Key());
+    }
+    current_step = seconds;
+    current = std::move(next);
+    ++round;
+  }
 
   // Every candidate rewritten in one form, as collective-matmul does
   // without a target: kept instead when it beats the greedy choice.
@@ -495,9 +565,12 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   } else {
     for (const Accepted& a : accepted) {
       for (Decision d : a.decisions) {
-        const std::string step =
-            fmt::format("{}: step {} -> {} ({}) on {}", a.choice.Ring(), FormatSeconds(a.before),
-                        FormatSeconds(a.after), Change(a.before, a.after), on);
+        const std::string copies =
+            a.copies > 1 ? fmt::format(", with its copies, in {} computations at once", a.copies)
+                         : "";
+        const std::string step = fmt::format("{}{}: step {} -> {} ({}) on {}", a.choice.Ring(),
+                                             copies, FormatSeconds(a.before),
+                                             FormatSeconds(a.after), Change(a.before, a.after), on);
         d.reason = d.dot == a.choice.dot ? step + chunk_curve[a.choice.Key()]
                                          : fmt::format("{}: {}", d.reason, step);
         decisions_.push_back(d);

@@ -8,6 +8,7 @@
 #include "pass/collective_matmul_gate.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -208,6 +209,105 @@ ENTRY %main {
     const Decision* d = run.Of(better);
     ASSERT_NE(d, nullptr) << run.Explain();
     EXPECT_TRUE(d->rewritten) << target << ": " << run.Explain();
+  }
+}
+
+// Two loops, each over a body that gathers its x and multiplies it: the
+// bodies are named `first` and `second` (or, as a printer names a copy,
+// `body` and `body.1`); and beside them a thin product behind a large
+// gather, which a ring only slows (so that rewriting every candidate at
+// once does not pay).
+std::string TwoLoops(const std::string& first, const std::string& second) {
+  std::string body_text;
+  for (const std::string& name : {first, second}) {
+    body_text += fmt::format(R"(
+%{0} (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {{
+  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = bf16[2048,8192] get-tuple-element(%p), index=1
+  %w = bf16[8192,4096] get-tuple-element(%p), index=2
+  %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={{0}}, use_global_device_ids=true
+  %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
+}}
+)",
+                             name);
+  }
+  return fmt::format(R"(
+HloModule two_loops, num_partitions=4
+%cond (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> pred[] {{
+  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}}
+{0}
+ENTRY %main {{
+  %x = bf16[2048,8192] parameter(0)
+  %w = bf16[8192,4096] parameter(1)
+  %y = bf16[8192,4096] parameter(2)
+  %t = bf16[2048,8192] parameter(3)
+  %v = bf16[8192,1] parameter(4)
+  %t.full = bf16[8192,8192] all-gather(%t), channel_id=2, replica_groups=[1,4]<=[4], dimensions={{0}}, use_global_device_ids=true
+  %thin = bf16[8192,1] dot(%t.full, %v), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %zero = s32[] constant(0)
+  %init = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%zero, %x, %w, %y)
+  %a = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) while(%init), condition=%cond, body=%{1}
+  %ya = bf16[8192,4096] get-tuple-element(%a), index=3
+  %again = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%zero, %x, %w, %ya)
+  %b = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) while(%again), condition=%cond, body=%{2}
+  %yb = bf16[8192,4096] get-tuple-element(%b), index=3
+  ROOT %result = (bf16[8192,4096], bf16[8192,1]) tuple(%yb, %thin)
+}}
+)",
+                     body_text, first, second);
+}
+
+// Copies of one computation (a layer's body in each phase loop of a
+// pipeline) each gain too little alone and are taken together; bodies that
+// are not copies by name are judged one at a time.
+TEST(CollectiveMatmulStepGate, ThePairInCopiesOfAComputationIsJudgedTogether) {
+  const std::string target = "dgx-h100";
+  auto copies = ir::ParseModule(TwoLoops("body", "body.1"));
+  ASSERT_TRUE(copies.ok()) << copies.error().ToString();
+  const double before = Scheduled(**copies, target);
+  // What a ring in one body gains alone, and in both.
+  StepGateOptions all;
+  all.min_gain = 0;
+  auto probe = ir::CloneModule(**copies);
+  ASSERT_TRUE(probe.ok());
+  GatedCollectiveMatmul measure(CollectiveMatmulOptions{}, ModelOf(target), all);
+  ASSERT_TRUE(measure.Run(**probe).ok());
+  const double both = Scheduled(**probe, target);
+  ASSERT_LT(both, before) << fmt::format("{}", fmt::join(measure.Explain(), "\n"));
+  // Half of what both gain is about one body's: ask for three quarters.
+  StepGateOptions strict;
+  strict.min_gain = 0.75 * (1 - both / before);
+  GatedCollectiveMatmul gate(CollectiveMatmulOptions{}, ModelOf(target), strict);
+  Expected<bool> changed = gate.Run(**copies);
+  ASSERT_TRUE(changed.ok()) << changed.error().ToString();
+  const std::string explained = fmt::format("{}", fmt::join(gate.Explain(), "\n"));
+  EXPECT_TRUE(*changed) << explained;
+  int rewritten = 0;
+  for (const Decision& d : gate.Decisions()) {
+    if (!d.rewritten) continue;
+    ++rewritten;
+    EXPECT_NE(d.reason.find("with its copies, in 2 computations at once"), std::string::npos)
+        << d.reason;
+  }
+  EXPECT_EQ(rewritten, 2) << explained;
+  EXPECT_LT(Scheduled(**copies, target), before * (1 - strict.min_gain)) << explained;
+
+  // The same bodies, not named as copies, are not grouped (here rewriting
+  // every candidate at once, the thin one too, is what takes them).
+  auto others = ir::ParseModule(TwoLoops("body", "other"));
+  ASSERT_TRUE(others.ok()) << others.error().ToString();
+  GatedCollectiveMatmul apart(CollectiveMatmulOptions{}, ModelOf(target), strict);
+  ASSERT_TRUE(apart.Run(**others).ok());
+  for (const Decision& d : apart.Decisions()) {
+    EXPECT_EQ(d.reason.find("copies"), std::string::npos) << d.reason;
   }
 }
 
