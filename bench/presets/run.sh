@@ -15,10 +15,12 @@ plans=(
   "megatron-8.3b dgx-h100:auto 8 64 1 1 -"              # Shoeybi 2019: 512 GPUs, TP8
   "megatron-22b dgx-h100:auto 8 1 1 1 --sequence-parallel"  # Korthikanti 2022: TP8 (the preset's batch)
   # Narayanan 2021 table 1 (TP, PP, GPUs, batch), micro-batches of one
-  # sequence as its runs take them, in its 1F1B order.
-  "gpt3-175b dgx-h100:auto 8 16 8 96 --schedule=1f1b"        # TP8 PP8, 1024 GPUs
-  "megatron-530b dgx-h100:auto 8 8 35 280 --schedule=1f1b"   # TP8 PP35, 2240 GPUs
-  "megatron-1t dgx-h100:auto 8 6 64 512 --schedule=1f1b"     # TP8 PP64, 3072 GPUs
+  # sequence as its runs take them, in its 1F1B order; its stages hold as
+  # many layers each, so the last, which adds the head, paces the pipeline
+  # (--head=last-stage: the head on every stage in lockstep).
+  "gpt3-175b dgx-h100:auto 8 16 8 96 --schedule=1f1b --head=last-stage"        # TP8 PP8, 1024 GPUs
+  "megatron-530b dgx-h100:auto 8 8 35 280 --schedule=1f1b --head=last-stage"   # TP8 PP35, 2240 GPUs
+  "megatron-1t dgx-h100:auto 8 6 64 512 --schedule=1f1b --head=last-stage"     # TP8 PP64, 3072 GPUs
   "llama3-8b dgx-h100:auto 8 16 1 8 --sequence-parallel" # plan assumed: TP8 DP16, 8 micro-batches of 4
   "llama3-70b dgx-h100:auto 8 16 4 32 --sequence-parallel --schedule=1f1b" # plan assumed: TP8 PP4 DP16
   # Dubey 2024 table 4: TP8 PP16 DP128 on 16,384 GPUs, 16 sequences a
