@@ -456,13 +456,17 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // every layer would. So the declined candidates are grouped by the pair,
   // its description and the name their computations share (CopiesName),
   // and each group of two or more is tried at once, every copy in its own
-  // best form, best group first; a group is kept where the step gains
-  // min-gain by it, as any rewrite. A wrong grouping costs a trial, never
+  // best form (the copies whose ring alone gains anything), best group
+  // first; a group is kept where the step gains min-gain by it, as any
+  // rewrite. A wrong grouping costs a trial, never
   // a slower step.
   std::map<std::string, std::vector<Choice>> copies;
   for (const Choice& choice : enumeration.choices) {
+    // A copy whose ring alone only slows the step stays out of its group.
     auto best = best_of.find(choice.Key());
-    if (done.count(choice.Key()) || best == best_of.end()) continue;
+    if (done.count(choice.Key()) || best == best_of.end() || !(best->second.step < baseline)) {
+      continue;
+    }
     std::vector<Choice>& group =
         copies[fmt::format("{}/{}/{}/{}", CopiesName(choice.computation), choice.collective,
                            choice.dot, enumeration.description[choice.Key()])];
