@@ -460,19 +460,15 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // first; a group is kept where the step gains min-gain by it, as any
   // rewrite. A wrong grouping costs a trial, never
   // a slower step.
+  // best_of holds each candidate of the program as given once, in its best form.
   std::map<std::string, std::vector<Choice>> copies;
-  for (const Choice& choice : enumeration.choices) {
+  for (const auto& [key, best] : best_of) {
     // A copy whose ring alone only slows the step stays out of its group.
-    auto best = best_of.find(choice.Key());
-    if (done.count(choice.Key()) || best == best_of.end() || !(best->second.step < baseline)) {
-      continue;
-    }
-    std::vector<Choice>& group =
-        copies[fmt::format("{}/{}/{}/{}", CopiesName(choice.computation), choice.collective,
-                           choice.dot, enumeration.description[choice.Key()])];
-    const bool listed = std::any_of(group.begin(), group.end(),
-                                    [&](const Choice& c) { return c.Key() == choice.Key(); });
-    if (!listed) group.push_back(best->second.choice);
+    if (done.count(key) || !(best.step < baseline)) continue;
+    const Choice& c = best.choice;
+    copies[fmt::format("{}/{}/{}/{}", CopiesName(c.computation), c.collective, c.dot,
+                       enumeration.description[key])]
+        .push_back(c);
   }
   // Best first: by the sum of what each copy gains alone.
   std::vector<std::pair<double, const std::vector<Choice>*>> groups;

@@ -43,7 +43,7 @@
 //
 // Copies of one computation can each gain too little: a pipeline's phase
 // loops each run their own copy of a layer's body (forward_layer,
-// forward_layer.1, ...), so one copy's ring moves the step by a fifth of
+// forward_layer.1, ...), so one copy's ring moves the step by about a fifth of
 // what a ring in every copy does. The gate then groups the declined
 // candidates by their pair, description and the name their computations
 // share without a trailing ".N", and tries each group at once, every copy

@@ -2160,7 +2160,8 @@ TEST(PipelineHead, RunsOneMicroBatchAtATimeOnEachStagesShareOfItsRows) {
   plan.head = "last-stage";
   EXPECT_FALSE(SpreadsHead(m, plan));
   EXPECT_EQ(logit_rows(plan), std::set<int64_t>{16});
-  // 3 stages do not divide 16 rows: every stage runs all of them.
+  // 3 stages do not divide a micro-batch of one sequence's 8 rows: every
+  // stage runs all of them.
   plan.head = "spread";
   plan.pipeline = 3;
   m.layers = 3;
