@@ -31,12 +31,8 @@ double ComputeTimes::Of(const ir::Instruction& instruction) const {
   return model_->FusedComputeSeconds(instruction, PlanOf(*computation));
 }
 
-void ComputeTimes::Prepare(const ir::Computation& computation) const {
-  if (model_->FusesElementwise()) PlanOf(computation);
-}
-
 const analysis::FusionPlan& ComputeTimes::PlanOf(const ir::Computation& computation) const {
-  std::shared_ptr<const analysis::FusionPlan>& plan = plans_[&computation];
+  std::shared_ptr<const analysis::FusionPlan>& plan = (*plans_)[&computation];
   if (!plan) plan = std::make_shared<const analysis::FusionPlan>(computation);
   return *plan;
 }

@@ -122,21 +122,22 @@ class CostModel {
 // and the simulator price it: FusedComputeSeconds with the fusion plan of
 // its computation where the model fuses, else ComputeSeconds. A plan is made
 // once per computation, so a ComputeTimes is valid while the program's data
-// flow stays as it was (reordering instructions is fine); copies share the
-// plans made so far.
+// flow stays as it was (reordering instructions is fine); its copies share
+// the plans, whichever copy makes them (a scheduler's replays and the step
+// estimate's device classes run copies over the same computations). Not for
+// use from two threads at once.
 class ComputeTimes {
  public:
   explicit ComputeTimes(const CostModel& model) : model_(&model) {}
   double Of(const ir::Instruction& instruction) const;
-  // Makes the plan of `computation` now, so that copies made after share it.
-  void Prepare(const ir::Computation& computation) const;
 
  private:
   const analysis::FusionPlan& PlanOf(const ir::Computation& computation) const;
 
   const CostModel* model_;
-  mutable std::unordered_map<const ir::Computation*, std::shared_ptr<const analysis::FusionPlan>>
-      plans_;
+  using Plans =
+      std::unordered_map<const ir::Computation*, std::shared_ptr<const analysis::FusionPlan>>;
+  std::shared_ptr<Plans> plans_ = std::make_shared<Plans>();
 };
 
 // Whether transfers with these links (CostModel::TransferLinks) may run at

@@ -418,8 +418,9 @@ StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
     representatives.try_emplace(rows[d], static_cast<int64_t>(d));
   }
   std::optional<StepEstimate> slowest;
+  const ComputeTimes compute(model);  // one fusion plan per computation for every class
   for (const auto& [row, device] : representatives) {
-    Timeline timeline(model, grid, times, device, contention);
+    Timeline timeline(model, grid, compute, times, device, contention);
     timeline.RunComputation(*module.entry());
     StepEstimate estimate = timeline.estimate();
     if (!slowest || estimate.total_seconds > slowest->total_seconds) slowest = std::move(estimate);

@@ -153,9 +153,12 @@ class Timeline {
   // Transfers take `device`'s own time (its group, its pairs).
   Timeline(const CostModel& model, const ir::DeviceGrid& grid, TransferTimes& times, int64_t device,
            Contention contention = Contention::kSharedPorts)
+      : Timeline(model, grid, ComputeTimes(model), times, device, contention) {}
+  Timeline(const CostModel& model, const ir::DeviceGrid& grid, ComputeTimes compute,
+           TransferTimes& times, int64_t device, Contention contention)
       : model_(&model),
         grid_(grid),
-        compute_(model),
+        compute_(std::move(compute)),
         times_(&times),
         device_(device),
         contention_(contention) {}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +46,31 @@ bool IsFree(Opcode opcode) {
              opcode == Opcode::kAsyncUpdate;
   }
 }
+
+// How many of a permute's messages cross each link of their routes. Kept
+// as a sorted list of the links crossed, not a count for every link of the
+// target: a round of a 16-device group's all-to-all touches a few dozen of
+// a 16,384-device cluster's 65,536 links, and the step estimate prices
+// every round of every group.
+class LinkLoads {
+ public:
+  template <typename Kept>
+  LinkLoads(const Target& target, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+            Kept&& kept) {
+    for (const auto& [source, destination] : pairs) {
+      if (source == destination || !kept(source, destination)) continue;
+      ForEachRouteLink(target, source, destination, [&](int64_t link) { links_.push_back(link); });
+    }
+    std::sort(links_.begin(), links_.end());
+  }
+  int64_t Messages(int64_t link) const {
+    const auto [first, last] = std::equal_range(links_.begin(), links_.end(), link);
+    return last - first;
+  }
+
+ private:
+  std::vector<int64_t> links_;
+};
 
 }  // namespace
 
@@ -219,18 +245,103 @@ double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
   return by_device.empty() ? 0 : *std::max_element(by_device.begin(), by_device.end());
 }
 
+namespace {
+
+// Everything a transfer's price depends on: its synchronous opcode, its
+// operand bytes, how its ids are read and which they are, and the grid; as
+// raw words, since a 16,384-device permute's pairs are 32,768 of them.
+std::string TransferKey(const ir::Instruction& op, const ir::DeviceGrid& grid) {
+  std::vector<int64_t> words;
+  auto add = [&](int64_t word) { words.push_back(word); };
+  auto add_all = [&](const std::vector<int64_t>& values) {
+    add(static_cast<int64_t>(values.size()));
+    words.insert(words.end(), values.begin(), values.end());
+  };
+  const auto mode = ir::CollectiveGroupMode(op);
+  const double bytes = OperandBytes(op);
+  int64_t bytes_word = 0;
+  static_assert(sizeof bytes == sizeof bytes_word);
+  std::memcpy(&bytes_word, &bytes, sizeof bytes);
+  add(static_cast<int64_t>(ir::SynchronousOpcode(op.opcode())));
+  add(bytes_word);
+  add(mode.ok() ? static_cast<int64_t>(*mode) : -1);
+  add(grid.replica_count);
+  add(grid.partition_count);
+  const ir::Attributes& attrs = op.attrs();
+  if (!attrs.replica_groups) {
+    add(-1);
+  } else if (const auto& iota = attrs.replica_groups->iota()) {
+    add(-2);
+    add(iota->num_groups);
+    add(iota->group_size);
+    add_all(iota->reshape_dims);
+    add_all(iota->transpose);
+  } else {
+    add(static_cast<int64_t>(attrs.replica_groups->explicit_groups().size()));
+    for (const auto& group : attrs.replica_groups->explicit_groups()) add_all(group);
+  }
+  if (attrs.source_target_pairs) {
+    for (const auto& [source, target] : *attrs.source_target_pairs) {
+      add(source);
+      add(target);
+    }
+  }
+  return std::string(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t));
+}
+
+// The most bytes of prices a model keeps (16,384 devices' prices are about
+// 200 KiB a transfer); past it the memo starts again.
+constexpr size_t kMemoBytes = size_t{256} << 20;
+
+// `memo`'s value for `key`, made by `compute` when there is none.
+template <typename Value, typename Compute>
+std::shared_ptr<const Value> Memoized(
+    std::mutex& mutex, std::unordered_map<std::string, std::shared_ptr<const Value>>& memo,
+    size_t& bytes, std::string key, size_t (*size_of)(const Value&), Compute&& compute) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  auto value = std::make_shared<const Value>(compute());
+  const std::lock_guard<std::mutex> lock(mutex);
+  const size_t added = key.size() + size_of(*value);
+  if (bytes + added > kMemoBytes) {
+    memo.clear();
+    bytes = 0;
+  }
+  bytes += added;
+  memo.emplace(std::move(key), value);
+  return value;
+}
+
+size_t SizeOfSeconds(const std::vector<double>& seconds) { return seconds.size() * sizeof(double); }
+
+size_t SizeOfTable(const TransferSegmentTable& table) {
+  size_t bytes = table.row_of_device.size() * sizeof(int32_t);
+  for (const auto& row : table.distinct) bytes += row.size() * sizeof(TransferSegment);
+  return bytes;
+}
+
+}  // namespace
+
 std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instruction& instruction,
                                                              const ir::DeviceGrid& grid) const {
-  std::vector<double> seconds(static_cast<size_t>(grid.size()), 0.0);
   const ir::Instruction* op = TransferOp(instruction);
-  if (op == nullptr) return seconds;
-  const Opcode opcode = ir::SynchronousOpcode(op->opcode());
-  const double bytes = OperandBytes(*op);
+  if (op == nullptr) return std::vector<double>(static_cast<size_t>(grid.size()), 0.0);
+  return *Memoized(memo_->mutex, memo_->seconds, memo_->bytes, TransferKey(*op, grid),
+                   &SizeOfSeconds, [&] { return ComputeTransferSecondsByDevice(*op, grid); });
+}
+
+std::vector<double> TargetCostModel::ComputeTransferSecondsByDevice(
+    const ir::Instruction& op, const ir::DeviceGrid& grid) const {
+  std::vector<double> seconds(static_cast<size_t>(grid.size()), 0.0);
+  const Opcode opcode = ir::SynchronousOpcode(op.opcode());
+  const double bytes = OperandBytes(op);
   if (opcode == Opcode::kCollectivePermute) {
-    auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+    auto pairs = ir::GlobalSourceTargetPairs(op, grid);
     return pairs.ok() ? PermuteSecondsByDevice(*pairs, bytes, grid.size()) : seconds;
   }
-  auto groups = ir::ParticipantGroups(*op, grid);
+  auto groups = ir::ParticipantGroups(op, grid);
   if (!groups.ok()) return seconds;
   const bool gathers = opcode == Opcode::kAllGather || opcode == Opcode::kReduceScatter ||
                        opcode == Opcode::kAllReduce;
@@ -276,37 +387,34 @@ std::vector<int64_t> TargetCostModel::TransferLinks(const ir::Instruction& instr
 
 namespace {
 
-// Every device's ports in a permute (those of its routes out and in), and
-// the most of the permute's messages on any link of those routes.
-struct PermuteUse {
-  std::vector<PortMask> ports;
-  std::vector<double> flows;
+// A device's ports in a permute (those of its routes out and in), and the
+// most of the permute's messages on any link of those routes.
+struct PortUse {
+  PortMask ports = 0;
+  double flows = 1;
 };
-PermuteUse PermutePorts(const Target& target, const std::vector<std::pair<int64_t, int64_t>>& pairs,
-                        int64_t devices) {
-  const auto count = static_cast<size_t>(std::max<int64_t>(devices, 0));
-  PermuteUse use{std::vector<PortMask>(count, 0), std::vector<double>(count, 1)};
+// Per device that sends or receives in `pairs` (each a device in
+// [0, devices) other than its peer): its PortUse, by device.
+std::map<int64_t, PortUse> PermutePorts(const Target& target,
+                                        const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                                        int64_t devices) {
   auto kept = [&](int64_t source, int64_t destination) {
-    return source != destination && source >= 0 && destination >= 0 && source < devices &&
-           destination < devices;
+    return source >= 0 && destination >= 0 && source < devices && destination < devices;
   };
-  std::vector<int32_t> messages_on_link(static_cast<size_t>(LinkCount(target)), 0);
+  const LinkLoads loads(target, pairs, kept);
+  std::map<int64_t, PortUse> use;
   for (const auto& [source, destination] : pairs) {
-    if (!kept(source, destination)) continue;
-    ForEachRouteLink(target, source, destination,
-                     [&](int64_t link) { ++messages_on_link[static_cast<size_t>(link)]; });
-  }
-  for (const auto& [source, destination] : pairs) {
-    if (!kept(source, destination)) continue;
+    if (source == destination || !kept(source, destination)) continue;
     PortMask route_ports = 0;
     double busiest = 1;
     ForEachRouteLink(target, source, destination, [&](int64_t link) {
       route_ports |= PortMask{1} << PortOfLink(target, link);
-      busiest = std::max(busiest, static_cast<double>(messages_on_link[static_cast<size_t>(link)]));
+      busiest = std::max(busiest, static_cast<double>(loads.Messages(link)));
     });
     for (const int64_t end : {source, destination}) {
-      use.ports[static_cast<size_t>(end)] |= route_ports;
-      use.flows[static_cast<size_t>(end)] = std::max(use.flows[static_cast<size_t>(end)], busiest);
+      PortUse& at = use[end];
+      at.ports |= route_ports;
+      at.flows = std::max(at.flows, busiest);
     }
   }
   return use;
@@ -333,6 +441,18 @@ TransferSegmentTable Tabulate(std::vector<std::vector<TransferSegment>> by_devic
 
 TransferSegmentTable TargetCostModel::TransferSegmentsByDevice(const ir::Instruction& instruction,
                                                                const ir::DeviceGrid& grid) const {
+  const ir::Instruction* op = TransferOp(instruction);
+  if (op == nullptr) {
+    TransferSegmentTable none;
+    none.row_of_device.assign(static_cast<size_t>(std::max<int64_t>(grid.size(), 0)), -1);
+    return none;
+  }
+  return *Memoized(memo_->mutex, memo_->segments, memo_->bytes, TransferKey(*op, grid),
+                   &SizeOfTable, [&] { return ComputeTransferSegmentsByDevice(*op, grid); });
+}
+
+TransferSegmentTable TargetCostModel::ComputeTransferSegmentsByDevice(
+    const ir::Instruction& op, const ir::DeviceGrid& grid) const {
   const int64_t devices = grid.size();
   std::vector<std::vector<TransferSegment>> by_device(static_cast<size_t>(devices));
   auto add = [&](int64_t device, double seconds, PortMask ports, double flows) {
@@ -340,22 +460,18 @@ TransferSegmentTable TargetCostModel::TransferSegmentsByDevice(const ir::Instruc
       by_device[static_cast<size_t>(device)].push_back({seconds, ports, flows});
     }
   };
-  const ir::Instruction* op = TransferOp(instruction);
-  if (op == nullptr) return Tabulate(std::move(by_device));
-  const Opcode opcode = ir::SynchronousOpcode(op->opcode());
-  const double bytes = OperandBytes(*op);
+  const Opcode opcode = ir::SynchronousOpcode(op.opcode());
+  const double bytes = OperandBytes(op);
   if (opcode == Opcode::kCollectivePermute) {
-    auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+    auto pairs = ir::GlobalSourceTargetPairs(op, grid);
     if (!pairs.ok()) return Tabulate(std::move(by_device));
     const std::vector<double> seconds = PermuteSecondsByDevice(*pairs, bytes, devices);
-    const PermuteUse use = PermutePorts(target_, *pairs, devices);
-    for (int64_t d = 0; d < devices; ++d) {
-      const auto i = static_cast<size_t>(d);
-      add(d, seconds[i], use.ports[i], use.flows[i]);
+    for (const auto& [device, use] : PermutePorts(target_, *pairs, devices)) {
+      add(device, seconds[static_cast<size_t>(device)], use.ports, use.flows);
     }
     return Tabulate(std::move(by_device));
   }
-  auto groups = ir::ParticipantGroups(*op, grid);
+  auto groups = ir::ParticipantGroups(op, grid);
   if (!groups.ok()) return Tabulate(std::move(by_device));
   const bool gathers = opcode == Opcode::kAllGather || opcode == Opcode::kReduceScatter ||
                        opcode == Opcode::kAllReduce;
@@ -368,14 +484,11 @@ TransferSegmentTable TargetCostModel::TransferSegmentsByDevice(const ir::Instruc
       // Round by round, each as long as its slowest pair (AllToAllSeconds).
       const double block = bytes / static_cast<double>(std::max<size_t>(group.size(), 1));
       for (const auto& round : AllToAllRounds(group)) {
-        const std::vector<double> seconds = PermuteSecondsByDevice(round, block, devices);
-        const PermuteUse use = PermutePorts(target_, round, devices);
-        const double slowest =
-            seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+        const double slowest = SlowestPairSeconds(round, block, devices);
+        const std::map<int64_t, PortUse> use = PermutePorts(target_, round, devices);
         for (const auto& [source, destination] : round) {
-          if (source < 0 || source >= devices) continue;
-          const auto i = static_cast<size_t>(source);
-          add(source, slowest, use.ports[i], use.flows[i]);
+          const auto at = use.find(source);
+          if (at != use.end()) add(source, slowest, at->second.ports, at->second.flows);
         }
       }
       continue;
@@ -416,11 +529,22 @@ double TargetCostModel::AllToAllSeconds(const std::vector<int64_t>& group, doubl
                                         int64_t devices) const {
   const double block = bytes / static_cast<double>(std::max<size_t>(group.size(), 1));
   double seconds = 0;
-  for (const auto& round : AllToAllRounds(group)) {
-    const std::vector<double> by_device = PermuteSecondsByDevice(round, block, devices);
-    if (!by_device.empty()) seconds += *std::max_element(by_device.begin(), by_device.end());
-  }
+  for (const auto& round : AllToAllRounds(group))
+    seconds += SlowestPairSeconds(round, block, devices);
   return seconds;
+}
+
+double TargetCostModel::SlowestPairSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                                           double bytes, int64_t devices) const {
+  const std::vector<double> seconds = PermutePairSeconds(pairs, bytes);
+  double slowest = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto [source, destination] = pairs[i];
+    const bool counted =
+        (source >= 0 && source < devices) || (destination >= 0 && destination < devices);
+    if (counted) slowest = std::max(slowest, seconds[i]);
+  }
+  return slowest;
 }
 
 double TargetCostModel::PermuteSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs,
@@ -439,16 +563,26 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
       seconds[static_cast<size_t>(device)] = std::max(seconds[static_cast<size_t>(device)], time);
     }
   };
+  const std::vector<double> by_pair = PermutePairSeconds(pairs, bytes);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (pairs[i].first == pairs[i].second) continue;
+    note(pairs[i].first, by_pair[i]);
+    note(pairs[i].second, by_pair[i]);
+  }
+  return seconds;
+}
+
+std::vector<double> TargetCostModel::PermutePairSeconds(
+    const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes) const {
+  std::vector<double> seconds(pairs.size(), 0.0);
   if (const auto* bus = std::get_if<BusTopology>(&target_.topology())) {
     // Every pair's bytes share the medium: everyone involved waits for all.
     double moved = 0;
     for (const auto& [source, target] : pairs) moved += source == target ? 0 : bytes;
     if (moved == 0) return seconds;
     const double time = bus->bus.latency_seconds + moved / bus->bus.bytes_per_second;
-    for (const auto& [source, target] : pairs) {
-      if (source == target) continue;
-      note(source, time);
-      note(target, time);
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      if (pairs[i].first != pairs[i].second) seconds[i] = time;
     }
     return seconds;
   }
@@ -456,23 +590,18 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
     // Messages whose dimension-ordered routes cross the same link share
     // it: each takes as long as its busiest link's share (what the
     // simulator's max-min sharing gives the flows of that link).
-    std::vector<int32_t> messages_on_link(static_cast<size_t>(TorusLinkCount(target_)), 0);
-    for (const auto& [source, target] : pairs) {
-      ForEachTorusRouteLink(target_, source, target,
-                            [&](int64_t link) { ++messages_on_link[static_cast<size_t>(link)]; });
-    }
-    for (const auto& [source, target] : pairs) {
+    const LinkLoads loads(target_, pairs, [](int64_t, int64_t) { return true; });
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const auto [source, target] = pairs[i];
       if (source == target) continue;
       int64_t sharing = 1, route = 0;
       ForEachTorusRouteLink(target_, source, target, [&](int64_t link) {
-        sharing = std::max<int64_t>(sharing, messages_on_link[static_cast<size_t>(link)]);
+        sharing = std::max(sharing, loads.Messages(link));
         ++route;
       });
       const auto hops = static_cast<double>(route);
-      const double time = hops * torus->link.latency_seconds +
-                          static_cast<double>(sharing) * bytes / torus->link.bytes_per_second;
-      note(source, time);
-      note(target, time);
+      seconds[i] = hops * torus->link.latency_seconds +
+                   static_cast<double>(sharing) * bytes / torus->link.bytes_per_second;
     }
     return seconds;
   }
@@ -488,15 +617,14 @@ std::vector<double> TargetCostModel::PermuteSecondsByDevice(
     port_bytes[{target, false, inter}] += bytes;
   }
   // Each flow as slow as the busier of its two ports.
-  for (const auto& [source, target] : pairs) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto [source, target] = pairs[i];
     if (source == target) continue;
     const bool inter = source / switched.devices_per_node != target / switched.devices_per_node;
     const Link& link = inter ? switched.inter_node : switched.intra_node;
     const double busiest =
         std::max(port_bytes[{source, true, inter}], port_bytes[{target, false, inter}]);
-    const double time = link.latency_seconds + busiest / link.bytes_per_second;
-    note(source, time);
-    note(target, time);
+    seconds[i] = link.latency_seconds + busiest / link.bytes_per_second;
   }
   return seconds;
 }

@@ -27,6 +27,10 @@
 // by every link's flows.
 #pragma once
 
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -79,9 +83,34 @@ class TargetCostModel : public CostModel {
   // Per device: the time of the pairs it sends or receives in (0 when none).
   std::vector<double> PermuteSecondsByDevice(const std::vector<std::pair<int64_t, int64_t>>& pairs,
                                              double bytes, int64_t devices) const;
+  // Per pair: the time its message takes (0 for a device's to itself).
+  std::vector<double> PermutePairSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                                         double bytes) const;
+  // The slowest pair's time, of the pairs with an end in [0, devices): an
+  // all-to-all round's, in time proportional to the round, not to the grid.
+  double SlowestPairSeconds(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes,
+                            int64_t devices) const;
 
  private:
+  // A transfer's price depends only on what TransferKey names, while the
+  // scheduler, the step estimate and each of the collective-matmul gate's
+  // trials ask for it again on instructions of their own (a trial prices a
+  // clone of the module): on a 16,384-device step one all-to-all takes
+  // 15 rounds of 1,024 groups. So the prices are kept, up to a bound, and
+  // shared by copies of the model (they price for the same target).
+  struct Memo {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<double>>> seconds;
+    std::unordered_map<std::string, std::shared_ptr<const TransferSegmentTable>> segments;
+    size_t bytes = 0;  // of the keys and values kept
+  };
+  std::vector<double> ComputeTransferSecondsByDevice(const ir::Instruction& op,
+                                                     const ir::DeviceGrid& grid) const;
+  TransferSegmentTable ComputeTransferSegmentsByDevice(const ir::Instruction& op,
+                                                       const ir::DeviceGrid& grid) const;
+
   Target target_;
+  std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
 };
 
 }  // namespace loom::cost

@@ -103,23 +103,16 @@ Expected<Graph> BuildGraph(const ir::Computation& computation) {
   return graph;
 }
 
-// Compute times with the fusion plan of the computation being scheduled
-// already made (the order changes, the data flow does not).
-cost::ComputeTimes PreparedFor(const cost::CostModel& model, const Graph& graph) {
-  cost::ComputeTimes times(model);
-  if (!graph.nodes.empty()) times.Prepare(*graph.nodes.front().instruction->parent());
-  return times;
-}
-
 class TopDownScheduler {
  public:
   TopDownScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
-                   const ScheduleOptions& options, cost::TransferTimes& transfers)
+                   const ScheduleOptions& options, const cost::ComputeTimes& compute,
+                   cost::TransferTimes& transfers)
       : graph_(graph),
         model_(model),
         grid_(grid),
         options_(options),
-        compute_times_(PreparedFor(model, graph)),
+        compute_times_(compute),
         timeline_(model, grid, compute_times_, transfers) {}
 
   Expected<std::vector<const Instruction*>> Run() {
@@ -315,12 +308,12 @@ class TopDownScheduler {
 class BottomUpScheduler {
  public:
   BottomUpScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
-                    const ScheduleOptions& options)
+                    const ScheduleOptions& options, const cost::ComputeTimes& compute)
       : graph_(graph),
         model_(model),
         grid_(grid),
         options_(options),
-        compute_times_(PreparedFor(model, graph)),
+        compute_times_(compute),
         waiting_(graph.nodes.size()),
         depth_(graph.nodes.size()),
         placed_(graph.nodes.size(), false) {}
@@ -492,15 +485,17 @@ class BottomUpScheduler {
 
 // The estimated time of `order` alone, from idle streams.
 double EstimateOrder(const std::vector<const Instruction*>& order, const cost::CostModel& model,
-                     const ir::DeviceGrid& grid, cost::TransferTimes& transfers) {
-  cost::Timeline timeline(model, grid, cost::ComputeTimes(model), transfers);
+                     const ir::DeviceGrid& grid, const cost::ComputeTimes& compute,
+                     cost::TransferTimes& transfers) {
+  cost::Timeline timeline(model, grid, compute, transfers);
   for (const Instruction* instruction : order) timeline.Run(*instruction);
   return timeline.now();
 }
 
 double EstimateAlone(const ir::Computation& computation, const cost::CostModel& model,
-                     const ir::DeviceGrid& grid, cost::TransferTimes& transfers) {
-  cost::Timeline timeline(model, grid, cost::ComputeTimes(model), transfers);
+                     const ir::DeviceGrid& grid, const cost::ComputeTimes& compute,
+                     cost::TransferTimes& transfers) {
+  cost::Timeline timeline(model, grid, compute, transfers);
   timeline.RunComputation(computation);
   return timeline.now();
 }
@@ -532,10 +527,13 @@ Expected<bool> Schedule::Run(ir::Module& module) {
   // Every transfer priced once for all the replays below (the order changes,
   // the instructions do not).
   cost::TransferTimes prices(model_, grid);
+  // And every computation's fusion plan made once (the order changes, the
+  // data flow does not): a while's replay runs its body's too.
+  const cost::ComputeTimes compute(model_);
   // Callees first, so that a while's time reflects its body's new schedule.
   for (ir::Computation* computation : module.PostOrder()) {
     if (skipped.count(computation)) continue;
-    const double before = EstimateAlone(*computation, model_, grid, prices);
+    const double before = EstimateAlone(*computation, model_, grid, compute, prices);
     LOOM_ASSIGN_OR_RETURN(const Graph graph, BuildGraph(*computation));
     struct Candidate {
       std::string_view name;
@@ -545,17 +543,17 @@ Expected<bool> Schedule::Run(ir::Module& module) {
     };
     std::vector<Candidate> candidates;
     if (options_.order != ScheduleOrder::kBottomUp) {
-      TopDownScheduler scheduler(graph, model_, grid, options_, prices);
+      TopDownScheduler scheduler(graph, model_, grid, options_, compute, prices);
       LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
       candidates.push_back({"top-down", std::move(order), 0, scheduler.over_limit()});
     }
     if (options_.order != ScheduleOrder::kTopDown) {
-      BottomUpScheduler scheduler(graph, model_, grid, options_);
+      BottomUpScheduler scheduler(graph, model_, grid, options_, compute);
       LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
       candidates.push_back({"bottom-up", std::move(order), 0, scheduler.over_limit()});
     }
     for (Candidate& candidate : candidates) {
-      candidate.estimate = EstimateOrder(candidate.order, model_, grid, prices);
+      candidate.estimate = EstimateOrder(candidate.order, model_, grid, compute, prices);
     }
     // The faster; a tie keeps top-down.
     const Candidate& chosen = *std::min_element(
@@ -577,7 +575,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
           return cost::TransferRoleOf(*instruction) != TransferRole::kNone;
         });
     if (same && !transfers) continue;  // reducers and the like: nothing to say
-    const double after = EstimateAlone(*computation, model_, grid, prices);
+    const double after = EstimateAlone(*computation, model_, grid, compute, prices);
     std::string line = fmt::format(
         "%{}: {} instructions, {}; estimated {} -> {}", computation->name(), order.size(),
         same ? "order kept" : "reordered", FormatSeconds(before), FormatSeconds(after));
