@@ -9,6 +9,7 @@
 #include <map>
 
 #include "corpus_files.h"
+#include "ir/clone.h"
 #include "ir/compare.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -53,6 +54,23 @@ TEST_P(CorpusTest, ParsesVerifiesAndRoundTrips) {
   EXPECT_EQ(PrintModule(**reparsed), printed) << "printing is not a fixed point";
   if (verified.ok()) {
     EXPECT_TRUE(VerifyModule(**reparsed).ok()) << "the printed module no longer verifies";
+  }
+
+  // A clone is the module, instruction for instruction, sharing nothing.
+  Expected<std::unique_ptr<Module>> clone = CloneModule(module);
+  ASSERT_TRUE(clone.ok()) << clone.error().ToString();
+  EXPECT_EQ(FirstDifference(module, **clone), "");
+  EXPECT_EQ(PrintModule(**clone), printed);
+  for (const auto& computation : (*clone)->computations()) {
+    for (const auto& instruction : computation->instructions()) {
+      EXPECT_EQ(instruction->parent(), computation.get());
+      for (const Instruction* operand : instruction->operands()) {
+        EXPECT_EQ(operand->parent(), computation.get()) << instruction->name();
+      }
+      for (const Computation* callee : instruction->called_computations()) {
+        EXPECT_EQ(callee->parent(), clone->get()) << instruction->name();
+      }
+    }
   }
 }
 
