@@ -1174,7 +1174,12 @@ std::vector<std::string> CollectiveMatmul::Explain() const {
 
 Expected<bool> CollectiveMatmul::Run(ir::Module& module) {
   decisions_.clear();
-  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  ir::DeviceGrid grid;
+  if (options_.grid) {
+    grid = *options_.grid;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
+  }
   Rewriter rewriter(module, options_, grid, decisions_);
   bool changed = false;
   std::vector<ir::Computation*> computations;

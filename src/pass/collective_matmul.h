@@ -251,6 +251,10 @@ struct CollectiveMatmulOptions {
   bool deterministic = false;
   // When set, decides each candidate instead of min_bytes, direction and form.
   Gate gate;
+  // The device grid, where the caller knows it (the gate, for each of its
+  // trials, which a rewrite leaves on the same devices); by default the
+  // verifier's.
+  std::optional<ir::DeviceGrid> grid;
 };
 
 // How `verdict` rewrites a pair of `kind` over `group_size` devices, in

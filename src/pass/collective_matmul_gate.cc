@@ -9,6 +9,7 @@
 
 #include "cost/step_time.h"
 #include "ir/clone.h"
+#include "ir/compare.h"
 #include "ir/verifier.h"
 #include "pass/async_collectives.h"
 #include "sim/simulator.h"
@@ -211,17 +212,25 @@ Expected<std::unique_ptr<ir::Module>> Apply(const ir::Module& base, const Choice
   return module;
 }
 
-// The name a computation's copies share: its own without a trailing
-// ".N", the suffix a printer adds to tell a copy from the first (the
-// builder's loops' bodies in each phase of a pipeline: forward_layer,
-// forward_layer.1, ...).
-std::string_view CopiesName(std::string_view computation) {
-  const size_t dot = computation.rfind('.');
-  if (dot == std::string_view::npos || dot + 1 == computation.size()) return computation;
-  for (char c : computation.substr(dot + 1)) {
-    if (c < '0' || c > '9') return computation;
+// Per computation that is a copy of an earlier one (ir::BodyDifference:
+// the same program under another name, as the builder's loops' bodies in
+// each phase of a pipeline are, forward_layer, forward_layer.1, ...), the
+// name of the first of them, the original.
+std::map<std::string, std::string> OriginalsOfCopies(const ir::Module& module) {
+  std::map<std::string, std::string> original_of;
+  std::map<int64_t, std::vector<const ir::Computation*>> originals;  // by instruction count
+  for (const auto& computation : module.computations()) {
+    std::vector<const ir::Computation*>& alike = originals[computation->instruction_count()];
+    auto it = std::find_if(alike.begin(), alike.end(), [&](const ir::Computation* original) {
+      return ir::BodyDifference(*original, *computation).empty();
+    });
+    if (it == alike.end()) {
+      alike.push_back(computation.get());
+    } else {
+      original_of[computation->name()] = (*it)->name();
+    }
   }
-  return computation.substr(0, dot);
+  return original_of;
 }
 
 std::string Change(double before, double after) {
@@ -251,7 +260,12 @@ Expected<std::unique_ptr<ir::Module>> Scheduled(const ir::Module& module,
 
 Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
                                       const ScheduleOptions& schedule) {
-  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  ir::DeviceGrid grid;
+  if (schedule.grid) {
+    grid = *schedule.grid;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
+  }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
                         Scheduled(module, model, schedule, grid));
   return cost::EstimateStep(*scheduled, model, grid).total_seconds;
@@ -260,7 +274,12 @@ Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::Cost
 Expected<double> SimulatedScheduledStepSeconds(const ir::Module& module,
                                                const cost::TargetCostModel& model,
                                                const ScheduleOptions& schedule) {
-  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  ir::DeviceGrid grid;
+  if (schedule.grid) {
+    grid = *schedule.grid;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
+  }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
                         Scheduled(module, model, schedule, grid));
   LOOM_ASSIGN_OR_RETURN(const sim::SimReport report, sim::Simulate(*scheduled, model.target()));
@@ -270,16 +289,23 @@ Expected<double> SimulatedScheduledStepSeconds(const ir::Module& module,
 Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   decisions_.clear();
   explanation_.clear();
+  // Every trial runs on the module's devices, which no rewrite changes:
+  // found once here, not by verifying each trial.
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module));
+  CollectiveMatmulOptions matching = matching_;
+  matching.grid = grid;
+  ScheduleOptions schedule = options_.schedule;
+  schedule.grid = grid;
   const cost::TargetCostModel& model = *model_;
   const bool simulated = options_.judge == StepJudge::kSimulator;
   const std::string on = model.target().name() + (simulated ? " (simulated)" : "");
   auto step = [&](const ir::Module& m) {
-    return simulated ? SimulatedScheduledStepSeconds(m, model, options_.schedule)
-                     : ScheduledStepSeconds(m, model, options_.schedule);
+    return simulated ? SimulatedScheduledStepSeconds(m, model, schedule)
+                     : ScheduledStepSeconds(m, model, schedule);
   };
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> current, ir::CloneModule(module));
   LOOM_ASSIGN_OR_RETURN(Enumeration enumeration,
-                        Enumerate(*current, matching_, options_, try_both_dot_users_));
+                        Enumerate(*current, matching, options_, try_both_dot_users_));
   LOOM_ASSIGN_OR_RETURN(const double baseline, step(*current));
   double current_step = baseline;
 
@@ -287,13 +313,24 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // makes the others stale, and a stale estimate is redone before it wins.
   std::vector<Trial> trials;
   std::set<std::string> seen;
+  // A pair in a copy of a computation is a pair of its original too: its
+  // ring forms are searched in the original only, and the copy is tried in
+  // the form found best there (on a pipelined step, five copies of each
+  // layer body: a fifth of the trials). By Choice::Key of the copy's pair,
+  // that form's Choice::Variant ("" until it is known: none is tried).
+  const std::map<std::string, std::string> original_of = OriginalsOfCopies(*current);
+  std::map<std::string, std::string> form_of_copy;
   // Estimates `choice` on the program as rewritten so far, unless that was
-  // done before: its step, or nothing when it was seen already or is no
-  // candidate there.
+  // done before: its step, or nothing when it was seen already, is no
+  // candidate there, or is a copy's pair in another form than its original's.
   auto try_choice = [&](const Choice& choice, int64_t round) -> Expected<std::optional<double>> {
+    const auto copy = form_of_copy.find(choice.Key());
+    if (copy != form_of_copy.end() && copy->second != choice.Variant()) {
+      return std::optional<double>();
+    }
     if (!seen.insert(choice.Key() + choice.Variant()).second) return std::optional<double>();
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> trial,
-                          Apply(*current, choice, matching_, nullptr));
+                          Apply(*current, choice, matching, nullptr));
     if (!trial) return std::optional<double>();
     LOOM_ASSIGN_OR_RETURN(const double seconds, step(*trial));
     trials.push_back({choice, seconds, round});
@@ -331,15 +368,39 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     }
     return OkStatus();
   };
-  LOOM_RETURN_IF_ERROR(estimate_new(enumeration.choices, 0));
-  LOOM_RETURN_IF_ERROR(search_step_chunks(enumeration, 0));
   // Per candidate, the best estimate of any of its forms against the
   // baseline (for the declines).
   std::map<std::string, Trial> best_of;
-  for (const Trial& t : trials) {
-    auto [it, fresh] = best_of.try_emplace(t.choice.Key(), t);
-    if (!fresh && t.step < it->second.step) it->second = t;
+  auto find_best = [&] {
+    best_of.clear();
+    for (const Trial& t : trials) {
+      auto [it, fresh] = best_of.try_emplace(t.choice.Key(), t);
+      if (!fresh && t.step < it->second.step) it->second = t;
+    }
+  };
+  std::vector<Choice> in_copies;
+  for (const Choice& choice : enumeration.choices) {
+    if (original_of.count(choice.computation)) {
+      form_of_copy.try_emplace(choice.Key(), "");
+      in_copies.push_back(choice);
+    }
   }
+  LOOM_RETURN_IF_ERROR(estimate_new(enumeration.choices, 0));
+  LOOM_RETURN_IF_ERROR(search_step_chunks(enumeration, 0));
+  find_best();
+  for (const Choice& choice : in_copies) {
+    std::string& form = form_of_copy[choice.Key()];
+    if (!form.empty()) continue;
+    Choice original = choice;
+    original.computation = original_of.at(choice.computation);
+    auto best = best_of.find(original.Key());
+    if (best == best_of.end()) continue;  // no ring form applies there
+    Choice in_copy = best->second.choice;
+    in_copy.computation = choice.computation;
+    form = in_copy.Variant();
+    LOOM_RETURN_IF_ERROR(try_choice(in_copy, 0).status());
+  }
+  find_best();
   // Per candidate, the step with each chunk count (on the program as given):
   // the curve the gate chose k from, for --explain.
   // And for rings, the best form's step with each count of chunks per
@@ -367,6 +428,13 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
                            FormatSeconds(seconds));
     }
   }
+  for (const Choice& choice : in_copies) {
+    std::string& curve = chunk_curve[choice.Key()];
+    const std::string note =
+        fmt::format("; in the form searched in %{}, whose copy this computation is",
+                    original_of.at(choice.computation));
+    if (curve.find(note) == std::string::npos) curve += note;
+  }
 
   struct Accepted {
     Choice choice;
@@ -389,7 +457,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       Trial& best = trials.front();
       if (best.round != round) {  // estimated before the last acceptance: redo it
         LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> again,
-                              Apply(*current, best.choice, matching_, nullptr));
+                              Apply(*current, best.choice, matching, nullptr));
         if (!again) {
           trials.erase(trials.begin());
           continue;
@@ -401,7 +469,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       if (!(best.step < current_step * (1 - options_.min_gain))) break;
       std::vector<Decision> decisions;
       LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> next,
-                            Apply(*current, best.choice, matching_, &decisions));
+                            Apply(*current, best.choice, matching, &decisions));
       if (!next) {
         trials.erase(trials.begin());
         continue;
@@ -413,7 +481,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       ++round;
       // Rewrites make new candidates (the all-gather of a split all-reduce).
       LOOM_ASSIGN_OR_RETURN(Enumeration more,
-                            Enumerate(*current, matching_, options_, try_both_dot_users_));
+                            Enumerate(*current, matching, options_, try_both_dot_users_));
       LOOM_RETURN_IF_ERROR(estimate_new(more.choices, round));
       LOOM_RETURN_IF_ERROR(search_step_chunks(more, round));
     }
@@ -454,7 +522,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
   // phase loop of a pipeline) each moves the step too little to pass
   // min-gain alone, where together they move it as much as one loop over
   // every layer would. So the declined candidates are grouped by the pair,
-  // its description and the name their computations share (CopiesName),
+  // its description and their computations' original (OriginalsOfCopies),
   // and each group of two or more is tried at once, every copy in its own
   // best form (the copies whose ring alone gains anything), best group
   // first; a group is kept where the step gains min-gain by it, as any
@@ -466,7 +534,10 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     // A copy whose ring alone only slows the step stays out of its group.
     if (done.count(key) || !(best.step < baseline)) continue;
     const Choice& c = best.choice;
-    copies[fmt::format("{}/{}/{}/{}", CopiesName(c.computation), c.collective, c.dot,
+    const auto original = original_of.find(c.computation);
+    const std::string& computation =
+        original == original_of.end() ? c.computation : original->second;
+    copies[fmt::format("{}/{}/{}/{}", computation, c.collective, c.dot,
                        enumeration.description[key])]
         .push_back(c);
   }
@@ -488,7 +559,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     for (const Choice& c : *group) {
       std::vector<Decision> decisions;
       LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> with,
-                            Apply(next ? *next : *current, c, matching_, &decisions));
+                            Apply(next ? *next : *current, c, matching, &decisions));
       if (!with) continue;
       next = std::move(with);
       made.push_back(std::move(decisions));
@@ -528,7 +599,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
         if (options_.form && *options_.form != form) continue;
         if (form == RingForm::kUnrolled && !all_unrollable && !options_.form) continue;
         LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> all, ir::CloneModule(module));
-        CollectiveMatmulOptions everything = matching_;
+        CollectiveMatmulOptions everything = matching;
         everything.gate = nullptr;
         everything.min_bytes = 0;
         everything.direction = direction;
@@ -629,7 +700,7 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
     return pass.Run(module);
   }
   for (const Accepted& a : accepted) {
-    CollectiveMatmulOptions one = matching_;
+    CollectiveMatmulOptions one = matching;
     if (a.choice.ring_per_dot) one.ring_per_dot = a.choice.ring_per_dot;
     one.gate = [&](const Candidate& c) { return a.choice.Verdict(Matches(c, a.choice)); };
     CollectiveMatmul pass(one);

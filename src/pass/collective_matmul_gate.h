@@ -144,7 +144,8 @@ class GatedCollectiveMatmul : public Pass {
 };
 
 // The estimated step of `module` once async-collectives and schedule
-// (with `schedule`) have run over a copy of it.
+// (with `schedule`) have run over a copy of it, on schedule.grid where set
+// (else the verifier's).
 Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
                                       const ScheduleOptions& schedule);
 // The same program's simulated step on the model's target.

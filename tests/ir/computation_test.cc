@@ -3,6 +3,7 @@
 // and putting definitions back ahead of their uses.
 #include <gtest/gtest.h>
 
+#include "ir/compare.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -116,6 +117,67 @@ ENTRY %e {
   const std::string before = PrintModule(**module);
   EXPECT_FALSE(entry.OrderDefinitionsFirst());
   EXPECT_EQ(PrintModule(**module), before);
+}
+
+// Copies of a computation are one program under other names: their own,
+// their callees' (themselves copies) and their channels' numbers may
+// differ; an instruction, an operand or a callee's body may not.
+TEST(ComputationTest, BodyDifferenceFindsCopiesOfAComputation) {
+  auto module = ParseModule(R"(
+HloModule m, num_partitions=2
+%add {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+%add.1 {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+%max {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] maximum(%x, %y)
+}
+%body {
+  %p = f32[4] parameter(0)
+  ROOT %r = f32[4] all-reduce(%p), channel_id=1, replica_groups={{0,1}}, to_apply=%add
+}
+%body.1 {
+  %p = f32[4] parameter(0)
+  ROOT %r = f32[4] all-reduce(%p), channel_id=7, replica_groups={{0,1}}, to_apply=%add.1
+}
+%by_max {
+  %p = f32[4] parameter(0)
+  ROOT %r = f32[4] all-reduce(%p), channel_id=2, replica_groups={{0,1}}, to_apply=%max
+}
+%no_channel {
+  %p = f32[4] parameter(0)
+  ROOT %r = f32[4] all-reduce(%p), replica_groups={{0,1}}, to_apply=%add
+}
+%negated {
+  %p = f32[4] parameter(0)
+  %n = f32[4] negate(%p)
+  ROOT %r = f32[4] all-reduce(%n), channel_id=3, replica_groups={{0,1}}, to_apply=%add
+}
+ENTRY %e {
+  %p = f32[4] parameter(0)
+  %a = f32[4] call(%p), to_apply=%body
+  %b = f32[4] call(%a), to_apply=%body.1
+  %c = f32[4] call(%b), to_apply=%by_max
+  %d = f32[4] call(%c), to_apply=%no_channel
+  ROOT %f = f32[4] call(%d), to_apply=%negated
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  const Module& m = **module;
+  auto body = [&](std::string_view name) -> const Computation& { return *m.FindComputation(name); };
+  EXPECT_EQ(BodyDifference(body("body"), body("body.1")), "");
+  EXPECT_EQ(BodyDifference(body("add"), body("add.1")), "");
+  EXPECT_NE(BodyDifference(body("body"), body("by_max")), "");
+  EXPECT_NE(BodyDifference(body("body"), body("no_channel")), "");
+  EXPECT_NE(BodyDifference(body("body"), body("negated")), "");
 }
 
 }  // namespace

@@ -214,12 +214,14 @@ ENTRY %main {
 
 // Two loops, each over a body that gathers its x and multiplies it: the
 // bodies are named `first` and `second` (or, as a printer names a copy,
-// `body` and `body.1`); and beside them a thin product behind a large
-// gather, which a ring only slows (so that rewriting every candidate at
-// once does not pay).
-std::string TwoLoops(const std::string& first, const std::string& second) {
+// `body` and `body.1`), and with `differ` the second holds one instruction
+// more (a constant nothing reads), so it is no copy of the first; and beside
+// them a thin product behind a large gather, which a ring only slows (so
+// that rewriting every candidate at once does not pay).
+std::string TwoLoops(const std::string& first, const std::string& second, bool differ = false) {
   std::string body_text;
   for (const std::string& name : {first, second}) {
+    const std::string extra = differ && name == second ? "  %unused = s32[] constant(7)\n" : "";
     body_text += fmt::format(R"(
 %{0} (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {{
   %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
@@ -228,12 +230,12 @@ std::string TwoLoops(const std::string& first, const std::string& second) {
   %w = bf16[8192,4096] get-tuple-element(%p), index=2
   %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={{0}}, use_global_device_ids=true
   %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  %one = s32[] constant(1)
+{1}  %one = s32[] constant(1)
   %next = s32[] add(%i, %one)
   ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
 }}
 )",
-                             name);
+                             name, extra);
   }
   return fmt::format(R"(
 HloModule two_loops, num_partitions=4
@@ -266,8 +268,9 @@ ENTRY %main {{
 }
 
 // Copies of one computation (a layer's body in each phase loop of a
-// pipeline) each gain too little alone and are taken together; bodies that
-// are not copies by name are judged one at a time.
+// pipeline) each gain too little alone and are taken together, whatever
+// their names; the copy is tried in the form searched in the first; bodies
+// that differ are judged one at a time.
 TEST(CollectiveMatmulStepGate, ThePairInCopiesOfAComputationIsJudgedTogether) {
   const std::string target = "dgx-h100";
   auto copies = ir::ParseModule(TwoLoops("body", "body.1"));
@@ -296,18 +299,34 @@ TEST(CollectiveMatmulStepGate, ThePairInCopiesOfAComputationIsJudgedTogether) {
     ++rewritten;
     EXPECT_NE(d.reason.find("with its copies, in 2 computations at once"), std::string::npos)
         << d.reason;
+    const bool in_copy = d.computation == "body.1";
+    EXPECT_EQ(d.reason.find("in the form searched in %body, whose copy") != std::string::npos,
+              in_copy)
+        << d.reason;
   }
   EXPECT_EQ(rewritten, 2) << explained;
   EXPECT_LT(Scheduled(**copies, target), before * (1 - strict.min_gain)) << explained;
 
-  // The same bodies, not named as copies, are not grouped (here rewriting
-  // every candidate at once, the thin one too, is what takes them).
-  auto others = ir::ParseModule(TwoLoops("body", "other"));
+  // Copies by structure, not by name.
+  auto renamed = ir::ParseModule(TwoLoops("body", "other"));
+  ASSERT_TRUE(renamed.ok()) << renamed.error().ToString();
+  GatedCollectiveMatmul by_structure(CollectiveMatmulOptions{}, ModelOf(target), strict);
+  ASSERT_TRUE(by_structure.Run(**renamed).ok());
+  int together = 0;
+  for (const Decision& d : by_structure.Decisions()) {
+    together += d.rewritten && d.reason.find("with its copies") != std::string::npos;
+  }
+  EXPECT_EQ(together, 2) << fmt::format("{}", fmt::join(by_structure.Explain(), "\n"));
+
+  // Bodies that differ by an instruction are no copies: neither grouped nor
+  // tried in each other's form (here rewriting every candidate at once, the
+  // thin one too, is what takes them).
+  auto others = ir::ParseModule(TwoLoops("body", "body.1", /*differ=*/true));
   ASSERT_TRUE(others.ok()) << others.error().ToString();
   GatedCollectiveMatmul apart(CollectiveMatmulOptions{}, ModelOf(target), strict);
   ASSERT_TRUE(apart.Run(**others).ok());
   for (const Decision& d : apart.Decisions()) {
-    EXPECT_EQ(d.reason.find("copies"), std::string::npos) << d.reason;
+    EXPECT_EQ(d.reason.find("cop"), std::string::npos) << d.reason;
   }
 }
 
