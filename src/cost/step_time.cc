@@ -164,8 +164,14 @@ const TransferSegmentTable& TransferTimes::SegmentsOf(const Instruction& instruc
 }
 
 double TransferTimes::SlowestOf(const Instruction& instruction) {
-  const std::vector<double>& by_device = Of(instruction);
-  return by_device.empty() ? 0 : *std::max_element(by_device.begin(), by_device.end());
+  auto it = slowest_.find(&instruction);
+  if (it == slowest_.end()) {
+    const std::vector<double>& by_device = Of(instruction);
+    const double slowest =
+        by_device.empty() ? 0 : *std::max_element(by_device.begin(), by_device.end());
+    it = slowest_.emplace(&instruction, slowest).first;
+  }
+  return it->second;
 }
 
 const std::vector<TransferSegment>& TransferTimes::SlowestSegmentsOf(

@@ -130,6 +130,7 @@ class TransferTimes {
   const CostModel* model_;
   ir::DeviceGrid grid_;
   std::unordered_map<const ir::Instruction*, std::vector<double>> times_;
+  std::unordered_map<const ir::Instruction*, double> slowest_;  // a replay asks at every run
   std::unordered_map<const ir::Instruction*, std::vector<int64_t>> links_;
   std::unordered_map<const ir::Instruction*, TransferSegmentTable> segments_;
   std::unordered_map<const ir::Instruction*, std::vector<TransferSegment>> slowest_segments_;

@@ -239,12 +239,6 @@ std::vector<double> GatheredBytes(Opcode opcode, double operand_bytes,
 
 }  // namespace
 
-double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
-                                        const ir::DeviceGrid& grid) const {
-  const std::vector<double> by_device = TransferSecondsByDevice(instruction, grid);
-  return by_device.empty() ? 0 : *std::max_element(by_device.begin(), by_device.end());
-}
-
 namespace {
 
 // Everything a transfer's price depends on: its synchronous opcode, its
@@ -293,43 +287,66 @@ std::string TransferKey(const ir::Instruction& op, const ir::DeviceGrid& grid) {
 // 200 KiB a transfer); past it the memo starts again.
 constexpr size_t kMemoBytes = size_t{256} << 20;
 
-// `memo`'s value for `key`, made by `compute` when there is none.
+size_t BytesOf(const std::shared_ptr<const std::vector<double>>& seconds) {
+  return seconds->size() * sizeof(double);
+}
+size_t BytesOf(const std::shared_ptr<const std::vector<int64_t>>& links) {
+  return links->size() * sizeof(int64_t);
+}
+size_t BytesOf(const std::shared_ptr<const TransferSegmentTable>& table) {
+  size_t bytes = table->row_of_device.size() * sizeof(int32_t);
+  for (const auto& row : table->distinct) bytes += row.size() * sizeof(TransferSegment);
+  return bytes;
+}
+size_t BytesOf(const std::optional<double>&) { return sizeof(double); }
+
+}  // namespace
+
 template <typename Value, typename Compute>
-std::shared_ptr<const Value> Memoized(
-    std::mutex& mutex, std::unordered_map<std::string, std::shared_ptr<const Value>>& memo,
-    size_t& bytes, std::string key, size_t (*size_of)(const Value&), Compute&& compute) {
+Value TargetCostModel::Memoized(const ir::Instruction& op, const ir::DeviceGrid& grid,
+                                Value Prices::*field, Compute&& compute) const {
+  std::string key = TransferKey(op, grid);
   {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    const std::lock_guard<std::mutex> lock(memo_->mutex);
+    if (auto it = memo_->prices.find(key); it != memo_->prices.end() && it->second.*field) {
+      return it->second.*field;
+    }
   }
-  auto value = std::make_shared<const Value>(compute());
-  const std::lock_guard<std::mutex> lock(mutex);
-  const size_t added = key.size() + size_of(*value);
-  if (bytes + added > kMemoBytes) {
-    memo.clear();
-    bytes = 0;
+  Value value = compute();  // outside the lock: a price may ask for another
+  const std::lock_guard<std::mutex> lock(memo_->mutex);
+  const size_t added = key.size() + BytesOf(value);
+  if (memo_->bytes + added > kMemoBytes) {
+    memo_->prices.clear();
+    memo_->bytes = 0;
   }
-  bytes += added;
-  memo.emplace(std::move(key), value);
+  memo_->bytes += added;
+  memo_->prices[std::move(key)].*field = value;
   return value;
 }
 
-size_t SizeOfSeconds(const std::vector<double>& seconds) { return seconds.size() * sizeof(double); }
-
-size_t SizeOfTable(const TransferSegmentTable& table) {
-  size_t bytes = table.row_of_device.size() * sizeof(int32_t);
-  for (const auto& row : table.distinct) bytes += row.size() * sizeof(TransferSegment);
-  return bytes;
+std::shared_ptr<const std::vector<double>> TargetCostModel::SecondsByDevice(
+    const ir::Instruction& op, const ir::DeviceGrid& grid) const {
+  return Memoized(op, grid, &Prices::seconds, [&] {
+    return std::make_shared<const std::vector<double>>(ComputeTransferSecondsByDevice(op, grid));
+  });
 }
 
-}  // namespace
+double TargetCostModel::TransferSeconds(const ir::Instruction& instruction,
+                                        const ir::DeviceGrid& grid) const {
+  const ir::Instruction* op = TransferOp(instruction);
+  if (op == nullptr) return 0;
+  return *Memoized(*op, grid, &Prices::slowest, [&] {
+    const std::shared_ptr<const std::vector<double>> by_device = SecondsByDevice(*op, grid);
+    return std::optional<double>(
+        by_device->empty() ? 0 : *std::max_element(by_device->begin(), by_device->end()));
+  });
+}
 
 std::vector<double> TargetCostModel::TransferSecondsByDevice(const ir::Instruction& instruction,
                                                              const ir::DeviceGrid& grid) const {
   const ir::Instruction* op = TransferOp(instruction);
   if (op == nullptr) return std::vector<double>(static_cast<size_t>(grid.size()), 0.0);
-  return *Memoized(memo_->mutex, memo_->seconds, memo_->bytes, TransferKey(*op, grid),
-                   &SizeOfSeconds, [&] { return ComputeTransferSecondsByDevice(*op, grid); });
+  return *SecondsByDevice(*op, grid);
 }
 
 std::vector<double> TargetCostModel::ComputeTransferSecondsByDevice(
@@ -369,7 +386,14 @@ std::vector<int64_t> TargetCostModel::TransferLinks(const ir::Instruction& instr
                                                     const ir::DeviceGrid& grid) const {
   const ir::Instruction* op = TransferOp(instruction);
   if (op == nullptr || ir::SynchronousOpcode(op->opcode()) != Opcode::kCollectivePermute) return {};
-  auto pairs = ir::GlobalSourceTargetPairs(*op, grid);
+  return *Memoized(*op, grid, &Prices::links, [&] {
+    return std::make_shared<const std::vector<int64_t>>(ComputeTransferLinks(*op, grid));
+  });
+}
+
+std::vector<int64_t> TargetCostModel::ComputeTransferLinks(const ir::Instruction& op,
+                                                           const ir::DeviceGrid& grid) const {
+  auto pairs = ir::GlobalSourceTargetPairs(op, grid);
   if (!pairs.ok()) return {};
   std::vector<int64_t> links;
   for (const auto& [source, target] : *pairs) {
@@ -447,8 +471,9 @@ TransferSegmentTable TargetCostModel::TransferSegmentsByDevice(const ir::Instruc
     none.row_of_device.assign(static_cast<size_t>(std::max<int64_t>(grid.size(), 0)), -1);
     return none;
   }
-  return *Memoized(memo_->mutex, memo_->segments, memo_->bytes, TransferKey(*op, grid),
-                   &SizeOfTable, [&] { return ComputeTransferSegmentsByDevice(*op, grid); });
+  return *Memoized(*op, grid, &Prices::segments, [&] {
+    return std::make_shared<const TransferSegmentTable>(ComputeTransferSegmentsByDevice(*op, grid));
+  });
 }
 
 TransferSegmentTable TargetCostModel::ComputeTransferSegmentsByDevice(

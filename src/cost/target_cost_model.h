@@ -29,6 +29,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -98,16 +99,31 @@ class TargetCostModel : public CostModel {
   // clone of the module): on a 16,384-device step one all-to-all takes
   // 15 rounds of 1,024 groups. So the prices are kept, up to a bound, and
   // shared by copies of the model (they price for the same target).
+  // One transfer's prices, each made when first asked for.
+  struct Prices {
+    std::shared_ptr<const std::vector<double>> seconds;  // by device
+    std::optional<double> slowest;
+    std::shared_ptr<const TransferSegmentTable> segments;
+    std::shared_ptr<const std::vector<int64_t>> links;
+  };
   struct Memo {
     std::mutex mutex;
-    std::unordered_map<std::string, std::shared_ptr<const std::vector<double>>> seconds;
-    std::unordered_map<std::string, std::shared_ptr<const TransferSegmentTable>> segments;
-    size_t bytes = 0;  // of the keys and values kept
+    std::unordered_map<std::string, Prices> prices;  // by TransferKey
+    size_t bytes = 0;                                // of the keys and prices kept
   };
+  // `field` of the prices of `op` (a transfer's synchronous op), made by
+  // `compute` when not kept.
+  template <typename Value, typename Compute>
+  Value Memoized(const ir::Instruction& op, const ir::DeviceGrid& grid, Value Prices::*field,
+                 Compute&& compute) const;
+  std::shared_ptr<const std::vector<double>> SecondsByDevice(const ir::Instruction& op,
+                                                             const ir::DeviceGrid& grid) const;
   std::vector<double> ComputeTransferSecondsByDevice(const ir::Instruction& op,
                                                      const ir::DeviceGrid& grid) const;
   TransferSegmentTable ComputeTransferSegmentsByDevice(const ir::Instruction& op,
                                                        const ir::DeviceGrid& grid) const;
+  std::vector<int64_t> ComputeTransferLinks(const ir::Instruction& op,
+                                            const ir::DeviceGrid& grid) const;
 
   Target target_;
   std::shared_ptr<Memo> memo_ = std::make_shared<Memo>();
