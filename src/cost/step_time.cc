@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "analysis/while_loop.h"
 #include "ir/async.h"
@@ -400,32 +401,49 @@ void Timeline::RunConditional(const Instruction& instruction) {
 StepEstimate EstimateStep(const ir::Module& module, const CostModel& model,
                           const ir::DeviceGrid& grid, Contention contention) {
   if (module.entry() == nullptr) return Timeline(model, grid).estimate();
-  // The classes of devices whose every transfer takes the same time.
+  // The classes of devices whose every transfer takes the same time (and,
+  // with contention, the same segments): refined transfer by transfer, each
+  // distinct column of times once (a step's hundreds of transfers run over
+  // a few sets of groups).
   TransferTimes times(model, grid);
   const auto devices = static_cast<size_t>(std::max<int64_t>(grid.size(), 1));
-  std::vector<std::vector<double>> rows(devices);
+  std::vector<int64_t> class_of(devices, 0);
+  std::vector<std::pair<const std::vector<double>*, const std::vector<int32_t>*>> columns;
+  static const std::vector<int32_t> kNoSegments;
   for (const auto& computation : module.computations()) {
     for (const auto& instruction : computation->instructions()) {
       const TransferRole role = TransferRoleOf(*instruction);
       if (role != TransferRole::kSynchronous && role != TransferRole::kStart) continue;
       const std::vector<double>& by_device = times.Of(*instruction);
-      static const std::vector<int32_t> kNoSegments;
       const std::vector<int32_t>& segments = contention == Contention::kNone
                                                  ? kNoSegments
                                                  : times.SegmentsOf(*instruction).row_of_device;
+      const bool seen = std::any_of(columns.begin(), columns.end(), [&](const auto& column) {
+        return *column.first == by_device && *column.second == segments;
+      });
+      if (seen) continue;
+      columns.emplace_back(&by_device, &segments);
+      std::map<std::tuple<int64_t, double, int32_t>, int64_t> refined;
       for (size_t d = 0; d < devices; ++d) {
-        rows[d].push_back(d < by_device.size() ? by_device[d] : 0);
-        if (d < segments.size()) rows[d].push_back(segments[d]);
+        const double seconds = d < by_device.size() ? by_device[d] : 0;
+        const int32_t row = d < segments.size() ? segments[d] : -1;
+        class_of[d] =
+            refined.try_emplace({class_of[d], seconds, row}, static_cast<int64_t>(refined.size()))
+                .first->second;
       }
     }
   }
-  std::map<std::vector<double>, int64_t> representatives;
+  // A device of each class, the first (classes are numbered in the order
+  // of their first device).
+  std::vector<int64_t> representatives;
   for (size_t d = 0; d < devices; ++d) {
-    representatives.try_emplace(rows[d], static_cast<int64_t>(d));
+    if (class_of[d] == static_cast<int64_t>(representatives.size())) {
+      representatives.push_back(static_cast<int64_t>(d));
+    }
   }
   std::optional<StepEstimate> slowest;
   const ComputeTimes compute(model);  // one fusion plan per computation for every class
-  for (const auto& [row, device] : representatives) {
+  for (const int64_t device : representatives) {
     Timeline timeline(model, grid, compute, times, device, contention);
     timeline.RunComputation(*module.entry());
     StepEstimate estimate = timeline.estimate();
@@ -447,16 +465,23 @@ double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
 
 double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
                        const ir::DeviceGrid& grid, const ComputeTimes& compute) {
+  TransferTimes transfers(model, grid);
+  return IsolatedSeconds(instruction, model, grid, compute, transfers);
+}
+
+double IsolatedSeconds(const Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid, const ComputeTimes& compute,
+                       TransferTimes& transfers) {
   switch (TransferRoleOf(instruction)) {
     case TransferRole::kSynchronous:
     case TransferRole::kStart:
-      return compute.Of(instruction) + model.TransferSeconds(instruction, grid);
+      return compute.Of(instruction) + transfers.SlowestOf(instruction);
     case TransferRole::kDone:
       return compute.Of(instruction);
     case TransferRole::kNone:
       break;
   }
-  Timeline timeline(model, grid, compute);
+  Timeline timeline(model, grid, compute, transfers);
   timeline.Run(instruction);
   return timeline.now();
 }

@@ -239,5 +239,9 @@ double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& mode
 // The same with `compute`'s compute times (and the fusion plans it holds).
 double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& model,
                        const ir::DeviceGrid& grid, const ComputeTimes& compute);
+// And with the transfers priced once in `transfers` (a scheduler's).
+double IsolatedSeconds(const ir::Instruction& instruction, const CostModel& model,
+                       const ir::DeviceGrid& grid, const ComputeTimes& compute,
+                       TransferTimes& transfers);
 
 }  // namespace loom::cost

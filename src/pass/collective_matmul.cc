@@ -90,7 +90,7 @@ struct Found {
 };
 
 std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
-                                              const ir::DeviceGrid& grid) {
+                                              RingGroups& rings) {
   auto [value, chain] = TraceableChainAbove(dot.operand(operand));
   if (ir::CollectiveOpcodeOfDone(*value) == Opcode::kAllGather) {
     return Found<GatherMatch>{value, Error{"the all-gather is already asynchronous (start/done); "
@@ -107,7 +107,7 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
       gather.attrs().dimensions->size() != 1) {
     return decline("the all-gather is not a single array gathered along one dimension");
   }
-  Expected<RingGroup> ring = RingGroup::Of(gather, grid);
+  Expected<RingGroup> ring = rings.Of(gather);
   if (!ring.ok()) return decline(ring.error().message);
   const int64_t gathered = gather.attrs().dimensions->front();
   ChainTrace trace = TraceChain(chain, gathered, ring->size());
@@ -142,7 +142,7 @@ std::optional<Found<GatherMatch>> MatchGather(Instruction& dot, int64_t operand,
 // computation's order; an error naming what else reads the gathered value
 // when something does.
 Expected<std::vector<GatherMatch>> FindGatherConsumers(const GatherMatch& primary,
-                                                       const ir::DeviceGrid& grid) {
+                                                       RingGroups& rings) {
   Instruction& gather = *primary.gather;
   ir::Computation& computation = *gather.parent();
   const auto other_user = [](const Instruction& user) {
@@ -168,7 +168,7 @@ Expected<std::vector<GatherMatch>> FindGatherConsumers(const GatherMatch& primar
     }
     if (next->opcode() != Opcode::kDot) return other_user(*next);
     const int64_t operand = next->operand(0) == value ? 0 : 1;
-    std::optional<Found<GatherMatch>> found = MatchGather(*next, operand, grid);
+    std::optional<Found<GatherMatch>> found = MatchGather(*next, operand, rings);
     if (!found || !found->match.ok()) {
       return Error{fmt::format("the gathered value also feeds %{}, which cannot take a ring ({})",
                                next->name(),
@@ -216,7 +216,7 @@ std::optional<int64_t> TraceDown(const ScatterMatch& match, int64_t output_dim,
   return chain_dims.empty() ? output_dim : chain_dims.back();
 }
 
-std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::DeviceGrid& grid) {
+std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, RingGroups& rings) {
   std::vector<Instruction*> chain;
   Instruction* value = &dot;
   const ir::Computation& computation = *dot.parent();
@@ -265,7 +265,7 @@ std::optional<Found<ScatterMatch>> MatchScatter(Instruction& dot, const ir::Devi
   }
   std::optional<Opcode> combine = ReductionOp(*collective);
   if (!combine) return decline("its reduction is not a single elementwise binary op");
-  Expected<RingGroup> ring = RingGroup::Of(*collective, grid);
+  Expected<RingGroup> ring = rings.Of(*collective);
   if (!ring.ok()) return decline(ring.error().message);
   if (HasControlDependencies(*collective) || HasControlDependencies(dot)) {
     return decline("the dot or the collective has control dependencies");
@@ -911,7 +911,7 @@ class Rewriter {
  public:
   Rewriter(ir::Module& module, const CollectiveMatmulOptions& options, const ir::DeviceGrid& grid,
            std::vector<Decision>& decisions)
-      : options_(options), grid_(grid), names_(module), decisions_(decisions) {}
+      : options_(options), grid_(grid), rings_(grid), names_(module), decisions_(decisions) {}
 
   // Whether `dot` was replaced by a ring made at another dot's visit.
   bool Removed(const Instruction* dot) const { return removed_dots_.count(dot) > 0; }
@@ -921,7 +921,7 @@ class Rewriter {
     std::vector<Pending> pending;
     for (int64_t operand : {1, 0}) {  // XLA tries the rhs first
       if (!options_.all_gather) break;
-      if (auto found = MatchGather(dot, operand, grid_)) Consider(dot, std::move(*found), pending);
+      if (auto found = MatchGather(dot, operand, rings_)) Consider(dot, std::move(*found), pending);
     }
     if (options_.all_to_all) {
       for (int64_t operand : {1, 0}) {
@@ -934,7 +934,7 @@ class Rewriter {
       }
     }
     if (options_.reduce_scatter || options_.all_reduce) {
-      if (auto found = MatchScatter(dot, grid_)) {
+      if (auto found = MatchScatter(dot, rings_)) {
         const bool all_reduce = found->collective->opcode() == Opcode::kAllReduce;
         if (all_reduce ? options_.all_reduce : options_.reduce_scatter) {
           Consider(dot, std::move(*found), pending);
@@ -1012,7 +1012,7 @@ class Rewriter {
     if (other_users == GatherOtherUsers::kKeep) return true;
     const bool ring_per_dot = options_.ring_per_dot.value_or(true);
     Expected<std::vector<GatherMatch>> consumers =
-        ring_per_dot ? FindGatherConsumers(g, grid_) : Error{"the gathered value has other users"};
+        ring_per_dot ? FindGatherConsumers(g, rings_) : Error{"the gathered value has other users"};
     if (consumers.ok()) {
       if (consumers->front().dot != &dot) {
         Record(DescribeCandidate(match), match, false,
@@ -1158,6 +1158,7 @@ class Rewriter {
 
   const CollectiveMatmulOptions& options_;
   const ir::DeviceGrid grid_;
+  RingGroups rings_;
   ir::NameTable names_;
   std::vector<Decision>& decisions_;
   // Dots a shared gather's rings replaced before their own visit.

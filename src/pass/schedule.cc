@@ -113,6 +113,7 @@ class TopDownScheduler {
         grid_(grid),
         options_(options),
         compute_times_(compute),
+        transfers_(transfers),
         timeline_(model, grid, compute_times_, transfers) {}
 
   Expected<std::vector<const Instruction*>> Run() {
@@ -177,7 +178,8 @@ class TopDownScheduler {
       double longest = 0;
       for (size_t s : node.successors) longest = std::max(longest, nodes_[s].critical_path);
       node.critical_path =
-          cost::IsolatedSeconds(*node.instruction, model_, grid_, compute_times_) + longest;
+          cost::IsolatedSeconds(*node.instruction, model_, grid_, compute_times_, transfers_) +
+          longest;
     }
   }
 
@@ -287,6 +289,7 @@ class TopDownScheduler {
   const ir::DeviceGrid& grid_;
   const ScheduleOptions& options_;
   cost::ComputeTimes compute_times_;  // before timeline_, which shares its plans
+  cost::TransferTimes& transfers_;
   cost::Timeline timeline_;
 
   std::vector<Node> nodes_;
@@ -308,12 +311,14 @@ class TopDownScheduler {
 class BottomUpScheduler {
  public:
   BottomUpScheduler(const Graph& graph, const cost::CostModel& model, const ir::DeviceGrid& grid,
-                    const ScheduleOptions& options, const cost::ComputeTimes& compute)
+                    const ScheduleOptions& options, const cost::ComputeTimes& compute,
+                    cost::TransferTimes& transfers)
       : graph_(graph),
         model_(model),
         grid_(grid),
         options_(options),
         compute_times_(compute),
+        transfers_(transfers),
         waiting_(graph.nodes.size()),
         depth_(graph.nodes.size()),
         placed_(graph.nodes.size(), false) {}
@@ -360,9 +365,9 @@ class BottomUpScheduler {
     for (size_t i : graph_.topological) {
       double longest = 0;
       for (size_t p : graph_.nodes[i].predecessors) longest = std::max(longest, depth_[p]);
-      depth_[i] =
-          cost::IsolatedSeconds(*graph_.nodes[i].instruction, model_, grid_, compute_times_) +
-          longest;
+      depth_[i] = cost::IsolatedSeconds(*graph_.nodes[i].instruction, model_, grid_, compute_times_,
+                                        transfers_) +
+                  longest;
     }
   }
 
@@ -468,6 +473,7 @@ class BottomUpScheduler {
   const ir::DeviceGrid& grid_;
   const ScheduleOptions& options_;
   cost::ComputeTimes compute_times_;
+  cost::TransferTimes& transfers_;
 
   std::vector<int64_t> waiting_;  // successors not yet placed
   std::vector<double> depth_;
@@ -548,7 +554,7 @@ Expected<bool> Schedule::Run(ir::Module& module) {
       candidates.push_back({"top-down", std::move(order), 0, scheduler.over_limit()});
     }
     if (options_.order != ScheduleOrder::kTopDown) {
-      BottomUpScheduler scheduler(graph, model_, grid, options_, compute);
+      BottomUpScheduler scheduler(graph, model_, grid, options_, compute, prices);
       LOOM_ASSIGN_OR_RETURN(std::vector<const Instruction*> order, scheduler.Run());
       candidates.push_back({"bottom-up", std::move(order), 0, scheduler.over_limit()});
     }

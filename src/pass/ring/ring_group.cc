@@ -78,6 +78,17 @@ Expected<RingGroup> RingGroup::Of(const ir::Instruction& collective, const ir::D
       "its groups span replicas and partitions in a way no collective-permute can express"};
 }
 
+Expected<RingGroup> RingGroups::Of(const ir::Instruction& collective) {
+  const Expected<ir::GroupMode> mode = ir::CollectiveGroupMode(collective);
+  if (!mode.ok()) return RingGroup::Of(collective, grid_);  // its error
+  const std::optional<ir::ReplicaGroups>& groups = collective.attrs().replica_groups;
+  for (const Known& known : known_) {
+    if (known.mode == *mode && known.groups == groups) return known.ring;
+  }
+  known_.push_back({*mode, groups, RingGroup::Of(collective, grid_)});
+  return known_.back().ring;
+}
+
 std::vector<std::pair<int64_t, int64_t>> RingGroup::Pairs(int64_t step) const {
   std::vector<std::pair<int64_t, int64_t>> pairs;
   for (const auto& group : groups_) {

@@ -51,4 +51,27 @@ class RingGroup {
   std::vector<int64_t> position_;
 };
 
+// The rings of collectives on one grid, each worked out once for each set of
+// groups: a pass matches every dot against its operands' collectives, and on
+// a 16,384-device step one collective's groups are 2,048 lists to split and
+// sort.
+class RingGroups {
+ public:
+  explicit RingGroups(const ir::DeviceGrid& grid) : grid_(grid) {}
+  const ir::DeviceGrid& grid() const { return grid_; }
+  // RingGroup::Of(collective, grid()).
+  Expected<RingGroup> Of(const ir::Instruction& collective);
+
+ private:
+  // What a ring depends on besides the grid: how the ids are read, and the
+  // groups as written.
+  struct Known {
+    ir::GroupMode mode;
+    std::optional<ir::ReplicaGroups> groups;
+    Expected<RingGroup> ring;
+  };
+  ir::DeviceGrid grid_;
+  std::vector<Known> known_;
+};
+
 }  // namespace loom::pass
