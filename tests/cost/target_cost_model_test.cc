@@ -645,5 +645,64 @@ TEST(TargetCatalog, RefusesHugeAndNonFiniteNumbers) {
   EXPECT_FALSE(target(R"({"kind": "bus", "bus": {"bandwidth": 1, "latency": 0}})", "1e400").ok());
 }
 
+// The model keeps each transfer's prices by what they depend on (opcode,
+// bytes, how ids are read, the groups or pairs, the grid): a kept price is
+// the one a fresh model computes, and transfers that differ in any of those
+// are priced apart, in whatever order they are asked for.
+TEST(TargetCostModel, KeptPricesAreThoseAFreshModelComputes) {
+  auto module = ir::ParseModule(R"(
+HloModule kept, num_partitions=4
+ENTRY %main {
+  %x = f32[1000000] parameter(0)
+  %in_nodes = f32[2000000] all-gather(%x), channel_id=1, replica_groups={{0,1},{2,3}}, dimensions={0}, use_global_device_ids=true
+  %across = f32[2000000] all-gather(%x), channel_id=2, replica_groups={{0,2},{1,3}}, dimensions={0}, use_global_device_ids=true
+  %iota = f32[2000000] all-gather(%x), channel_id=3, replica_groups=[2,2]<=[2,2]T(1,0), dimensions={0}, use_global_device_ids=true
+  %smaller = f32[500000] slice(%x), slice={[0:500000]}
+  %half = f32[1000000] all-gather(%smaller), channel_id=4, replica_groups={{0,1},{2,3}}, dimensions={0}, use_global_device_ids=true
+  %ring = f32[1000000] collective-permute(%x), channel_id=5, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  %swap = f32[1000000] collective-permute(%x), channel_id=6, source_target_pairs={{0,2},{2,0},{1,3},{3,1}}
+  %exchange = f32[1000000] all-to-all(%x), channel_id=7, replica_groups={{0,1,2,3}}, dimensions={0}
+  ROOT %t = (f32[2000000], f32[2000000], f32[2000000], f32[1000000], f32[1000000], f32[1000000], f32[1000000]) tuple(%in_nodes, %across, %iota, %half, %ring, %swap, %exchange)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString();
+  const ir::DeviceGrid grid{1, 4};
+  std::vector<const ir::Instruction*> transfers;
+  for (const auto& instruction : (*module)->entry()->instructions()) {
+    if (ir::IsCollective(instruction->opcode())) transfers.push_back(instruction.get());
+  }
+  ASSERT_EQ(transfers.size(), 7u);
+  const TargetCostModel kept(Switched());
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reads what the first kept
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const ir::Instruction& t = *transfers[pass == 0 ? i : transfers.size() - 1 - i];
+      const TargetCostModel fresh(Switched());
+      EXPECT_EQ(kept.TransferSeconds(t, grid), fresh.TransferSeconds(t, grid)) << t.name();
+      EXPECT_EQ(kept.TransferSecondsByDevice(t, grid), fresh.TransferSecondsByDevice(t, grid))
+          << t.name();
+      EXPECT_EQ(kept.TransferLinks(t, grid), fresh.TransferLinks(t, grid)) << t.name();
+      const TransferSegmentTable a = kept.TransferSegmentsByDevice(t, grid);
+      const TransferSegmentTable b = fresh.TransferSegmentsByDevice(t, grid);
+      EXPECT_EQ(a.row_of_device, b.row_of_device) << t.name();
+      ASSERT_EQ(a.distinct.size(), b.distinct.size()) << t.name();
+      for (size_t r = 0; r < a.distinct.size(); ++r) {
+        ASSERT_EQ(a.distinct[r].size(), b.distinct[r].size());
+        for (size_t k = 0; k < a.distinct[r].size(); ++k) {
+          EXPECT_EQ(a.distinct[r][k].seconds, b.distinct[r][k].seconds) << t.name();
+          EXPECT_EQ(a.distinct[r][k].ports, b.distinct[r][k].ports) << t.name();
+        }
+      }
+    }
+  }
+  // Alike but for their groups, bytes or pairs, and priced apart: inside a
+  // node over NVLink, across nodes over the NICs; half the bytes; a ring
+  // (NVLink and NICs) and a swap across nodes (NICs only).
+  auto seconds = [&](size_t i) { return kept.TransferSeconds(*transfers[i], grid); };
+  EXPECT_LT(seconds(0), seconds(1));
+  EXPECT_EQ(seconds(1), seconds(2));  // the iota form names the same groups
+  EXPECT_LT(seconds(3), seconds(0));
+  EXPECT_NE(kept.TransferLinks(*transfers[4], grid), kept.TransferLinks(*transfers[5], grid));
+}
+
 }  // namespace
 }  // namespace loom::cost
