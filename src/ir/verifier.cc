@@ -1951,4 +1951,9 @@ Expected<DeviceGrid> DeviceGridOf(const Module& module) {
   return report.grid();
 }
 
+Expected<DeviceGrid> DeviceGridOf(const Module& module, const std::optional<DeviceGrid>& known) {
+  if (known) return *known;
+  return DeviceGridOf(module);
+}
+
 }  // namespace loom::ir

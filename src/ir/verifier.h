@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,8 @@ Expected<VerifyReport> VerifyModule(const Module& module);
 // cost models, the simulator and the executor (VerifyReport above says how
 // it is found). Fails when the module does not verify.
 Expected<DeviceGrid> DeviceGridOf(const Module& module);
+// `known` where the caller has it (a pass trying many rewrites of one
+// module, which leave it on the same devices), else DeviceGridOf(module).
+Expected<DeviceGrid> DeviceGridOf(const Module& module, const std::optional<DeviceGrid>& known);
 
 }  // namespace loom::ir

@@ -1175,12 +1175,7 @@ std::vector<std::string> CollectiveMatmul::Explain() const {
 
 Expected<bool> CollectiveMatmul::Run(ir::Module& module) {
   decisions_.clear();
-  ir::DeviceGrid grid;
-  if (options_.grid) {
-    grid = *options_.grid;
-  } else {
-    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
-  }
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module, options_.grid));
   Rewriter rewriter(module, options_, grid, decisions_);
   bool changed = false;
   std::vector<ir::Computation*> computations;

@@ -260,12 +260,7 @@ Expected<std::unique_ptr<ir::Module>> Scheduled(const ir::Module& module,
 
 Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::CostModel& model,
                                       const ScheduleOptions& schedule) {
-  ir::DeviceGrid grid;
-  if (schedule.grid) {
-    grid = *schedule.grid;
-  } else {
-    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
-  }
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module, schedule.grid));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
                         Scheduled(module, model, schedule, grid));
   return cost::EstimateStep(*scheduled, model, grid).total_seconds;
@@ -274,12 +269,7 @@ Expected<double> ScheduledStepSeconds(const ir::Module& module, const cost::Cost
 Expected<double> SimulatedScheduledStepSeconds(const ir::Module& module,
                                                const cost::TargetCostModel& model,
                                                const ScheduleOptions& schedule) {
-  ir::DeviceGrid grid;
-  if (schedule.grid) {
-    grid = *schedule.grid;
-  } else {
-    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
-  }
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module, schedule.grid));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> scheduled,
                         Scheduled(module, model, schedule, grid));
   LOOM_ASSIGN_OR_RETURN(const sim::SimReport report, sim::Simulate(*scheduled, model.target()));

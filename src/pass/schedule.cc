@@ -510,12 +510,7 @@ double EstimateAlone(const ir::Computation& computation, const cost::CostModel& 
 
 Expected<bool> Schedule::Run(ir::Module& module) {
   explanation_.clear();
-  ir::DeviceGrid grid;
-  if (options_.grid) {
-    grid = *options_.grid;
-  } else {
-    LOOM_ASSIGN_OR_RETURN(grid, ir::DeviceGridOf(module));
-  }
+  LOOM_ASSIGN_OR_RETURN(const ir::DeviceGrid grid, ir::DeviceGridOf(module, options_.grid));
   // What async ops and fusions call is not a sequence of its own to order.
   std::unordered_set<const ir::Computation*> skipped;
   for (const auto& computation : module.computations()) {
