@@ -330,6 +330,82 @@ TEST(CollectiveMatmulStepGate, ThePairInCopiesOfAComputationIsJudgedTogether) {
   }
 }
 
+// A copy can run otherwise than its original: here a large permute,
+// started after the first loop, is in flight through the second, so the
+// second body's ring steps wait for it. The copy's pair does not gain in
+// the form that gains in the original, so its forms are searched too (a
+// curve of chunk counts of its own), and it is declined.
+TEST(CollectiveMatmulStepGate, ACopyThatRunsOtherwiseGetsItsOwnSearch) {
+  const GateRun run = RunGate(R"(
+HloModule two_loops, num_partitions=4
+%cond (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> pred[] {
+  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%body (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {
+  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = bf16[2048,8192] get-tuple-element(%p), index=1
+  %w = bf16[8192,4096] get-tuple-element(%p), index=2
+  %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
+  %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
+}
+
+%body.1 (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {
+  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = bf16[2048,8192] get-tuple-element(%p), index=1
+  %w = bf16[8192,4096] get-tuple-element(%p), index=2
+  %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
+  %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
+}
+
+ENTRY %main {
+  %x = bf16[2048,8192] parameter(0)
+  %w = bf16[8192,4096] parameter(1)
+  %y = bf16[8192,4096] parameter(2)
+  %big = f32[65536,8192] parameter(3)
+  %zero = s32[] constant(0)
+  %init = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%zero, %x, %w, %y)
+  %a = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) while(%init), condition=%cond, body=%body
+  %ya = bf16[8192,4096] get-tuple-element(%a), index=3
+  %corner = bf16[1,1] slice(%ya), slice={[0:1], [0:1]}
+  %cornerf = f32[1,1] convert(%corner)
+  %s = f32[] reshape(%cornerf)
+  %sb = f32[65536,8192] broadcast(%s), dimensions={}
+  %bigger = f32[65536,8192] add(%big, %sb)
+  %shifted = f32[65536,8192] collective-permute(%bigger), channel_id=9, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  %again = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%zero, %x, %w, %ya)
+  %b = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) while(%again), condition=%cond, body=%body.1
+  %yb = bf16[8192,4096] get-tuple-element(%b), index=3
+  ROOT %result = (bf16[8192,4096], f32[65536,8192]) tuple(%yb, %shifted)
+}
+)",
+                              "dgx-h100");
+  EXPECT_TRUE(run.changed) << run.Explain();
+  const Decision* original = nullptr;
+  const Decision* copy = nullptr;
+  for (const Decision& d : run.decisions) {
+    if (d.collective != "x.full") continue;
+    (d.computation == "body" ? original : copy) = &d;
+  }
+  ASSERT_NE(original, nullptr) << run.Explain();
+  ASSERT_NE(copy, nullptr) << run.Explain();
+  EXPECT_TRUE(original->rewritten) << run.Explain();
+  EXPECT_FALSE(copy->rewritten) << run.Explain();
+  EXPECT_EQ(copy->reason.find("in the form searched in %body"), std::string::npos) << copy->reason;
+  EXPECT_NE(copy->reason.find("ring steps in chunks"), std::string::npos) << copy->reason;
+}
+
 TEST(CollectiveMatmulStepGate, NeverSlowerThanSchedulingAlone) {
   // The gate's result, through the same pipeline, against the baseline.
   for (const std::string& hlo :
