@@ -212,17 +212,10 @@ ENTRY %main {
   }
 }
 
-// Two loops, each over a body that gathers its x and multiplies it: the
-// bodies are named `first` and `second` (or, as a printer names a copy,
-// `body` and `body.1`), and with `differ` the second holds one instruction
-// more (a constant nothing reads), so it is no copy of the first; and beside
-// them a thin product behind a large gather, which a ring only slows (so
-// that rewriting every candidate at once does not pay).
-std::string TwoLoops(const std::string& first, const std::string& second, bool differ = false) {
-  std::string body_text;
-  for (const std::string& name : {first, second}) {
-    const std::string extra = differ && name == second ? "  %unused = s32[] constant(7)\n" : "";
-    body_text += fmt::format(R"(
+// A loop body named `name` that gathers its x over 4 devices and multiplies
+// it by its w, with `extra` lines after the product.
+std::string GatherDotBody(const std::string& name, const std::string& extra = "") {
+  return fmt::format(R"(
 %{0} (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {{
   %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
   %i = s32[] get-tuple-element(%p), index=0
@@ -235,16 +228,31 @@ std::string TwoLoops(const std::string& first, const std::string& second, bool d
   ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
 }}
 )",
-                             name, extra);
-  }
-  return fmt::format(R"(
-HloModule two_loops, num_partitions=4
-%cond (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> pred[] {{
+                     name, extra);
+}
+
+// The condition of four trips of a GatherDotBody loop.
+constexpr std::string_view kFourTrips = R"(
+%cond (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> pred[] {
   %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
   %i = s32[] get-tuple-element(%p), index=0
   %n = s32[] constant(4)
   ROOT %lt = pred[] compare(%i, %n), direction=LT
-}}
+}
+)";
+
+// Two loops, each over a body that gathers its x and multiplies it: the
+// bodies are named `first` and `second` (or, as a printer names a copy,
+// `body` and `body.1`), and with `differ` the second holds one instruction
+// more (a constant nothing reads), so it is no copy of the first; and beside
+// them a thin product behind a large gather, which a ring only slows (so
+// that rewriting every candidate at once does not pay).
+std::string TwoLoops(const std::string& first, const std::string& second, bool differ = false) {
+  const std::string body_text =
+      GatherDotBody(first) + GatherDotBody(second, differ ? "  %unused = s32[] constant(7)\n" : "");
+  return fmt::format(R"(
+HloModule two_loops, num_partitions=4
+{3}
 {0}
 ENTRY %main {{
   %x = bf16[2048,8192] parameter(0)
@@ -264,7 +272,7 @@ ENTRY %main {{
   ROOT %result = (bf16[8192,4096], bf16[8192,1]) tuple(%yb, %thin)
 }}
 )",
-                     body_text, first, second);
+                     body_text, first, second, kFourTrips);
 }
 
 // Copies of one computation (a layer's body in each phase loop of a
@@ -336,39 +344,8 @@ TEST(CollectiveMatmulStepGate, ThePairInCopiesOfAComputationIsJudgedTogether) {
 // the form that gains in the original, so its forms are searched too (a
 // curve of chunk counts of its own), and it is declined.
 TEST(CollectiveMatmulStepGate, ACopyThatRunsOtherwiseGetsItsOwnSearch) {
-  const GateRun run = RunGate(R"(
-HloModule two_loops, num_partitions=4
-%cond (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> pred[] {
-  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
-  %i = s32[] get-tuple-element(%p), index=0
-  %n = s32[] constant(4)
-  ROOT %lt = pred[] compare(%i, %n), direction=LT
-}
-
-%body (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {
-  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
-  %i = s32[] get-tuple-element(%p), index=0
-  %x = bf16[2048,8192] get-tuple-element(%p), index=1
-  %w = bf16[8192,4096] get-tuple-element(%p), index=2
-  %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
-  %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  %one = s32[] constant(1)
-  %next = s32[] add(%i, %one)
-  ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
-}
-
-%body.1 (p: (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096])) -> (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) {
-  %p = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) parameter(0)
-  %i = s32[] get-tuple-element(%p), index=0
-  %x = bf16[2048,8192] get-tuple-element(%p), index=1
-  %w = bf16[8192,4096] get-tuple-element(%p), index=2
-  %x.full = bf16[8192,8192] all-gather(%x), channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
-  %y = bf16[8192,4096] dot(%x.full, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  %one = s32[] constant(1)
-  %next = s32[] add(%i, %one)
-  ROOT %out = (s32[], bf16[2048,8192], bf16[8192,4096], bf16[8192,4096]) tuple(%next, %x, %w, %y)
-}
-
+  const std::string hlo = "HloModule two_loops, num_partitions=4\n" + std::string(kFourTrips) +
+                          GatherDotBody("body") + GatherDotBody("body.1") + R"(
 ENTRY %main {
   %x = bf16[2048,8192] parameter(0)
   %w = bf16[8192,4096] parameter(1)
@@ -389,8 +366,8 @@ ENTRY %main {
   %yb = bf16[8192,4096] get-tuple-element(%b), index=3
   ROOT %result = (bf16[8192,4096], f32[65536,8192]) tuple(%yb, %shifted)
 }
-)",
-                              "dgx-h100");
+)";
+  const GateRun run = RunGate(hlo, "dgx-h100");
   EXPECT_TRUE(run.changed) << run.Explain();
   const Decision* original = nullptr;
   const Decision* copy = nullptr;
