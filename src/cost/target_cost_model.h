@@ -98,8 +98,8 @@ class TargetCostModel : public CostModel {
   // trials ask for it again on instructions of their own (a trial prices a
   // clone of the module): on a 16,384-device step one all-to-all takes
   // 15 rounds of 1,024 groups. So the prices are kept, up to a bound, and
-  // shared by copies of the model (they price for the same target).
-  // One transfer's prices, each made when first asked for.
+  // shared by copies of the model (they price for the same target). These
+  // are one transfer's prices, each made when first asked for:
   struct Prices {
     std::shared_ptr<const std::vector<double>> seconds;  // by device
     std::optional<double> slowest;

@@ -368,33 +368,32 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       if (!fresh && t.step < it->second.step) it->second = t;
     }
   };
-  std::vector<Choice> in_copies;
-  std::vector<std::string> searched_copies;  // by Choice::Key
+  // The pairs in copies, one choice of each, by Choice::Key.
+  std::map<std::string, Choice> pairs_in_copies;
   for (const Choice& choice : enumeration.choices) {
     if (original_of.count(choice.computation)) {
+      pairs_in_copies.try_emplace(choice.Key(), choice);
       form_of_copy.try_emplace(choice.Key(), "");
-      in_copies.push_back(choice);
     }
   }
   LOOM_RETURN_IF_ERROR(estimate_new(enumeration.choices, 0));
   LOOM_RETURN_IF_ERROR(search_step_chunks(enumeration, 0));
   find_best();
-  for (const Choice& choice : in_copies) {
-    std::string& form = form_of_copy[choice.Key()];
-    if (!form.empty()) continue;
+  std::set<std::string> searched_copies;  // by Choice::Key
+  for (const auto& [key, choice] : pairs_in_copies) {
     Choice original = choice;
     original.computation = original_of.at(choice.computation);
     auto best = best_of.find(original.Key());
     if (best == best_of.end()) continue;  // no ring form applies there
     Choice in_copy = best->second.choice;
     in_copy.computation = choice.computation;
-    form = in_copy.Variant();
+    form_of_copy[key] = in_copy.Variant();
     LOOM_ASSIGN_OR_RETURN(const std::optional<double> seconds, try_choice(in_copy, 0));
     // A copy that runs otherwise (a warm-up phase's loop, fewer trips
     // beside other work) may want another form: where the original's gains
     // and the copy's in it does not, the copy's forms are searched too.
     if (best->second.step < baseline && (!seconds || !(*seconds < baseline))) {
-      searched_copies.push_back(choice.Key());
+      searched_copies.insert(key);
     }
   }
   Enumeration again;  // those copies' forms, and their counts of chunks per ring step
@@ -405,8 +404,8 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
       again.step_chunk_counts.insert(*it);
     }
   }
-  for (const Choice& choice : in_copies) {
-    if (!form_of_copy.count(choice.Key())) again.choices.push_back(choice);
+  for (const Choice& choice : enumeration.choices) {
+    if (searched_copies.count(choice.Key())) again.choices.push_back(choice);
   }
   LOOM_RETURN_IF_ERROR(estimate_new(again.choices, 0));
   LOOM_RETURN_IF_ERROR(search_step_chunks(again, 0));
@@ -438,13 +437,10 @@ Expected<bool> GatedCollectiveMatmul::Run(ir::Module& module) {
                            FormatSeconds(seconds));
     }
   }
-  for (const Choice& choice : in_copies) {
-    if (!form_of_copy.count(choice.Key())) continue;  // searched in full
-    std::string& curve = chunk_curve[choice.Key()];
-    const std::string note =
-        fmt::format("; in the form searched in %{}, whose copy this computation is",
-                    original_of.at(choice.computation));
-    if (curve.find(note) == std::string::npos) curve += note;
+  for (const auto& [key, choice] : pairs_in_copies) {
+    if (searched_copies.count(key)) continue;  // its own forms searched
+    chunk_curve[key] += fmt::format("; in the form searched in %{}, whose copy this computation is",
+                                    original_of.at(choice.computation));
   }
 
   struct Accepted {
