@@ -320,8 +320,8 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
       ParseObject(
           text, where,
           {"name", "tensor", "data", "pipeline", "context", "context_form", "virtual_stages",
-           "schedule", "head", "micro_batches", "sequence_parallel", "zero_stage", "recompute",
-           "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
+           "schedule", "head", "micro_batches", "sequence_parallel", "residual_split", "zero_stage",
+           "recompute", "optimizer", "learning_rate", "beta1", "beta2", "epsilon"}));
   ParallelPlan p;
   LOOM_RETURN_IF_ERROR(Read(json, "name", &p.name, where));
   LOOM_RETURN_IF_ERROR(Read(json, "tensor", &p.tensor, where));
@@ -334,6 +334,7 @@ Expected<ParallelPlan> ParsePlan(const std::string& text, std::string_view where
   LOOM_RETURN_IF_ERROR(Read(json, "head", &p.head, where));
   LOOM_RETURN_IF_ERROR(Read(json, "micro_batches", &p.micro_batches, where));
   LOOM_RETURN_IF_ERROR(Read(json, "sequence_parallel", &p.sequence_parallel, where));
+  LOOM_RETURN_IF_ERROR(Read(json, "residual_split", &p.residual_split, where));
   LOOM_RETURN_IF_ERROR(Read(json, "zero_stage", &p.zero_stage, where));
   LOOM_RETURN_IF_ERROR(Read(json, "recompute", &p.recompute, where));
   LOOM_RETURN_IF_ERROR(Read(json, "optimizer", &p.optimizer, where));

@@ -35,6 +35,24 @@ int64_t PipelineLayout::FirstBlock(int64_t chunk) const {
 
 namespace {
 
+// Where sequence parallelism splits the residual stream over the model
+// axis: by rows (Megatron's), or by d_model (GSPMD's).
+bool SplitsRows(const ParallelPlan& plan) {
+  return plan.sequence_parallel && plan.tensor > 1 && plan.residual_split == "tokens";
+}
+bool SplitsFeatures(const ParallelPlan& plan) {
+  return plan.sequence_parallel && plan.tensor > 1 && plan.residual_split == "d_model";
+}
+
+}  // namespace
+
+int64_t ModelSplitDim(const WeightInfo& weight, const ParallelPlan& plan) {
+  if (weight.split_dim >= 0) return weight.split_dim;
+  return SplitsFeatures(plan) ? weight.residual_dim : -1;
+}
+
+namespace {
+
 // Sizes of one device's part of the step: b sequences (T tokens) per
 // micro-batch, n micro-batches (Tb tokens in all), L layers per stage; S
 // positions of each sequence (its chunk under context parallelism), whose
@@ -43,6 +61,7 @@ namespace {
 struct LocalSizes {
   int64_t b, S, Sk, T, M, H, K, G, hd, F, V, L, n, Tb;
   int64_t R;  // rows of the residual stream: T, or T / tensor under sequence parallelism
+  int64_t W;  // its width: M, or M / tensor where sequence parallelism splits d_model
   // With experts: a device's experts of a layer, an expert's capacity per
   // routing group, and a group's positions.
   int64_t E = 0, Cap = 0, Gs = 0;
@@ -62,11 +81,10 @@ struct ReductionGroups {
 // (each device saw its own rows; the head reads every row of the model
 // axis, so its split weights' gradients are whole there).
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w) {
-  const int64_t model =
-      (p.sequence_parallel || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
+  const int64_t model = (SplitsRows(p) || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
   if (w.expert_dim >= 0) return 1;  // its device's experts, which every token reaches
-  return (w.stacked ? 1 : p.pipeline) * replicas * (w.split_dim < 0 ? model : 1);
+  return (w.stacked ? 1 : p.pipeline) * replicas * (ModelSplitDim(w, p) < 0 ? model : 1);
 }
 
 // Multi-query attention: one k and v head, from a weight of its own that
@@ -136,7 +154,9 @@ struct LayerActs {
 // slots).
 std::vector<int64_t> LocalDims(const WeightInfo& w, const ParallelPlan& plan) {
   std::vector<int64_t> dims = w.dims;
-  if (w.split_dim >= 0) dims[static_cast<size_t>(w.split_dim)] /= plan.tensor;
+  if (const int64_t split = ModelSplitDim(w, plan); split >= 0) {
+    dims[static_cast<size_t>(split)] /= plan.tensor;
+  }
   if (w.expert_dim >= 0) dims[static_cast<size_t>(w.expert_dim)] /= plan.data * plan.context;
   if (w.stacked) dims[0] = LayoutOf(dims[0], plan).slots * plan.virtual_stages;
   return dims;
@@ -230,7 +250,6 @@ std::vector<std::vector<int64_t>> MeshGroups(const MeshAxes& sizes,
   return groups;
 }
 
-bool SplitsRows(const ParallelPlan& plan) { return plan.sequence_parallel && plan.tensor > 1; }
 bool EncoderDecoder(const ModelConfig& model) { return model.encoder_layers > 0; }
 bool RingAttention(const ParallelPlan& plan) {
   return plan.context > 1 && plan.context_form == "ring";
@@ -262,6 +281,7 @@ LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   s.Tb = s.T * s.n;
   s.R = SplitsRows(plan) ? s.T / t : s.T;
   s.M = model.d_model;
+  s.W = SplitsFeatures(plan) ? s.M / t : s.M;
   s.H = model.heads / t;
   s.K = MultiQuery(model) ? 1 : model.kv_heads / t;
   s.G = s.H / s.K;
@@ -297,15 +317,15 @@ struct SavedShape {
 };
 std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& model,
                                     const ParallelPlan& plan, bool cross = false) {
-  if (plan.recompute == "full") return {{{s.R, s.M}}};
+  if (plan.recompute == "full") return {{{s.R, s.W}}};
   std::vector<SavedShape> dims;
   for (int64_t j = 0; j < BlockLayers(model); ++j) {
-    dims.insert(dims.end(), {{{s.R, s.M}},
+    dims.insert(dims.end(), {{{s.R, s.W}},
                              {{s.R}},
                              {{s.b, s.S, s.H, s.hd}},
                              {{s.b, s.S, s.K, s.hd}},
                              {{s.b, s.S, s.K, s.hd}},
-                             {{s.R, s.M}},
+                             {{s.R, s.W}},
                              {{s.R}}});
     if (IsMoeLayer(model, j)) {
       // The router's probabilities, the experts' inputs, pre-activations
@@ -333,7 +353,7 @@ std::vector<SavedShape> SavedShapes(const LocalSizes& s, const ModelConfig& mode
       dims.push_back({{s.T, s.H * s.hd}});
     }
     if (cross) {
-      dims.insert(dims.end(), {{{s.R, s.M}},
+      dims.insert(dims.end(), {{{s.R, s.W}},
                                {{s.R}},
                                {{s.b, s.S, s.H, s.hd}},
                                {{s.b, s.S, s.H, s.hd}},
@@ -587,9 +607,9 @@ class StepWriter {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
     const size_t count = stacks.size();
     const long fixed = passes > 1 ? 5 : 4;  // the counter, received, outputs, micro[, round]
-    std::vector<Value> init = {e.Full(A_, 0, {rows, s_.M}), e.Full(A_, 0, {n, rows, s_.M}),
-                               e.Reshape(x0, {n, rows, s_.M})};
-    if (passes > 1) init.push_back(e.Full(A_, 0, {n, rows, s_.M}));
+    std::vector<Value> init = {e.Full(A_, 0, {rows, s_.W}), e.Full(A_, 0, {n, rows, s_.W}),
+                               e.Reshape(x0, {n, rows, s_.W})};
+    if (passes > 1) init.push_back(e.Full(A_, 0, {n, rows, s_.W}));
     init.insert(init.end(), stacks.begin(), stacks.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
@@ -635,7 +655,7 @@ class StepWriter {
     };
     const std::vector<Value> done = Loop(e, name, init, n * passes + stages - 1, step);
     return {
-        e.Reshape(done[2], {n * rows, s_.M}),
+        e.Reshape(done[2], {n * rows, s_.W}),
         std::vector<Value>(done.begin() + fixed, done.begin() + fixed + static_cast<long>(count))};
   }
 
@@ -757,8 +777,16 @@ class StepWriter {
   }
 
   // --- norms over the last dimension of x[T,M] -------------------------------------
+  // The mean over each row's whole width: under GSPMD's split of d_model
+  // each device sums its slice, and the model axis sums those.
   Value RowMean(ComputationEmitter& c, const Value& x) {
-    return c.Scale(c.ReduceSum(x, {1}), 1.0 / static_cast<double>(x.dim(1)));
+    Value sum = c.ReduceSum(x, {1});
+    int64_t width = x.dim(1);
+    if (SplitsFeatures(plan_)) {
+      sum = c.AllReduce(sum, tensor_groups_);
+      width *= plan_.tensor;
+    }
+    return c.Scale(sum, 1.0 / static_cast<double>(width));
   }
   Value PerRow(ComputationEmitter& c, const Value& row, const Value& like) {
     return c.BroadcastLike(row, like, {0});
@@ -769,22 +797,32 @@ class StepWriter {
 
   // --- the model axis -----------------------------------------------------------------
   bool SequenceParallel() const { return SplitsRows(plan_); }
-  // What a column-parallel product reads: every device's rows of the
-  // residual stream under sequence parallelism (an all-gather over the
+  // The dimension of the residual stream [rows, d_model] that sequence
+  // parallelism splits over the model axis: rows (Megatron's), d_model
+  // (GSPMD's), or none.
+  std::optional<int64_t> ResidualSplit() const {
+    if (SequenceParallel()) return 0;
+    if (SplitsFeatures(plan_)) return 1;
+    return std::nullopt;
+  }
+  // What a column-parallel product reads: the whole residual stream, under
+  // sequence parallelism every device's part of it (an all-gather over the
   // model axis, in the activation type), else x itself.
-  Value GatherRows(ComputationEmitter& c, const Value& x) {
-    return SequenceParallel() ? c.AllGather(Held(c, x), 0, tensor_groups_) : x;
+  Value GatherResidual(ComputationEmitter& c, const Value& x) {
+    const std::optional<int64_t> split = ResidualSplit();
+    return split ? c.AllGather(Held(c, x), *split, tensor_groups_) : x;
   }
   // A row-parallel product (in the activation type) summed over the model
-  // axis: this device's rows of the sum under sequence parallelism (a
+  // axis: this device's part of the sum under sequence parallelism (a
   // reduce-scatter), else all of it (an all-reduce); in P for what follows.
   Value SumOverModel(ComputationEmitter& c, const Value& partial) {
     return Math(c, HeldSumOverModel(c, partial));
   }
   // The same sum in the partial's type.
   Value HeldSumOverModel(ComputationEmitter& c, const Value& partial) {
-    return SequenceParallel() ? c.ReduceScatter(partial, 0, tensor_groups_)
-                              : c.AllReduce(partial, tensor_groups_);
+    const std::optional<int64_t> split = ResidualSplit();
+    return split ? c.ReduceScatter(partial, *split, tensor_groups_)
+                 : c.AllReduce(partial, tensor_groups_);
   }
   // Where this device stands along a stretch of the mesh: (partition /
   // inner) % extent (the model axis: 1, tensor; a stage: data * tensor,
@@ -823,11 +861,12 @@ class StepWriter {
     const WeightInfo info = infos_[i];
     const int64_t extent = GradientSummers(plan_, info);
     if (!info.stacked) {
-      return SequenceParallel() && info.split_dim < 0
+      return SequenceParallel() && ModelSplitDim(info, plan_) < 0
                  ? ReductionGroups{&head_and_model_groups_, 1, extent}
                  : ReductionGroups{&head_groups_, plan_.tensor, extent};
     }
-    if ((SequenceParallel() || info.partial_over_model) && info.split_dim < 0 && plan_.tensor > 1) {
+    if ((SequenceParallel() || info.partial_over_model) && ModelSplitDim(info, plan_) < 0 &&
+        plan_.tensor > 1) {
       return {&data_and_model_groups_, 1, extent};
     }
     return {&data_groups_, plan_.tensor, extent};
@@ -1270,7 +1309,7 @@ class StepWriter {
     a.cross = w.cross;
     const Value x = Math(c, held);
     a.norm1 = NormForward(c, x);
-    a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
+    a.h = GatherResidual(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, x)));
     std::tie(a.q, a.kc, a.vc) = ProjectQkv(c, a.h, w, s_.S);
     AttentionCore(c, a);
     a.x1 = c.Add(x, SumOverModel(c, MatMul(c, a.o, w.wo, A_)));
@@ -1285,7 +1324,7 @@ class StepWriter {
   // output row-parallel.
   void CrossAttentionForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.normc = NormForward(c, a.x1);
-    a.hc = GatherRows(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.x1)));
+    a.hc = GatherResidual(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.x1)));
     a.qc = Heads(c, MatMul(c, a.hc, w.wqc), s_.H);
     const Value kv = c.Reshape(MatMul(c, w.memory, w.wkvc), {s_.b, s_.S, s_.H, 2, s_.hd});
     a.kx = c.Reshape(c.Slice(kv, 3, 0, 1), {s_.b, s_.S, s_.H, s_.hd});
@@ -1303,7 +1342,7 @@ class StepWriter {
   };
   CrossGrads CrossAttentionBackward(ComputationEmitter& c, const LayerActs& a,
                                     const LayerWeights& w, const Value& dx1) {
-    const Value dy = GatherRows(c, dx1);
+    const Value dy = GatherResidual(c, dx1);
     const Value dwoc = WeightGrad(c, a.oc, dy);
     const Value dO = Heads(c, MatMulT(c, dy, w.woc), s_.H);
     const auto [dq, dk, dv] = SoftmaxAttentionBackward(c, a.pc, a.qc, a.kx, a.vx, dO);
@@ -1324,12 +1363,12 @@ class StepWriter {
     a.norm2 = NormForward(c, a.x1);
     const Value h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.x1));
     if (w.moe) {
-      a.h2 = ExpertsOnOwnRows() ? h2 : GatherRows(c, h2);
+      a.h2 = ExpertsOnOwnRows() ? h2 : GatherResidual(c, h2);
       const Value y = MoeForward(c, w, a);
       a.out = Held(c, c.Add(a.x1, ExpertsOnOwnRows() ? Math(c, y) : SumOverModel(c, y)));
       return;
     }
-    a.h2 = GatherRows(c, h2);
+    a.h2 = GatherResidual(c, h2);
     a.u = MatMul(c, a.h2, w.w1);
     if (m_.mlp == "swiglu") a.z = MatMul(c, a.h2, w.w3);
     a.act = Activation(c, a.u, a.z);
@@ -1464,7 +1503,7 @@ class StepWriter {
     // MLP: out = x1 + act . w2 (its rows of the sum under sequence
     // parallelism: the gradient of every row is gathered back).
     const bool own_rows = w.moe && ExpertsOnOwnRows();
-    const Value dy2 = own_rows ? dout : GatherRows(c, dout);
+    const Value dy2 = own_rows ? dout : GatherResidual(c, dout);
     std::vector<Value> mlp_grads;  // after dg2
     Value dh2, aux;
     if (w.moe) {
@@ -1495,7 +1534,7 @@ class StepWriter {
     }
 
     // Attention: x1 = x + o . wo
-    const Value dy = GatherRows(c, dx1);
+    const Value dy = GatherResidual(c, dx1);
     const Value dwo = WeightGrad(c, a.o, dy);
     const Value dO = Heads(c, MatMulT(c, dy, w.wo), s_.H);
     const auto [dq, dk, dv] = AttentionCoreBackward(c, a, dO);
@@ -1837,9 +1876,9 @@ class StepWriter {
     // What the column-parallel products read, made again from the norms'
     // outputs (under sequence parallelism gathered again, as Megatron does
     // rather than keep every device's rows).
-    a.h = GatherRows(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, a.norm1.n)));
+    a.h = GatherResidual(c, c.Mul(a.norm1.n, PerColumn(c, w.g1, a.norm1.n)));
     const Value h2 = c.Mul(a.norm2.n, PerColumn(c, w.g2, a.norm2.n));
-    a.h2 = w.moe && ExpertsOnOwnRows() ? h2 : GatherRows(c, h2);
+    a.h2 = w.moe && ExpertsOnOwnRows() ? h2 : GatherResidual(c, h2);
     if (w.moe) {
       a.probs = saved[i++];
       a.xe = saved[i++];
@@ -1877,7 +1916,7 @@ class StepWriter {
     a.qc = saved[i++];
     a.kx = saved[i++];
     a.vx = saved[i++];
-    a.hc = GatherRows(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.normc.n)));
+    a.hc = GatherResidual(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.normc.n)));
     if (plan_.recompute == "none") {
       a.pc = saved[i++];
       a.oc = saved[i++];
@@ -2244,9 +2283,9 @@ class StepWriter {
     const size_t w = stacked.size();
     const auto kept = static_cast<long>(saved.size());
     const long fixed = passes > 1 ? 5 : 4;  // the counter, received, dxl, dx0[, round]
-    std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.M}), e.Reshape(dxl, {n, s_.R, s_.M}),
-                               e.Full(A_, 0, {n, s_.R, s_.M})};
-    if (passes > 1) init.push_back(e.Full(A_, 0, {n, s_.R, s_.M}));
+    std::vector<Value> init = {e.Full(A_, 0, {s_.R, s_.W}), e.Reshape(dxl, {n, s_.R, s_.W}),
+                               e.Full(A_, 0, {n, s_.R, s_.W})};
+    if (passes > 1) init.push_back(e.Full(A_, 0, {n, s_.R, s_.W}));
     init.insert(init.end(), saved.begin(), saved.end());
     init.insert(init.end(), stacked.begin(), stacked.end());
     for (size_t k = 0; k < w; ++k) init.push_back(e.Full(P_, 0, GradDims(3 + k)));
@@ -2308,7 +2347,7 @@ class StepWriter {
     };
     const std::vector<Value> done = Loop(e, "pipeline_backward", init, works + stages - 1, step);
     const auto grads = done.begin() + first_weight + static_cast<long>(w);
-    return {e.Reshape(done[3], {n * s_.R, s_.M}),
+    return {e.Reshape(done[3], {n * s_.R, s_.W}),
             std::vector<Value>(grads, grads + static_cast<long>(w)),
             {},
             aux ? done.back() : Value{}};
@@ -2331,7 +2370,7 @@ class StepWriter {
   Head HeadStep(ComputationEmitter& c, const Value& xl, const Value& ids, const Value& gf,
                 const Value& wout) {
     const NormActs final_norm = NormForward(c, Math(c, xl));
-    const Value hf = GatherRows(c, c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n)));
+    const Value hf = GatherResidual(c, c.Mul(final_norm.n, PerColumn(c, gf, final_norm.n)));
     const Value logits = MatMul(c, hf, wout);  // [rows of the model axis, V]
     const Value onehot = OneHot(c, ids, P_);
     const Value mx = c.AllReduce(c.ReduceMax(logits, {1}), tensor_groups_, "max");
@@ -2410,7 +2449,7 @@ class StepWriter {
     const auto step = [&](ComputationEmitter& c, const std::vector<Value>& in) {
       const Value& i = in[0];
       const Value rows = c.Mul(i, c.ScalarInt(s_.R)), zero = c.ScalarInt(0);
-      const Value x = c.DynamicSlice(in[5], {rows, zero}, {s_.R, s_.M});
+      const Value x = c.DynamicSlice(in[5], {rows, zero}, {s_.R, s_.W});
       const Head head = StageHead(c, x, MicroBatchRows(c, in[6], i), in[7], in[8]);
       return std::vector<Value>{c.Add(in[1], head.loss),
                                 c.DynamicUpdateSlice(in[2], head.dxl, {rows, zero}),
@@ -2516,7 +2555,7 @@ class StepWriter {
   std::pair<NormActs, Value> EncoderMemory(ComputationEmitter& c, const Value& encoded,
                                            const Value& gain) {
     const NormActs norm = NormForward(c, Math(c, encoded));
-    return {norm, GatherRows(c, Held(c, c.Mul(norm.n, PerColumn(c, gain, norm.n))))};
+    return {norm, GatherResidual(c, Held(c, c.Mul(norm.n, PerColumn(c, gain, norm.n))))};
   }
 
   // The decoder's input: each sequence of ids [rows, S] one position on, id 0 first.
@@ -2815,7 +2854,7 @@ class StepWriter {
       const std::vector<Value>& weights) {
     const int64_t n = s_.n, stages = plan_.pipeline, passes = Passes();
     const std::vector<Value> stacked(weights.begin() + 3, weights.end());
-    const Value rows = e.Full(A_, 0, {s_.R, s_.M});  // a micro-batch's rows, zero
+    const Value rows = e.Full(A_, 0, {s_.R, s_.W});  // a micro-batch's rows, zero
     Schedule s{.sent_forward = rows,
                .sent_backward = rows,
                .tokens = tokens,
@@ -2907,7 +2946,7 @@ class StepWriter {
   // scatter adds in place).
   Value EmbedGrad(ComputationEmitter& c, const Embedded& in, const Value& dx0,
                   const std::optional<Value>& into = std::nullopt) {
-    const Value dx = c.Convert(GatherRows(c, dx0), C_);
+    const Value dx = c.Convert(GatherResidual(c, dx0), C_);
     if (OneHotEmbedding()) {
       const Value grad = c.Dot(in.lookup, dx, {{}, {}, {0}, {0}}, P_);
       return into ? c.Add(*into, grad) : grad;
@@ -3210,9 +3249,9 @@ std::string StepWriter::WritePrefill() {
   // The logits of each sequence's last position: what the first new token is drawn from.
   const int64_t b = s_.b * s_.n;
   const Value last = e.Reshape(
-      e.DynamicSlice(e.Reshape(x, {b, s_.S, s_.M}),
-                     {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {b, 1, s_.M}),
-      {b, s_.M});
+      e.DynamicSlice(e.Reshape(x, {b, s_.S, s_.W}),
+                     {e.ScalarInt(0), e.ScalarInt(s_.S - 1), e.ScalarInt(0)}, {b, 1, s_.W}),
+      {b, s_.W});
   Value logits = ServedLogits(e, last, weights[1], weights[2]);
   // Under context parallelism the last position is the last chunk's.
   if (plan_.context > 1) {
@@ -3291,7 +3330,13 @@ void AddLayerStack(const ModelConfig& m, int64_t layers, const std::string& pref
       dims.insert(dims.begin(), blocks);
       return WeightInfo{l + std::move(name), std::move(dims), split, true};
     };
-    weights.push_back(stacked("g1", {M}, -1));
+    // A norm's gain [blocks, M], split by d_model where the residual stream is.
+    const auto gain = [&](std::string name) {
+      WeightInfo w = stacked(std::move(name), {M}, -1);
+      w.residual_dim = 1;
+      return w;
+    };
+    weights.push_back(gain("g1"));
     if (MultiQuery(m)) {
       // q split by heads; the one k and v head every device's heads read.
       weights.push_back(stacked("wq", {M, q}, 2));
@@ -3305,12 +3350,12 @@ void AddLayerStack(const ModelConfig& m, int64_t layers, const std::string& pref
     if (cross) {
       // Cross-attention: its norm's gain, q by heads, the memory's k and v
       // (per head its k then its v), the output.
-      weights.push_back(stacked("gc", {M}, -1));
+      weights.push_back(gain("gc"));
       weights.push_back(stacked("wqc", {M, q}, 2));
       weights.push_back(stacked("wkvc", {M, 2 * q}, 2));
       weights.push_back(stacked("woc", {q, M}, 1));
     }
-    weights.push_back(stacked("g2", {M}, -1));
+    weights.push_back(gain("g2"));
     if (!IsMoeLayer(m, j)) {
       weights.push_back(stacked("w1", {M, F}, 2));
       if (m.mlp == "swiglu") weights.push_back(stacked("w3", {M, F}, 2));
@@ -3341,11 +3386,13 @@ std::vector<WeightInfo> Weights(const ModelConfig& m) {
   std::vector<WeightInfo> weights = {{"embed", {m.vocab, m.d_model}, 0},
                                      {"gf", {m.d_model}, -1},
                                      {"wout", {m.d_model, m.vocab}, 1}};
+  weights[1].residual_dim = 0;
   // The decoder's layers (with cross-attention in an encoder-decoder); then
   // an encoder-decoder's encoder: its final norm's gain and its layers.
   AddLayerStack(m, m.layers, "", EncoderDecoder(m), weights);
   if (EncoderDecoder(m)) {
     weights.push_back({"enc.gf", {m.d_model}, -1});
+    weights.back().residual_dim = 0;
     AddLayerStack(m, m.encoder_layers, "enc.", false, weights);
   }
   return weights;
@@ -3428,6 +3475,13 @@ Status ValidateParallelPlan(const ParallelPlan& p) {
   LOOM_RETURN_IF_ERROR(OneOf(p.recompute, {"full", "selective", "none"}, "recompute"));
   LOOM_RETURN_IF_ERROR(OneOf(p.context_form, {"ring", "all-gather"}, "context_form"));
   LOOM_RETURN_IF_ERROR(OneOf(p.head, {"spread", "last-stage"}, "head"));
+  LOOM_RETURN_IF_ERROR(OneOf(p.residual_split, {"tokens", "d_model"}, "residual_split"));
+  if (p.residual_split != "tokens" && !p.sequence_parallel) {
+    return Error{fmt::format(
+        "residual_split {} says how sequence parallelism splits the residual stream: it needs "
+        "sequence_parallel true",
+        p.residual_split)};
+  }
   return OneOf(p.schedule, {"gpipe", "1f1b"}, "schedule");
 }
 
@@ -3461,9 +3515,9 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
   if (m.experts > 0) {
     LOOM_RETURN_IF_ERROR(
         Divides(m.experts, p.data * p.context, "experts", "data x context (expert-parallel)"));
-    const int64_t rows = m.batch / p.data / p.micro_batches * (m.seq / p.context) /
-                         (p.sequence_parallel ? p.tensor : 1);
-    if (p.sequence_parallel && rows % RoutingGroup(m) != 0) {
+    const int64_t rows =
+        m.batch / p.data / p.micro_batches * (m.seq / p.context) / (SplitsRows(p) ? p.tensor : 1);
+    if (SplitsRows(p) && rows % RoutingGroup(m) != 0) {
       return Error{fmt::format(
           "under sequence parallelism a device routes its own {} rows, which must be whole "
           "routing groups of {} positions (expert_group)",
@@ -3527,10 +3581,11 @@ Status ValidatePlan(const ModelConfig& m, const ParallelPlan& p) {
       }
     }
   }
-  if (p.sequence_parallel) {
+  if (SplitsRows(p)) {
     LOOM_RETURN_IF_ERROR(Divides(m.batch / p.data / p.micro_batches * (m.seq / p.context), p.tensor,
                                  "a micro-batch's tokens", "tensor"));
   }
+  if (SplitsFeatures(p)) LOOM_RETURN_IF_ERROR(Divides(m.d_model, p.tensor, "d_model", "tensor"));
   return OkStatus();
 }
 
@@ -3558,7 +3613,11 @@ double ModelFlopsPerStep(const ModelConfig& model) {
 std::vector<WeightInfo> AdafactorState(const ModelConfig& model, size_t weight) {
   const WeightInfo w = Weights(model)[weight];
   const auto rank = static_cast<int64_t>(w.dims.size());
-  if (rank - (w.stacked ? 1 : 0) < 2) return {{"v." + w.name, w.dims, w.split_dim, w.stacked}};
+  if (rank - (w.stacked ? 1 : 0) < 2) {
+    WeightInfo state{"v." + w.name, w.dims, w.split_dim, w.stacked};
+    state.residual_dim = w.residual_dim;
+    return {state};
+  }
   const auto without = [&](int64_t dim) {
     WeightInfo state{"", w.dims, -1, w.stacked};
     state.dims.erase(state.dims.begin() + dim);
@@ -3589,7 +3648,7 @@ std::string PlanName(const ParallelPlan& p) {
   if (OneFOneB(p)) name += "_1f1b";
   if (p.pipeline > 1 && p.head == "last-stage") name += "_head_last";
   if (p.micro_batches > 1) name += fmt::format("_mb{}", p.micro_batches);
-  if (p.sequence_parallel) name += "_sp";
+  if (p.sequence_parallel) name += p.residual_split == "d_model" ? "_sp_dmodel" : "_sp";
   if (p.zero_stage > 0) name += fmt::format("_zero{}", p.zero_stage);
   if (p.recompute != "full") name += "_recompute_" + p.recompute;
   return name;

@@ -19,7 +19,9 @@
 //   (with sequence parallelism, x is this device's tokens: h and h2 are
 //   all-gathered over the model axis, and the all-reduces are reduce-scatters;
 //   the head takes every row of the model axis, gathered, and the embedding
-//   reduce-scatters its sum)
+//   reduce-scatters its sum; under GSPMD's split, x is every token's slice
+//   of d_model, gathered and scattered along d_model, and each norm's row
+//   statistics are all-reduced over the model axis)
 //   loss = mean cross-entropy(norm(x) * gf . wout, targets), all-reduced over data
 //                                                  (vocab-parallel head: each device its
 //                                                   columns of wout, the softmax's max,
@@ -226,6 +228,19 @@ struct ParallelPlan {
   // after each row-parallel one replace the all-reduce (training steps;
   // with pipeline stages the stages hand on their tokens' rows).
   bool sequence_parallel = false;
+  // How sequence parallelism splits the residual stream over the model
+  // axis: "tokens", Megatron's (above); or "d_model", GSPMD's 2D
+  // "finalized" sharding (Xu et al. 2021; praxis's set_sharding_params_v1,
+  // activations [B, S, M] with M on the model axis): each device holds
+  // every row's slice of d_model, and so does each norm's gain. The
+  // all-gather before a column-parallel product then gathers d_model, the
+  // dimension the product contracts; the reduce-scatter after a
+  // row-parallel one scatters it; and each norm sums its rows' statistics
+  // over the model axis (an all-reduce of one value a row per sum: the
+  // mean and the variance, and in backward the two means it takes). With
+  // zero_stage 3 over the data axis this is the paper's layout: weights
+  // [M, F] on [data, model].
+  std::string residual_split = "tokens";
   // ZeRO stage (Rajbhandari et al. 2020): 0; 1, the distributed optimizer
   // (Megatron's): each weight's gradient reduce-scattered over the devices
   // that sum it, Adam's moments and the update held and computed per shard,
@@ -398,7 +413,15 @@ struct WeightInfo {
   // The experts' dimension, split over the data and context axes (expert
   // parallelism), or -1.
   int64_t expert_dim = -1;
+  // A norm's gain: its d_model dimension, which the model axis splits
+  // where the plan splits the residual stream by d_model
+  // (ParallelPlan::residual_split), or -1.
+  int64_t residual_dim = -1;
 };
+
+// The dimension of `weight` the model axis splits under `plan` (its
+// split_dim, or a gain's residual_dim under residual_split "d_model"), or -1.
+int64_t ModelSplitDim(const WeightInfo& weight, const ParallelPlan& plan);
 
 // The type a serving step holds a weight in: a matrix (a product's operand,
 // the embedding, a router, the experts') in the compute type, as servers

@@ -174,7 +174,7 @@ Tensor WeightShard(const Tensor& full, const WeightInfo& weight, const ParallelP
   const int64_t expert_parallel = plan.data * plan.context;
   staged =
       Shard(staged, weight.expert_dim, expert_parallel, device / plan.tensor % expert_parallel);
-  return Shard(staged, weight.split_dim, plan.tensor, tensor_index);
+  return Shard(staged, ModelSplitDim(weight, plan), plan.tensor, tensor_index);
 }
 
 std::vector<exec::DeviceResult> RunStep(const ir::Module& module, int64_t devices,
@@ -226,6 +226,7 @@ struct Case {
   std::string schedule = "gpipe";
   int64_t layers = 0;  // 0: the preset's (or a layer a chunk, where it has too few)
   std::string head = "spread";
+  std::string residual_split = "tokens";  // d_model: GSPMD's split of the residual stream
 };
 
 // The block of `local` that `shard` leaves a device: block `index` of the
@@ -270,6 +271,7 @@ ParallelPlan PlanOf(const Case& c) {
   plan.virtual_stages = c.virtual_stages;
   plan.schedule = c.schedule;
   plan.head = c.head;
+  plan.residual_split = c.residual_split;
   return plan;
 }
 
@@ -359,7 +361,8 @@ class PartitionedStep : public ::testing::TestWithParam<Case> {};
 
 // Every output of every device of the partitioned step against the same
 // slice of the 1-device step's output. The partitioned step reorders sums
-// (row-parallel products sum partial products, then all-reduce; the data
+// (row-parallel products sum partial products, then all-reduce; under
+// GSPMD's split of d_model each norm sums its devices' slices of a row; the data
 // axis sums per-replica gradients; micro-batches sum their gradients one
 // after another), so results agree within rounding. The threshold, 2^-12
 // of each output's largest element, is a margin over what is measured (at
@@ -461,10 +464,11 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
       "[ model ] %s %s tp=%lld%s dp=%lld cp=%lld%s pp=%lld virtual-stages=%lld micro-batches=%lld: "
       "loss %.6f, worst relative difference %.3g%s\n",
       c.preset.c_str(), c.compute_type.c_str(), static_cast<long long>(c.tensor),
-      c.sequence_parallel ? " (sp)" : "", static_cast<long long>(c.data),
-      static_cast<long long>(c.context), c.context > 1 ? (" " + c.context_form).c_str() : "",
-      static_cast<long long>(c.pipeline), static_cast<long long>(c.virtual_stages),
-      static_cast<long long>(c.micro_batches), expected[0]->GetDouble(0), worst,
+      c.sequence_parallel ? (c.residual_split == "d_model" ? " (sp d_model)" : " (sp)") : "",
+      static_cast<long long>(c.data), static_cast<long long>(c.context),
+      c.context > 1 ? (" " + c.context_form).c_str() : "", static_cast<long long>(c.pipeline),
+      static_cast<long long>(c.virtual_stages), static_cast<long long>(c.micro_batches),
+      expected[0]->GetDouble(0), worst,
       bf16 ? fmt::format(" ({:.2f} of its bound by bf16's own rounding)", worst_of_bound).c_str()
            : "");
   // The bf16 step must be a bf16 step: rounding moved it.
@@ -635,7 +639,22 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .head = "last-stage"},
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .head = "last-stage"}),
         Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 2, .layers = 3, .head = "last-stage"},
-        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 3, .layers = 3}),
+        Case{.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 3, .layers = 3},
+        // GSPMD's 2D sharding: the residual stream split by d_model over the
+        // model axis, each norm's row statistics all-reduced over it; with
+        // ZeRO-3 on the data axis the paper's [data, model] layout of weights.
+        Case{.preset = "tiny", .tensor = 2, .data = 1, .sequence_parallel = true, .residual_split = "d_model"},
+        Case{.preset = "tiny", .tensor = 4, .data = 1, .sequence_parallel = true, .residual_split = "d_model"},
+        Case{.preset = "tiny-gqa", .tensor = 2, .data = 2, .sequence_parallel = true, .zero_stage = 3, .residual_split = "d_model"},
+        Case{.preset = "tiny-bert", .tensor = 2, .data = 2, .sequence_parallel = true, .zero_stage = 3, .attention = "fused", .residual_split = "d_model"},
+        Case{.preset = "tiny", .tensor = 2, .data = 2, .sequence_parallel = true, .zero_stage = 1, .recompute = "selective", .residual_split = "d_model"},
+        Case{.preset = "tiny-gqa", .tensor = 2, .data = 1, .sequence_parallel = true, .compute_type = "bf16", .recompute = "none", .residual_split = "d_model"},
+        Case{.preset = "tiny", .tensor = 2, .data = 1, .sequence_parallel = true, .optimizer = "adafactor", .residual_split = "d_model"},
+        Case{.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true, .schedule = "1f1b", .residual_split = "d_model"},
+        Case{.preset = "tiny", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 2, .sequence_parallel = true, .virtual_stages = 2, .head = "last-stage", .residual_split = "d_model"},
+        Case{.preset = "tiny", .tensor = 2, .data = 1, .sequence_parallel = true, .context = 2, .residual_split = "d_model"},
+        Case{.preset = "tiny-moe", .tensor = 2, .data = 2, .sequence_parallel = true, .residual_split = "d_model"},
+        Case{.preset = "tiny-t5", .tensor = 2, .data = 2, .sequence_parallel = true, .zero_stage = 3, .residual_split = "d_model"}),
     // clang-format on
     [](const auto& info) {
       std::string name = info.param.preset + "_tp" + std::to_string(info.param.tensor) + "_dp" +
@@ -645,6 +664,7 @@ INSTANTIATE_TEST_SUITE_P(
                 std::to_string(info.param.micro_batches);
       }
       if (info.param.sequence_parallel) name += "_sp";
+      if (info.param.residual_split != "tokens") name += "_" + info.param.residual_split;
       if (info.param.zero_stage > 0) name += "_zero" + std::to_string(info.param.zero_stage);
       if (info.param.compute_type != "f32") name += "_" + info.param.compute_type;
       if (info.param.recompute != "full") name += "_recompute_" + info.param.recompute;
@@ -2202,6 +2222,49 @@ TEST(SequenceParallelism, RefusesWhatItIsNotBuiltForAndScattersTheRowParallelSum
   EXPECT_EQ(plain->find(" reduce-scatter("), std::string::npos);
 }
 
+// GSPMD's 2D sharding on the tiny model (LayerNorm, 2 layers, 64 rows a
+// device): every gather and scatter of the residual stream is of d_model,
+// no product's sum is all-reduced, and each norm's statistics are: per row,
+// the forward's mean and variance (a layer's 2 norms, run again by the
+// backward's recomputation), the backward's two means (the final norm's
+// too): 4 + 8 + 4 all-reduces of [64], beside the vocab-parallel loss's 3.
+TEST(GspmdSharding, GathersAndScattersDModelAndAllReducesEachNormsRowStatistics) {
+  ModelConfig m = ModelPreset("tiny").value();
+  ParallelPlan plan;
+  plan.tensor = 2;
+  plan.sequence_parallel = true;
+  plan.residual_split = "d_model";
+  const auto module = Build(m, plan);
+  int64_t gathers = 0, scatters = 0, row_sums = 0, wide_sums = 0;
+  for (const auto& computation : module->computations()) {
+    for (const auto& i : computation->instructions()) {
+      const ir::Opcode op = i->opcode();
+      if (op == ir::Opcode::kAllGather || op == ir::Opcode::kReduceScatter) {
+        (op == ir::Opcode::kAllGather ? gathers : scatters) += 1;
+        EXPECT_EQ(*i->attrs().dimensions, std::vector<int64_t>{1}) << i->name();
+      }
+      if (op == ir::Opcode::kAllReduce) {
+        (i->shape().rank() == 1 && i->shape().dim(0) == 64 ? row_sums : wide_sums) += 1;
+      }
+    }
+  }
+  EXPECT_EQ(gathers, 8);
+  EXPECT_EQ(scatters, 8);
+  EXPECT_EQ(row_sums, 16 + 3);
+  EXPECT_EQ(wide_sums, 0);  // no product's sum
+  // Each device holds its half of every gain; the plan needs sequence
+  // parallelism, and a d_model the model axis divides.
+  for (const auto& i : module->FindComputation("main")->instructions()) {
+    if (i->name() == "gf") EXPECT_EQ(i->shape().dims(), std::vector<int64_t>{32});
+  }
+  plan.sequence_parallel = false;
+  EXPECT_FALSE(BuildTrainingStep(m, plan).ok());
+  plan.sequence_parallel = true;
+  plan.tensor = 4;
+  m.d_model = 66;
+  EXPECT_FALSE(BuildTrainingStep(m, plan).ok());
+}
+
 }  // namespace
 }  // namespace loom::model
 
@@ -2238,6 +2301,16 @@ TEST(ModelConfigJson, ReadsAPresetWithOverridesAndRefusesUnknownKeys) {
   const Expected<ParallelPlan> none = ParsePlan(R"({"tensor": 0})", "p.json");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().message, "p.json: tensor must be positive, is 0");
+  const Expected<ParallelPlan> gspmd = ParsePlan(
+      R"({"tensor": 2, "sequence_parallel": true, "residual_split": "d_model"})", "p.json");
+  ASSERT_TRUE(gspmd.ok());
+  EXPECT_EQ(gspmd->residual_split, "d_model");
+  const Expected<ParallelPlan> alone =
+      ParsePlan(R"({"tensor": 2, "residual_split": "d_model"})", "p.json");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.error().message,
+            "p.json: residual_split d_model says how sequence parallelism splits the residual "
+            "stream: it needs sequence_parallel true");
 }
 
 }  // namespace

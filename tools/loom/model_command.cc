@@ -2,7 +2,7 @@
 // [--micro-batches M] [--virtual-stages V] [--schedule gpipe|1f1b]
 // [--head spread|last-stage] [--context-parallel C
 // [--context-form ring|all-gather]]
-// [--sequence-parallel]
+// [--sequence-parallel [--residual-split tokens|d_model]]
 // [--zero 0|1|2|3] [--step train|prefill|decode] [--context C] [--layers N]
 // [--optimizer adam|sgd|none] [--plan FILE.json] [-o OUT]`: write the
 // per-device HLO of one training or serving step (model/training_step.h).
@@ -92,6 +92,7 @@ void AddModelCommand(CLI::App& app) {
     std::string head;
     std::string context_form;
     bool sequence_parallel = false;
+    std::string residual_split;
     int64_t zero_stage = -1;
     std::string step = "train";
     int64_t context = 0;
@@ -119,7 +120,7 @@ void AddModelCommand(CLI::App& app) {
   command->add_option(
       "--plan", options->plan,
       "A JSON file: tensor, data, pipeline, virtual_stages, schedule, head, context, context_form, "
-      "micro_batches, sequence_parallel, "
+      "micro_batches, sequence_parallel, residual_split, "
       "zero_stage, recompute, optimizer, learning_rate, beta1, beta2, epsilon");
   command->add_option("--tensor", options->tensor, "Tensor-parallel ways (Megatron)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -169,6 +170,13 @@ void AddModelCommand(CLI::App& app) {
                     "Megatron's sequence parallelism on the model axis: the residual stream split "
                     "by tokens, an all-gather before each column-parallel product and a "
                     "reduce-scatter after each row-parallel one (training steps)");
+  command
+      ->add_option("--residual-split", options->residual_split,
+                   "How --sequence-parallel splits the residual stream over the model axis: "
+                   "tokens (Megatron's; the default) or d_model (GSPMD's 2D sharding: the "
+                   "all-gathers gather, and the reduce-scatters scatter, d_model; each norm's "
+                   "row statistics all-reduced over the model axis)")
+      ->check(CLI::IsMember({"tokens", "d_model"}));
   command
       ->add_option("--zero", options->zero_stage,
                    "ZeRO stage: 0; 1 (the distributed optimizer: gradients reduce-scattered, the "
@@ -257,6 +265,7 @@ void AddModelCommand(CLI::App& app) {
     if (!options->head.empty()) plan.head = options->head;
     if (!options->context_form.empty()) plan.context_form = options->context_form;
     if (options->sequence_parallel) plan.sequence_parallel = true;
+    if (!options->residual_split.empty()) plan.residual_split = options->residual_split;
     if (options->zero_stage >= 0) plan.zero_stage = options->zero_stage;
     if (options->layers > 0) m = model::WithLayers(m, options->layers);
     if (options->batch > 0) m.batch = options->batch;
