@@ -72,6 +72,25 @@ bool FeedsADotInPlace(Opcode opcode) {
   }
 }
 
+// The dot or convolution whose sum `add` computes in its kernel (XLA's
+// output fusion): an operand of its shape that only the add reads, or
+// nullptr.
+const Instruction* OutputFusionProduct(const Instruction& add,
+                                       const std::unordered_map<const Instruction*, Uses>& uses) {
+  if (add.opcode() != Opcode::kAdd || add.operand_count() != 2 ||
+      add.operand(0) == add.operand(1) || !add.shape().IsArray()) {
+    return nullptr;
+  }
+  for (const Instruction* operand : add.operands()) {
+    const Opcode op = operand->opcode();
+    if (op != Opcode::kDot && op != Opcode::kConvolution) continue;
+    if (operand->parent() != add.parent() || !(operand->shape() == add.shape())) continue;
+    const auto found = uses.find(operand);
+    if (found != uses.end() && found->second.size() == 1) return operand;
+  }
+  return nullptr;
+}
+
 bool ReduceRowFitsOnChip(const Instruction& reduce) {
   if (!reduce.shape().IsArray() || reduce.operand_count() != 2) return false;  // variadic: no
   const int64_t outputs = reduce.shape().ElementCount();
@@ -132,6 +151,8 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
         FoldsIntoUsers(producer)) {
       continue;
     }
+    // An output fusion's add roots its kernel.
+    if (OutputFusionProduct(producer, uses) != nullptr) continue;
     const Uses& users = found->second;
     const bool fusible = IsLoopFusible(producer.opcode()) ||
                          (producer.opcode() == Opcode::kReduce && ReduceRowFitsOnChip(producer));
@@ -146,6 +167,14 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
     if (!all_take_in || (!one_kernel && !Duplicable(producer.opcode()))) continue;
     fused_.insert(&producer);
     kernel[&producer] = one_kernel ? shared : nullptr;
+  }
+  // A dot that only an add of its shape reads is computed in the add's
+  // kernel (which is its root, above).
+  for (const Instruction* instruction : order) {
+    const Instruction* product = OutputFusionProduct(*instruction, uses);
+    if (product == nullptr || computation.root() == product) continue;
+    fused_.insert(product);
+    products_[instruction] = product;
   }
   // A kernel whose root only dots read, and which only reads a value in
   // memory through ops a dot reads through (a convert of a weight's window,
@@ -192,6 +221,11 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
 int64_t FusionPlan::MembersBesidesRoot(const Instruction& root) const {
   const auto it = members_.find(&root);
   return it == members_.end() ? 0 : it->second;
+}
+
+const Instruction* FusionPlan::OutputFusedProduct(const Instruction& root) const {
+  const auto it = products_.find(&root);
+  return it == products_.end() ? nullptr : it->second;
 }
 
 const std::vector<OperandRead>& FusionPlan::KernelReads(const Instruction& root) const {

@@ -30,7 +30,18 @@
 //   %b = bf16[768,6144] convert(%r)                               // fused into %y
 //   %y = bf16[8192,6144] dot(%x, %b)  // reads %x and the f32 window of %stacked
 //
-// The rules, XLA's loop, input and operand fusion simplified:
+// And a dot whose one user adds it to a value of its own shape computes the
+// sum in its kernel (XLA's output fusion on TPU; on GPU the GEMM rewriter's
+// matrix bias, cuBLAS's beta = 1): the kernel reads the addend and writes
+// the sum, and the product never reaches memory. A ring that accumulates
+// partial products (a contracting all-gather's, a reduce-scatter's) adds
+// each step's product in its kernel so:
+//
+//   %p = f32[8192,4096] dot(%x.block, %w.block)   // fused into %acc
+//   %acc = f32[8192,4096] add(%acc.in, %p)        // the kernel: reads %acc.in
+//                                                 // and the dot's operands
+//
+// The rules, XLA's loop, input, operand and output fusion simplified:
 //  - a loop-fusible producer (elementwise, convert, select, clamp, compare,
 //    broadcast, iota, transpose, slice, dynamic-slice, gather, concatenate,
 //    pad, reverse, reshape, bitcast) joins its users' kernel when every user
@@ -49,6 +60,9 @@
 //    into the dots instead: each reads that value itself. One that computes
 //    its value (a convert of a norm's output) stays a kernel, which writes
 //    the narrower value;
+//  - a dot or convolution whose only user is an add of its shape and
+//    element type (not of the dot with itself) is computed in that add's
+//    kernel, whose root the add stays: it is fused into nothing else;
 //  - never the computation's root, nor a value a loop, a collective or a
 //    tuple takes: those cross a kernel boundary.
 // Scalar arithmetic (a loop's counter, a ring's offsets) folds into the
@@ -93,11 +107,15 @@ class FusionPlan {
   int64_t MembersBesidesRoot(const ir::Instruction& root) const;
   // How many instructions of the computation are fused into their users.
   size_t fused_count() const { return fused_.size(); }
+  // For the root of an output fusion (an add), the dot or convolution its
+  // kernel computes; else nullptr.
+  const ir::Instruction* OutputFusedProduct(const ir::Instruction& root) const;
 
  private:
   std::unordered_set<const ir::Instruction*> fused_;
   std::unordered_map<const ir::Instruction*, std::vector<OperandRead>> reads_;
-  std::unordered_map<const ir::Instruction*, int64_t> members_;  // besides the root
+  std::unordered_map<const ir::Instruction*, int64_t> members_;                  // besides the root
+  std::unordered_map<const ir::Instruction*, const ir::Instruction*> products_;  // by add
 };
 
 // Whether `opcode` can be computed inside a loop fusion.

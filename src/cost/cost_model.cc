@@ -31,6 +31,13 @@ double ComputeTimes::Of(const ir::Instruction& instruction) const {
   return model_->FusedComputeSeconds(instruction, PlanOf(*computation));
 }
 
+const ir::Instruction& ComputeTimes::KernelProduct(const ir::Instruction& instruction) const {
+  const ir::Computation* computation = instruction.parent();
+  if (!model_->FusesElementwise() || computation == nullptr) return instruction;
+  const ir::Instruction* product = PlanOf(*computation).OutputFusedProduct(instruction);
+  return product != nullptr ? *product : instruction;
+}
+
 const analysis::FusionPlan& ComputeTimes::PlanOf(const ir::Computation& computation) const {
   std::shared_ptr<const analysis::FusionPlan>& plan = (*plans_)[&computation];
   if (!plan) plan = std::make_shared<const analysis::FusionPlan>(computation);

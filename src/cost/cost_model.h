@@ -130,6 +130,10 @@ class ComputeTimes {
  public:
   explicit ComputeTimes(const CostModel& model) : model_(&model) {}
   double Of(const ir::Instruction& instruction) const;
+  // What computes the products of the kernel rooted at `instruction`: the
+  // dot an output fusion sums (analysis::FusionPlan), where the model
+  // fuses; else the instruction itself.
+  const ir::Instruction& KernelProduct(const ir::Instruction& instruction) const;
 
  private:
   const analysis::FusionPlan& PlanOf(const ir::Computation& computation) const;

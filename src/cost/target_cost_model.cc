@@ -214,6 +214,12 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
     return DotSeconds(analysis::KernelDotsOf(instruction),
                       bytes + static_cast<double>(instruction.shape().ByteSize()));
   }
+  // An add that sums a dot in the dot's kernel (output fusion): the dot's
+  // time, with the addend among what it reads.
+  if (const ir::Instruction* product = fusion.OutputFusedProduct(instruction)) {
+    return DotSeconds(analysis::KernelDotsOf(*product),
+                      bytes + static_cast<double>(instruction.shape().ByteSize()));
+  }
   const std::optional<double> in_place = InPlaceUpdateBytes(instruction);
   bytes += in_place ? *in_place : static_cast<double>(instruction.shape().ByteSize());
   if (opcode == Opcode::kTriangularSolve || opcode == Opcode::kCholesky) {

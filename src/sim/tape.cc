@@ -124,10 +124,12 @@ class TapeBuilder {
     Step step;
     step.kind = StepKind::kCompute;
     step.seconds = seconds;
-    step.op_kind = OpKind(std::string(ir::OpcodeName(instruction.opcode())));
+    // A dot (or the dot an add sums in its kernel), or a fused kernel's
+    // dots (flash attention's).
+    const Instruction& product = compute_.KernelProduct(instruction);
+    step.op_kind = OpKind(std::string(ir::OpcodeName(product.opcode())));
     step.instruction = &instruction;
-    // A dot, or a fused kernel's dots (flash attention's).
-    if (const analysis::KernelDots dots = analysis::KernelDotsOf(instruction); dots.type) {
+    if (const analysis::KernelDots dots = analysis::KernelDotsOf(product); dots.type) {
       step.flops = static_cast<double>(dots.flops);
       step.ideal = step.flops / target_.compute().PeakFlops(*dots.type);
     }

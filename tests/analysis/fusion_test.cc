@@ -48,6 +48,7 @@ class Planned {
     return KernelReadsOf(*plan_, *module_->entry(), root);
   }
   const FusionPlan& plan() const { return *plan_; }
+  const ir::Module& module() const { return *module_; }
 
  private:
   std::unique_ptr<ir::Module> module_;
@@ -280,6 +281,51 @@ ENTRY %main {
   EXPECT_FALSE(module.Fused("p"));
   EXPECT_TRUE(module.Fused("pb"));
   EXPECT_EQ(module.Reads("o"), (std::vector<std::string>{"o.1<-v", "pb.0<-p"}));
+}
+
+// A ring's accumulation: each partial product is added to the sum so far
+// in its own kernel (output fusion), which reads the addend and the dot's
+// operands (through the convert) and roots at the add; the adds stay apart
+// though each feeds the next. A product another op reads too, one added to
+// itself and one no add reads stay kernels of their own.
+TEST(FusionPlan, AnAddOfADotsOnlyUseSumsItInTheDotsKernel) {
+  const Planned module(R"(
+HloModule ring
+
+ENTRY %main {
+  %x0 = f32[16,64] parameter(0)
+  %x1 = bf16[16,64] parameter(1)
+  %w = bf16[64,8] parameter(2)
+  %acc = f32[16,8] parameter(3)
+  %x0b = bf16[16,64] convert(%x0)
+  %p0 = f32[16,8] dot(%x0b, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s0 = f32[16,8] add(%acc, %p0)
+  %p1 = f32[16,8] dot(%x1, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s1 = f32[16,8] add(%s0, %p1)
+  %p2 = f32[16,8] dot(%x1, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s2 = f32[16,8] add(%s1, %p2)
+  %n2 = f32[16,8] negate(%p2)
+  %p3 = f32[16,8] dot(%x1, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s3 = f32[16,8] add(%p3, %p3)
+  %p4 = bf16[16,8] dot(%x1, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %s4 = f32[16,8] add(%s2, %s3)
+  ROOT %out = (f32[16,8], f32[16,8], bf16[16,8]) tuple(%s4, %n2, %p4)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  EXPECT_TRUE(module.Fused("p0"));
+  EXPECT_TRUE(module.Fused("p1"));
+  EXPECT_FALSE(module.Fused("s0"));
+  EXPECT_FALSE(module.Fused("s1"));
+  EXPECT_EQ(module.Reads("s0"), (std::vector<std::string>{"p0.1<-w", "s0.0<-acc", "x0b.0<-x0"}));
+  EXPECT_EQ(module.Reads("s1"), (std::vector<std::string>{"p1.0<-x1", "p1.1<-w", "s1.0<-s0"}));
+  const ir::Computation& main = *module.module().entry();
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("s1")),
+            main.FindInstruction("p1"));
+  EXPECT_FALSE(module.Fused("p2"));  // %n2 reads it too
+  EXPECT_FALSE(module.Fused("p3"));  // added to itself
+  EXPECT_FALSE(module.Fused("p4"));  // the tuple takes it
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("s2")), nullptr);
 }
 
 // The text may use a value before the line that defines it: the plan

@@ -230,6 +230,31 @@ ENTRY %main {
   EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("p")), (2 * 64 * 512 * 4 + 4) / 1e12 + 1e-6);
 }
 
+// An add of a dot's only use is summed in the dot's kernel (output
+// fusion): the dot costs nothing of its own, and the add costs the dot's
+// roofline with the addend among its reads. Here the bytes bound it: %x,
+// %w, %acc, and the sum written, at 1e12 bytes/s.
+TEST(TargetCostModel, AnAddThatSumsADotInItsKernelCostsTheDotReadingTheAddend) {
+  const TargetCostModel model(Fusing());
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %x = bf16[2,1024] parameter(0)
+  %w = bf16[1024,256] parameter(1)
+  %acc = f32[2,256] parameter(2)
+  %p = f32[2,256] dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %s = f32[2,256] add(%acc, %p)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const ComputeTimes times(model);
+  EXPECT_EQ(times.Of(*entry.FindInstruction("p")), 0);
+  EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("s")),
+                   (2 * 1024 * 2 + 1024 * 256 * 2 + 2 * 256 * 4 + 2 * 256 * 4) / 1e12 + 1e-6);
+  EXPECT_EQ(&times.KernelProduct(*entry.FindInstruction("s")), entry.FindInstruction("p"));
+}
+
 // A reshape renames its operand for free, but one whose operand is
 // computed in its kernel (the tuple takes the reshape, not the multiply)
 // roots that kernel: it reads x once and writes the result.
