@@ -143,6 +143,14 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
   // user's kernel is known when its operand is decided.
   std::unordered_map<const Instruction*, const Instruction*> kernel;
   const std::vector<const Instruction*> order = OperandsFirst(computation);
+  // A dot that only an add of its shape reads is computed in the add's
+  // kernel, which the add roots (below: it is fused into nothing).
+  for (const Instruction* instruction : order) {
+    const Instruction* product = OutputFusionProduct(*instruction, uses);
+    if (product == nullptr || computation.root() == product) continue;
+    fused_.insert(product);
+    products_[instruction] = product;
+  }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction& producer = **it;
     kernel[&producer] = &producer;
@@ -151,8 +159,7 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
         FoldsIntoUsers(producer)) {
       continue;
     }
-    // An output fusion's add roots its kernel.
-    if (OutputFusionProduct(producer, uses) != nullptr) continue;
+    if (products_.count(&producer) > 0) continue;  // an output fusion's root
     const Uses& users = found->second;
     const bool fusible = IsLoopFusible(producer.opcode()) ||
                          (producer.opcode() == Opcode::kReduce && ReduceRowFitsOnChip(producer));
@@ -167,14 +174,6 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
     if (!all_take_in || (!one_kernel && !Duplicable(producer.opcode()))) continue;
     fused_.insert(&producer);
     kernel[&producer] = one_kernel ? shared : nullptr;
-  }
-  // A dot that only an add of its shape reads is computed in the add's
-  // kernel (which is its root, above).
-  for (const Instruction* instruction : order) {
-    const Instruction* product = OutputFusionProduct(*instruction, uses);
-    if (product == nullptr || computation.root() == product) continue;
-    fused_.insert(product);
-    products_[instruction] = product;
   }
   // A kernel whose root only dots read, and which only reads a value in
   // memory through ops a dot reads through (a convert of a weight's window,

@@ -210,13 +210,12 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   }
   double bytes = 0;
   for (const auto& [value, value_bytes] : read) bytes += value_bytes;
-  if (opcode == Opcode::kDot || opcode == Opcode::kConvolution) {
-    return DotSeconds(analysis::KernelDotsOf(instruction),
-                      bytes + static_cast<double>(instruction.shape().ByteSize()));
-  }
-  // An add that sums a dot in the dot's kernel (output fusion): the dot's
-  // time, with the addend among what it reads.
-  if (const ir::Instruction* product = fusion.OutputFusedProduct(instruction)) {
+  // A dot's kernel, or an add's that sums a dot in it (output fusion: the
+  // addend among what it reads).
+  const ir::Instruction* product = opcode == Opcode::kDot || opcode == Opcode::kConvolution
+                                       ? &instruction
+                                       : fusion.OutputFusedProduct(instruction);
+  if (product != nullptr) {
     return DotSeconds(analysis::KernelDotsOf(*product),
                       bytes + static_cast<double>(instruction.shape().ByteSize()));
   }

@@ -796,12 +796,14 @@ class StepWriter {
   }
 
   // --- the model axis -----------------------------------------------------------------
-  bool SequenceParallel() const { return SplitsRows(plan_); }
+  // Megatron's sequence parallelism: each device of the model axis its own
+  // rows of the residual stream (GSPMD's split keeps every row: ResidualSplit).
+  bool SplitsOwnRows() const { return SplitsRows(plan_); }
   // The dimension of the residual stream [rows, d_model] that sequence
   // parallelism splits over the model axis: rows (Megatron's), d_model
   // (GSPMD's), or none.
   std::optional<int64_t> ResidualSplit() const {
-    if (SequenceParallel()) return 0;
+    if (SplitsOwnRows()) return 0;
     if (SplitsFeatures(plan_)) return 1;
     return std::nullopt;
   }
@@ -861,11 +863,11 @@ class StepWriter {
     const WeightInfo info = infos_[i];
     const int64_t extent = GradientSummers(plan_, info);
     if (!info.stacked) {
-      return SequenceParallel() && ModelSplitDim(info, plan_) < 0
+      return SplitsOwnRows() && ModelSplitDim(info, plan_) < 0
                  ? ReductionGroups{&head_and_model_groups_, 1, extent}
                  : ReductionGroups{&head_groups_, plan_.tensor, extent};
     }
-    if ((SequenceParallel() || info.partial_over_model) && ModelSplitDim(info, plan_) < 0 &&
+    if ((SplitsOwnRows() || info.partial_over_model) && ModelSplitDim(info, plan_) < 0 &&
         plan_.tensor > 1) {
       return {&data_and_model_groups_, 1, extent};
     }
@@ -924,7 +926,7 @@ class StepWriter {
   // This device's rows of x [n*T, C] under sequence parallelism, of each
   // micro-batch's T (its position on the model axis picks them), else x.
   Value OwnRows(ComputationEmitter& c, const Value& x) {
-    if (!SequenceParallel()) return x;
+    if (!SplitsOwnRows()) return x;
     const int64_t columns = x.dim(1), n = x.dim(0) / s_.T;  // micro-batches in x
     const Value rank = Position(c, 1, plan_.tensor);
     const Value micro = c.Reshape(x, {n, s_.T, columns});
@@ -1679,7 +1681,7 @@ class StepWriter {
   // (Megatron's MoE with sequence parallelism); else every device of the
   // model axis routes all the rows, and the outputs are summed over it
   // after the combine, as a dense MLP's.
-  bool ExpertsOnOwnRows() const { return SequenceParallel(); }
+  bool ExpertsOnOwnRows() const { return SplitsOwnRows(); }
   Value AcrossModel(ComputationEmitter& c, const Value& slots) {
     return ExpertsOnOwnRows() ? c.AllGather(slots, 1, tensor_groups_) : slots;
   }
@@ -2992,7 +2994,7 @@ class StepWriter {
   // else the ids in order.
   Value IdsAsGathered(ComputationEmitter& c, const Value& ids) {
     const int64_t rows = ids.dim(0) * ids.dim(1);
-    if (!SequenceParallel()) return c.Reshape(ids, {rows});
+    if (!SplitsOwnRows()) return c.Reshape(ids, {rows});
     const Value by_device = c.Reshape(ids, {rows / s_.T, plan_.tensor, s_.R});
     return c.Reshape(c.Transpose(by_device, {1, 0, 2}), {rows});
   }

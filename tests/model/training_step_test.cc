@@ -2254,9 +2254,9 @@ TEST(GspmdSharding, GathersAndScattersDModelAndAllReducesEachNormsRowStatistics)
   EXPECT_EQ(wide_sums, 0);  // no product's sum
   // Each device holds its half of every gain; the plan needs sequence
   // parallelism, and a d_model the model axis divides.
-  for (const auto& i : module->FindComputation("main")->instructions()) {
-    if (i->name() == "gf") EXPECT_EQ(i->shape().dims(), std::vector<int64_t>{32});
-  }
+  const ir::Instruction* gain = module->FindComputation("main")->FindInstruction("gf");
+  ASSERT_NE(gain, nullptr);
+  EXPECT_EQ(gain->shape().dims(), std::vector<int64_t>{32});
   plan.sequence_parallel = false;
   EXPECT_FALSE(BuildTrainingStep(m, plan).ok());
   plan.sequence_parallel = true;
