@@ -53,7 +53,16 @@ bool TakesIn(const Instruction& user, int64_t index) {
   return false;
 }
 
-bool Duplicable(Opcode opcode) { return opcode == Opcode::kBroadcast || opcode == Opcode::kIota; }
+// Ops duplicated into each kernel that uses them: a broadcast or an iota,
+// which read little or nothing, and a widening convert (bf16 to f32), which
+// each kernel does better to read narrow than one kernel to write wide for
+// the others (XLA duplicates such cheap elementwise producers too).
+bool Duplicable(const Instruction& producer) {
+  const Opcode opcode = producer.opcode();
+  if (opcode == Opcode::kBroadcast || opcode == Opcode::kIota) return true;
+  return opcode == Opcode::kConvert && producer.operand_count() == 1 &&
+         producer.shape().ByteSize() > producer.operand(0)->shape().ByteSize();
+}
 
 // Ops a dot reads its operand through.
 bool FeedsADotInPlace(Opcode opcode) {
@@ -171,7 +180,7 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
       all_take_in &= TakesIn(*user, index) && !FoldsIntoUsers(*user);
       one_kernel &= shared != nullptr && kernel[user] == shared;
     }
-    if (!all_take_in || (!one_kernel && !Duplicable(producer.opcode()))) continue;
+    if (!all_take_in || (!one_kernel && !Duplicable(producer))) continue;
     fused_.insert(&producer);
     kernel[&producer] = one_kernel ? shared : nullptr;
   }

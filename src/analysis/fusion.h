@@ -49,7 +49,8 @@
 //    dynamic-update-slice's update or a scatter's updates, computed in
 //    place) and all of them are
 //    in that one kernel; a broadcast or an iota, which read little or
-//    nothing, is duplicated into each kernel that uses it instead;
+//    nothing, and a widening convert (bf16 to f32: each kernel reads the
+//    narrow value) are duplicated into each kernel that uses them instead;
 //  - a reduce joins its users' kernel on the same terms, when a row of it
 //    (the elements summed into one result) holds at most
 //    kMaxFusedReduceRow elements, what a kernel keeps on chip;

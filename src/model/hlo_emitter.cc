@@ -118,9 +118,22 @@ Value ComputationEmitter::Select(const Value& predicate, const Value& a, const V
               fmt::format("select(%{}, %{}, %{})", predicate.name, a.name, b.name));
 }
 
+namespace {
+// Whether every value of type `from` is exactly a value of type `to`.
+bool Widens(std::string_view from, std::string_view to) {
+  const auto rank = [](std::string_view t) {
+    return t == "bf16" ? 1 : t == "f32" ? 2 : t == "f64" ? 3 : 0;
+  };
+  return rank(from) > 0 && rank(to) > rank(from);
+}
+}  // namespace
+
 Value ComputationEmitter::Convert(const Value& x, std::string_view type) {
   if (x.type == type) return x;
-  return Emit("convert", ArrayValue(type, x.dims), fmt::format("convert(%{})", x.name));
+  if (!x.widened_from.empty() && x.widened_from.front().type == type) return x.widened_from.front();
+  Value converted = Emit("convert", ArrayValue(type, x.dims), fmt::format("convert(%{})", x.name));
+  if (Widens(x.type, type)) converted.widened_from = {x};
+  return converted;
 }
 
 Value ComputationEmitter::Iota(std::string_view type, std::vector<int64_t> dims,

@@ -22,6 +22,10 @@ struct Value {
   std::string type;  // "f32", "bf16", "s32", "pred"; empty for a tuple
   std::vector<int64_t> dims;
   std::vector<Value> elements;  // a tuple's
+  // For a lossless widening convert (bf16 to f32, say): the value it
+  // widened, which converting back to its type returns instead of a
+  // second convert (XLA's algebraic simplifier folds the pair so).
+  std::vector<Value> widened_from;
 
   bool is_tuple() const { return type.empty(); }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }

@@ -753,8 +753,9 @@ class StepWriter {
   }
 
   // --- products ---------------------------------------------------------------------
-  // a[T,K] . w[K,N], operands in the compute type, accumulated in P (or,
-  // for a product the model axis sums, rounded once to `type`).
+  // a[T,K] . w[K,N], operands in the compute type, accumulated and written
+  // in P (or written in `type`: a product the model axis sums, rounded
+  // once; a projection, Projected).
   Value MatMul(ComputationEmitter& c, const Value& a, const Value& w) {
     return MatMul(c, a, w, P_);
   }
@@ -771,6 +772,16 @@ class StepWriter {
   // A value held or sent as an activation, and one computed on.
   Value Held(ComputationEmitter& c, const Value& x) { return c.Convert(x, A_); }
   Value Math(ComputationEmitter& c, const Value& x) { return c.Convert(x, P_); }
+  // A layer's projection of activations (q, k and v; the MLP's input
+  // products; their input gradients) as Megatron's GEMMs and JAX's dots of
+  // bf16 operands write it: accumulated in f32, written in the activation
+  // type, computed on in P by the kernels that read it.
+  Value Projected(ComputationEmitter& c, const Value& a, const Value& w) {
+    return Math(c, MatMul(c, a, w, A_));
+  }
+  Value ProjectedT(ComputationEmitter& c, const Value& dy, const Value& w) {
+    return Math(c, MatMulT(c, dy, w, A_));
+  }
   // x[T,K]^T . dy[T,N]: a weight gradient.
   Value WeightGrad(ComputationEmitter& c, const Value& x, const Value& dy) {
     return c.Dot(c.Convert(x, C_), c.Convert(dy, C_), {{}, {}, {0}, {0}}, P_);
@@ -976,10 +987,10 @@ class StepWriter {
   // from the fused product, or under multi-query from wq and wkv.
   std::tuple<Value, Value, Value> ProjectQkv(ComputationEmitter& c, const Value& h,
                                              const LayerWeights& w, int64_t positions) {
-    if (!MultiQuery(m_)) return SplitQkv(c, MatMul(c, h, w.wqkv), positions);
+    if (!MultiQuery(m_)) return SplitQkv(c, Projected(c, h, w.wqkv), positions);
     const int64_t b = s_.b;
-    const Value q = c.Reshape(MatMul(c, h, w.wq), {b, positions, s_.H, s_.hd});
-    const Value kv = c.Reshape(MatMul(c, h, w.wkv), {b, positions, 1, 2, s_.hd});
+    const Value q = c.Reshape(Projected(c, h, w.wq), {b, positions, s_.H, s_.hd});
+    const Value kv = c.Reshape(Projected(c, h, w.wkv), {b, positions, 1, 2, s_.hd});
     return {q, c.Reshape(c.Slice(kv, 3, 0, 1), {b, positions, 1, s_.hd}),
             c.Reshape(c.Slice(kv, 3, 1, 1), {b, positions, 1, s_.hd})};
   }
@@ -1327,8 +1338,8 @@ class StepWriter {
   void CrossAttentionForward(ComputationEmitter& c, const LayerWeights& w, LayerActs& a) {
     a.normc = NormForward(c, a.x1);
     a.hc = GatherResidual(c, c.Mul(a.normc.n, PerColumn(c, w.gc, a.x1)));
-    a.qc = Heads(c, MatMul(c, a.hc, w.wqc), s_.H);
-    const Value kv = c.Reshape(MatMul(c, w.memory, w.wkvc), {s_.b, s_.S, s_.H, 2, s_.hd});
+    a.qc = Heads(c, Projected(c, a.hc, w.wqc), s_.H);
+    const Value kv = c.Reshape(Projected(c, w.memory, w.wkvc), {s_.b, s_.S, s_.H, 2, s_.hd});
     a.kx = c.Reshape(c.Slice(kv, 3, 0, 1), {s_.b, s_.S, s_.H, s_.hd});
     a.vx = c.Reshape(c.Slice(kv, 3, 1, 1), {s_.b, s_.S, s_.H, s_.hd});
     a.pc = MaterialisedSoftmax(c, a.qc, a.kx, std::nullopt, false);
@@ -1346,7 +1357,7 @@ class StepWriter {
                                     const LayerWeights& w, const Value& dx1) {
     const Value dy = GatherResidual(c, dx1);
     const Value dwoc = WeightGrad(c, a.oc, dy);
-    const Value dO = Heads(c, MatMulT(c, dy, w.woc), s_.H);
+    const Value dO = Heads(c, ProjectedT(c, dy, w.woc), s_.H);
     const auto [dq, dk, dv] = SoftmaxAttentionBackward(c, a.pc, a.qc, a.kx, a.vx, dO);
     const Value dq_rows = c.Reshape(dq, {s_.T, s_.H * s_.hd});
     const Value dwqc = WeightGrad(c, a.hc, dq_rows);
@@ -1356,7 +1367,7 @@ class StepWriter {
     const Value dkv = c.Reshape(c.Concatenate({c.Reshape(dk, one), c.Reshape(dv, one)}, 3),
                                 {s_.T, 2 * s_.H * s_.hd});
     return {c.Add(dx1, dx_norm),
-            MatMulT(c, dkv, w.wkvc),
+            ProjectedT(c, dkv, w.wkvc),
             {dgc, dwqc, WeightGrad(c, w.memory, dkv), dwoc}};
   }
 
@@ -1371,8 +1382,8 @@ class StepWriter {
       return;
     }
     a.h2 = GatherResidual(c, h2);
-    a.u = MatMul(c, a.h2, w.w1);
-    if (m_.mlp == "swiglu") a.z = MatMul(c, a.h2, w.w3);
+    a.u = Projected(c, a.h2, w.w1);
+    if (m_.mlp == "swiglu") a.z = Projected(c, a.h2, w.w3);
     a.act = Activation(c, a.u, a.z);
     a.out = Held(c, c.Add(a.x1, SumOverModel(c, MatMul(c, a.act, w.w2, A_))));
   }
@@ -1468,7 +1479,7 @@ class StepWriter {
                              const Value& kx, const Value& vx) {
     const NormActs norm = NormForward(c, x1);
     const Value h = c.Mul(norm.n, PerColumn(c, w.gc, x1));
-    const Value q = c.Reshape(MatMul(c, h, w.wqc), {s_.b, 1, s_.H, s_.hd});
+    const Value q = c.Reshape(Projected(c, h, w.wqc), {s_.b, 1, s_.H, s_.hd});
     const Value p = MaterialisedSoftmax(c, q, kx, std::nullopt, false);
     const Value o = c.Reshape(AttentionOutput(c, p, vx), {s_.b, s_.H * s_.hd});
     return c.Add(x1, SumOverModel(c, MatMul(c, o, w.woc, A_)));
@@ -1515,7 +1526,7 @@ class StepWriter {
       aux = moe.aux;
     } else {
       const Value dw2 = WeightGrad(c, a.act, dy2);
-      const Value dact = MatMulT(c, dy2, w.w2);
+      const Value dact = ProjectedT(c, dy2, w.w2);
       const auto [du, dz] = ActivationBackward(c, dact, a.u, a.z);
       Value dw3;
       if (m_.mlp == "swiglu") dw3 = WeightGrad(c, a.h2, dz);
@@ -1538,7 +1549,7 @@ class StepWriter {
     // Attention: x1 = x + o . wo
     const Value dy = GatherResidual(c, dx1);
     const Value dwo = WeightGrad(c, a.o, dy);
-    const Value dO = Heads(c, MatMulT(c, dy, w.wo), s_.H);
+    const Value dO = Heads(c, ProjectedT(c, dy, w.wo), s_.H);
     const auto [dq, dk, dv] = AttentionCoreBackward(c, a, dO);
     const auto [dprojection, dh_part] = ProjectQkvBackward(c, a.h, w, dq, dk, dv);
     const Value dh = SumOverModel(c, dh_part);

@@ -328,6 +328,37 @@ ENTRY %main {
   EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("s2")), nullptr);
 }
 
+// A product written in bf16 and widened for two kernels (an activation's
+// backward, say): each kernel reads the bf16 value and widens it itself,
+// where one kernel writing the f32 copy for both would move three times
+// the bytes. A narrowing convert read by two kernels is not duplicated: it
+// is written once, narrow.
+TEST(FusionPlan, DuplicatesAWideningConvertIntoEachKernelThatReadsIt) {
+  const Planned module(R"(
+HloModule widen
+
+ENTRY %main {
+  %x = bf16[16,64] parameter(0)
+  %w = bf16[64,32] parameter(1)
+  %d = bf16[16,32] dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %f = f32[16,32] convert(%d)
+  %e = f32[16,32] exponential(%f)
+  %l = f32[16,32] logistic(%f)
+  %m = f32[16,32] parameter(2)
+  %n = bf16[16,32] convert(%m)
+  %a = bf16[16,32] negate(%n)
+  %b = bf16[16,32] abs(%n)
+  ROOT %out = (f32[16,32], f32[16,32], bf16[16,32], bf16[16,32]) tuple(%e, %l, %a, %b)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  EXPECT_TRUE(module.Fused("f"));
+  EXPECT_EQ(module.Reads("e"), (std::vector<std::string>{"f.0<-d"}));
+  EXPECT_EQ(module.Reads("l"), (std::vector<std::string>{"f.0<-d"}));
+  EXPECT_FALSE(module.Fused("n"));
+  EXPECT_EQ(module.Reads("a"), (std::vector<std::string>{"a.0<-n"}));
+}
+
 // The text may use a value before the line that defines it: the plan
 // follows the data, not the lines.
 TEST(FusionPlan, FollowsTheDataWhereTheTextUsesAValueBeforeDefiningIt) {

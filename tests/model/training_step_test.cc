@@ -2265,6 +2265,38 @@ TEST(GspmdSharding, GathersAndScattersDModelAndAllReducesEachNormsRowStatistics)
   EXPECT_FALSE(BuildTrainingStep(m, plan).ok());
 }
 
+// In bf16 the layers' projections are written in bf16, as Megatron's GEMMs
+// and JAX's bf16 dots write them (accumulated in f32 inside the product):
+// on tiny-gqa at TP2, every product of [32 rows, d_ff / 2 = 96] (the MLP's
+// two input products, forward and recomputed, and the activation's input
+// gradient) is bf16. And no value is widened only to be narrowed again: a
+// convert of a widened value back to its type returns the value.
+TEST(MixedPrecisionStep, WritesTheProjectionsInBf16AndNeverConvertsARoundTrip) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "bf16";
+  ParallelPlan plan;
+  plan.tensor = 2;
+  const auto module = Build(m, plan);
+  int64_t projections = 0;
+  for (const auto& computation : module->computations()) {
+    for (const auto& i : computation->instructions()) {
+      if (i->opcode() == ir::Opcode::kDot &&
+          i->shape().dims() == std::vector<int64_t>{32, m.d_ff / 2}) {
+        ++projections;
+        EXPECT_EQ(i->shape().type(), ir::PrimitiveType::kBF16) << i->name();
+      }
+      if (i->opcode() != ir::Opcode::kConvert) continue;
+      const ir::Instruction& widened = *i->operand(0);
+      if (widened.opcode() == ir::Opcode::kConvert &&
+          widened.shape().ByteSize() > widened.operand(0)->shape().ByteSize()) {
+        EXPECT_NE(widened.operand(0)->shape().type(), i->shape().type())
+            << i->name() << " converts " << widened.operand(0)->name() << " back to its type";
+      }
+    }
+  }
+  EXPECT_GE(projections, 5);
+}
+
 }  // namespace
 }  // namespace loom::model
 
