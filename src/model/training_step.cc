@@ -80,6 +80,12 @@ struct ReductionGroups {
 // parallelism what the model axis does not split over the model axis too
 // (each device saw its own rows; the head reads every row of the model
 // axis, so its split weights' gradients are whole there).
+// The bytes of one element of an HLO type ("bf16": 2).
+int64_t TypeBytes(std::string_view type) {
+  const std::optional<ir::PrimitiveType> parsed = ir::ParsePrimitiveType(type);
+  return parsed ? ir::PrimitiveTypeBits(*parsed) / 8 : 4;
+}
+
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w) {
   const int64_t model = (SplitsRows(p) || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
@@ -442,7 +448,9 @@ class StepWriter {
   std::vector<Value> WeightParameters(ComputationEmitter& e) {
     std::vector<Value> weights;
     for (size_t i = 0; i < infos_.size(); ++i) {
-      const std::string type = serving_ ? ServedWeightType(m_, infos_[i]) : P_;
+      const std::string type = serving_              ? ServedWeightType(m_, infos_[i])
+                               : HoldsMasterShard(i) ? C_
+                                                     : P_;
       weights.push_back(e.Parameter(type, IsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_),
                                     infos_[i].name));
     }
@@ -927,11 +935,24 @@ class StepWriter {
   }
 
   // Weight `i` updated on this device's shard (OwnShard), whole again where
-  // the step holds it whole: under ZeRO-1 and -2, all-gathered and its
-  // padding dropped.
+  // the step holds it whole: under ZeRO-1 and -2, all-gathered (in the
+  // compute type, where the step holds a master shard) and its padding
+  // dropped.
   Value GatheredIfZero(ComputationEmitter& c, size_t i, const Value& updated) {
     if (!ShardedByZero(i) || IsShard(i)) return updated;
-    return UnpaddedFromCut(c, i, c.AllGather(updated, ShardDim(i), *GradientGroups(i).groups));
+    const Value sent = HoldsMasterShard(i) ? c.Convert(updated, C_) : updated;
+    return UnpaddedFromCut(c, i, c.AllGather(sent, ShardDim(i), *GradientGroups(i).groups));
+  }
+  // Whether weight `i` is held in the compute type, its master shard among
+  // the optimizer state (model::HoldsMasterShard).
+  bool HoldsMasterShard(size_t i) const {
+    return !serving_ && model::HoldsMasterShard(m_, plan_, infos_[i]);
+  }
+  // What the optimizer updates of weight `i`: its master shard, or the
+  // weight's own shard (OwnShard).
+  Value Updated(ComputationEmitter& c, size_t i, const Value& weight,
+                const std::vector<std::optional<Value>>& masters) {
+    return masters[i] ? *masters[i] : OwnShard(c, i, weight);
   }
 
   // This device's rows of x [n*T, C] under sequence parallelism, of each
@@ -1717,8 +1738,8 @@ class StepWriter {
     const Value slots =
         c.Dot(c.Convert(r.dispatch, C_), c.Convert(h, C_), {{0}, {0}, {1}, {1}}, A_);
     a.xe = AcrossModel(c, ToExperts(c, slots));
-    a.ue = PerExpert(c, a.xe, w.we1, P_);
-    if (m_.mlp == "swiglu") a.ze = PerExpert(c, a.xe, w.we3, P_);
+    a.ue = Math(c, PerExpert(c, a.xe, w.we1, A_));  // written as Projected's
+    if (m_.mlp == "swiglu") a.ze = Math(c, PerExpert(c, a.xe, w.we3, A_));
     a.acte = Activation(c, a.ue, a.ze);
     a.yb = FromExperts(c, ExpertSlotsSummed(c, PerExpert(c, a.acte, w.we2, A_)), groups);
     const Value y = c.Dot(c.Convert(r.combine, C_), c.Convert(a.yb, C_), {{0}, {0}, {2, 3}, {1, 2}},
@@ -1749,7 +1770,8 @@ class StepWriter {
     const Value dye = AcrossModel(c, ToExperts(c, dyb));
     // The experts' MLPs.
     const Value dwe2 = c.Dot(c.Convert(a.acte, C_), c.Convert(dye, C_), {{0}, {0}, {1}, {1}}, P_);
-    const Value dact = c.Dot(c.Convert(dye, C_), c.Convert(w.we2, C_), {{0}, {0}, {2}, {2}}, P_);
+    const Value dact =
+        Math(c, c.Dot(c.Convert(dye, C_), c.Convert(w.we2, C_), {{0}, {0}, {2}, {2}}, A_));
     const auto [due, dze] =
         ActivationBackward(c, dact, Math(c, a.ue), m_.mlp == "swiglu" ? Math(c, a.ze) : Value{});
     const auto weight_grad = [&](const Value& dpre) {
@@ -3148,6 +3170,11 @@ std::string StepWriter::Write() {
       variances.push_back(e.Parameter(P_, StateDims(i), "v." + weights[i].name));
     }
   }
+  std::vector<std::optional<Value>> masters(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (HoldsMasterShard(i))
+      masters[i] = e.Parameter(P_, StateDims(i), "master." + weights[i].name);
+  }
   // Forward and backward (under sequence parallelism on this device's rows
   // of the tokens: the embedding, the residual stream, the head and the
   // loss): the local loss and gradients, summed over devices below.
@@ -3174,29 +3201,33 @@ std::string StepWriter::Write() {
   }
 
   std::vector<Value> outputs = {loss};
+  std::vector<Value> new_masters;  // the master shards updated, last
   if (plan_.optimizer == "none") {
     outputs.insert(outputs.end(), grads.begin(), grads.end());
   } else if (plan_.optimizer == "adafactor") {
     std::vector<Value> states;
     for (size_t i = 0; i < weights.size(); ++i) {
       const std::vector<Value> updated =
-          Adafactor(e, i, OwnShard(e, i, weights[i]), grads[i], factored[i], step);
+          Adafactor(e, i, Updated(e, i, weights[i], masters), grads[i], factored[i], step);
       outputs.push_back(GatheredIfZero(e, i, updated[0]));
+      if (masters[i]) new_masters.push_back(updated[0]);
       states.insert(states.end(), updated.begin() + 1, updated.end());
     }
     outputs.insert(outputs.end(), states.begin(), states.end());
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
       const Value updated =
-          e.Sub(OwnShard(e, i, weights[i]), e.Scale(grads[i], plan_.learning_rate));
+          e.Sub(Updated(e, i, weights[i], masters), e.Scale(grads[i], plan_.learning_rate));
       outputs.push_back(GatheredIfZero(e, i, updated));
+      if (masters[i]) new_masters.push_back(updated);
     }
   } else {
     std::vector<Value> new_w, new_m, new_v;
     for (size_t i = 0; i < weights.size(); ++i) {
       const std::vector<Value> updated =
-          Adam(e, OwnShard(e, i, weights[i]), grads[i], moments[i], variances[i], step);
+          Adam(e, Updated(e, i, weights[i], masters), grads[i], moments[i], variances[i], step);
       new_w.push_back(GatheredIfZero(e, i, updated[0]));
+      if (masters[i]) new_masters.push_back(updated[0]);
       new_m.push_back(updated[1]);
       new_v.push_back(updated[2]);
     }
@@ -3204,6 +3235,7 @@ std::string StepWriter::Write() {
     outputs.insert(outputs.end(), new_m.begin(), new_m.end());
     outputs.insert(outputs.end(), new_v.begin(), new_v.end());
   }
+  outputs.insert(outputs.end(), new_masters.begin(), new_masters.end());
   e.SetRoot(e.Tuple(outputs));
   return module_.Text();
 }
@@ -3706,10 +3738,7 @@ Expected<OptimizerShard> AdafactorStateShardOf(const ModelConfig& model, const P
 
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                           const InferenceStep* serving) {
-  const auto size_of = [](const std::string& type) -> int64_t {
-    const std::optional<ir::PrimitiveType> parsed = ir::ParsePrimitiveType(type);
-    return parsed ? ir::PrimitiveTypeBits(*parsed) / 8 : 4;
-  };
+  const auto size_of = [](const std::string& type) { return TypeBytes(type); };
   const int64_t element = size_of(m.param_type), held = size_of(ActivationType(m));
   const auto product = [](const std::vector<int64_t>& dims) {
     int64_t count = 1;
@@ -3718,7 +3747,9 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   };
   MemoryFootprint f;
   for (const WeightInfo& w : Weights(m)) {
-    const int64_t bytes = serving != nullptr ? size_of(ServedWeightType(m, w)) : element;
+    const int64_t bytes = serving != nullptr          ? size_of(ServedWeightType(m, w))
+                          : HoldsMasterShard(m, p, w) ? size_of(m.compute_type)
+                                                      : element;
     f.weights += product(LocalDims(w, p)) * bytes;
   }
   // A stage's layers: its slots of blocks, each block's layers.
@@ -3735,7 +3766,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                     (MultiQuery(m) ? 1 : m.kv_heads / p.tensor) * m.head_dim * held;
     return f;
   }
-  f.gradients = f.weights;
+  f.gradients = 0;
+  for (const WeightInfo& w : Weights(m)) f.gradients += product(LocalDims(w, p)) * element;
   if (p.optimizer == "adam") f.optimizer = 2 * f.weights;
   if (p.optimizer == "adafactor") {
     for (size_t i = 0; i < Weights(m).size(); ++i) {
@@ -3754,6 +3786,7 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
       const int64_t whole = product(LocalDims(weights[i], p)) * element;
       const int64_t shard = product(ZeroShardDims(weights[i], p, parts)) * element;
       if (p.optimizer == "adam") f.optimizer += 2 * shard;
+      if (HoldsMasterShard(m, p, weights[i])) f.optimizer += shard;  // the master weights
       if (p.optimizer == "adafactor") {
         const std::vector<WeightInfo> states = AdafactorState(m, i);
         for (size_t k = 0; k < states.size(); ++k) {
@@ -3795,6 +3828,14 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
 std::string ServedWeightType(const ModelConfig& model, const WeightInfo& weight) {
   const size_t rank = weight.dims.size() - (weight.stacked ? 1 : 0);
   return rank >= 2 ? model.compute_type : model.param_type;
+}
+
+bool HoldsMasterShard(const ModelConfig& model, const ParallelPlan& plan,
+                      const WeightInfo& weight) {
+  const size_t rank = weight.dims.size() - (weight.stacked ? 1 : 0);
+  const bool layer_shard = plan.zero_stage == 3 && weight.stacked;  // sharded itself
+  return plan.zero_stage >= 1 && plan.optimizer != "none" && weight.expert_dim < 0 &&
+         !layer_shard && rank >= 2 && TypeBytes(model.compute_type) < TypeBytes(model.param_type);
 }
 
 Expected<std::string> BuildInferenceStep(const ModelConfig& model, const ParallelPlan& plan,

@@ -428,6 +428,18 @@ int64_t ModelSplitDim(const WeightInfo& weight, const ParallelPlan& plan);
 // load their checkpoints, with no master copy to update; a norm's gain in
 // the parameter type, the type of the arithmetic it scales.
 std::string ServedWeightType(const ModelConfig& model, const WeightInfo& weight);
+
+// Whether a training step under `plan` holds `weight` as Megatron's
+// distributed optimizer and DeepSpeed's ZeRO-1/2 do: the whole matrix in
+// the compute type on each device (the copy its products read), and this
+// device's ZeRO shard of the master weights, in the parameter type, among
+// the optimizer state; the step updates the shard and all-gathers it in
+// the compute type. So under ZeRO-1 and -2 (and ZeRO-3's weights outside
+// the layer stack) for a matrix other than an expert's, where the compute
+// type is narrower than the parameter type and an optimizer runs. A
+// step's parameters and outputs list these master shards last, in
+// Weights order.
+bool HoldsMasterShard(const ModelConfig& model, const ParallelPlan& plan, const WeightInfo& weight);
 std::vector<WeightInfo> Weights(const ModelConfig& model);
 
 // Adafactor's state of weight `weight` (Weights order), as weights are

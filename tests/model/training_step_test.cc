@@ -337,20 +337,52 @@ void SetEmptySlots(Tensor& local, int64_t blocks, const ParallelPlan& plan, int6
 // Each device's inputs under `plan`, from the 1-device step's `full`:
 // tokens, targets (its sequences on the data axis, its chunk of them on the
 // context axis), the step, the weights, then the optimizer state.
+// `t`'s values in `type`, rounded to nearest even.
+Tensor InType(const Tensor& t, ir::PrimitiveType type) {
+  Tensor converted = Tensor::Zeros(ir::Shape(type, t.shape().dims())).value();
+  for (int64_t e = 0; e < t.ElementCount(); ++e) converted.SetDouble(e, t.GetDouble(e));
+  return converted;
+}
+
+// The weights (Weights order) whose step holds a master shard.
+std::vector<size_t> MasterShardsOf(const ModelConfig& m, const ParallelPlan& plan) {
+  std::vector<size_t> held;
+  const std::vector<WeightInfo> weights = Weights(m);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (HoldsMasterShard(m, plan, weights[i])) held.push_back(i);
+  }
+  return held;
+}
+
+// Each device's parameters of the step under `plan`, from the 1-device
+// step's: its tokens, the step count, its parts of the weights (in the
+// compute type where the step holds a master shard) and of the optimizer
+// state, then those master shards.
 std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, const ModelConfig& m,
                                               const ParallelPlan& plan) {
   const int64_t devices = Devices(plan);
+  const std::vector<size_t> masters = MasterShardsOf(m, plan);
+  const auto compute = ir::ParsePrimitiveType(m.compute_type).value();
   std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(devices));
   for (int64_t d = 0; d < devices; ++d) {
+    std::vector<Tensor>& mine = inputs[static_cast<size_t>(d)];
     const int64_t data_index = d / (plan.tensor * plan.context) % plan.data;
     const int64_t chunk = d / plan.tensor % plan.context;
     for (size_t i = 0; i < full.size(); ++i) {
-      inputs[static_cast<size_t>(d)].push_back(
-          i < 2   ? Shard(Shard(full[i], 0, plan.data, data_index), 1, plan.context, chunk)
-          : i < 3 ? full[i]
-                  : WeightOrStatePart(full[i], m, plan, i - 3, d));
+      mine.push_back(i < 2 ? Shard(Shard(full[i], 0, plan.data, data_index), 1, plan.context, chunk)
+                     : i < 3 ? full[i]
+                             : WeightOrStatePart(full[i], m, plan, i - 3, d));
       if (const auto blocks = i < 3 ? std::nullopt : StackedBlocks(m, plan, i - 3)) {
-        SetEmptySlots(inputs[static_cast<size_t>(d)].back(), *blocks, plan, d, EmptySlots::kCopy);
+        SetEmptySlots(mine.back(), *blocks, plan, d, EmptySlots::kCopy);
+      }
+      if (i >= 3 && std::count(masters.begin(), masters.end(), i - 3) > 0) {
+        mine.back() = InType(mine.back(), compute);
+      }
+    }
+    for (const size_t w : masters) {
+      mine.push_back(DevicePart(full[3 + w], m, plan, w, true, d));
+      if (const auto blocks = StackedBlocks(m, plan, w)) {
+        SetEmptySlots(mine.back(), *blocks, plan, d, EmptySlots::kCopy);
       }
     }
   }
@@ -434,22 +466,35 @@ TEST_P(PartitionedStep, MatchesTheOneDeviceStep) {
                                                    *exec::OutputLeaves(wide[0].output)[0]));
     }
   }
+  // Where the step holds a master shard (under ZeRO in bf16), its outputs
+  // end with the master shards updated, each against its ZeRO block of the
+  // 1-device step's weight; the weight itself, held in bf16, is rounded
+  // from its master, so it may differ from the 1-device step's rounded
+  // weight by one bf16 ulp besides (2^-7 of the element).
+  const std::vector<size_t> masters = MasterShardsOf(m, many);
   double worst = 0, worst_of_bound = 0;
   for (int64_t d = 0; d < devices; ++d) {
     const auto got = exec::OutputLeaves(results[static_cast<size_t>(d)].output);
-    ASSERT_EQ(got.size(), expected.size());
+    ASSERT_EQ(got.size(), expected.size() + masters.size());
     for (size_t o = 0; o < got.size(); ++o) {
-      // The loss, the updated weights, then the updated optimizer state.
-      const Tensor slice =
-          o == 0 ? *expected[o] : WeightOrStatePart(*expected[o], m, many, o - 1, d);
+      // The loss, the updated weights, the updated optimizer state, then
+      // the updated master shards.
+      const bool master = o >= expected.size();
+      const size_t entry = master ? 1 + masters[o - expected.size()] : o;
+      Tensor slice = entry == 0 ? *expected[0]
+                     : master   ? DevicePart(*expected[entry], m, many, entry - 1, true, d)
+                                : WeightOrStatePart(*expected[entry], m, many, entry - 1, d);
+      const bool narrowed = got[o]->type() != slice.type();
+      if (narrowed) slice = InType(slice, got[o]->type());
       // What an empty slot of a stage holds after the step is no output.
       Tensor held = *got[o];
-      if (const auto blocks = o == 0 ? std::nullopt : StackedBlocks(m, many, o - 1)) {
+      if (const auto blocks = entry == 0 ? std::nullopt : StackedBlocks(m, many, entry - 1)) {
         SetEmptySlots(held, *blocks, many, d, EmptySlots::kZero);
       }
       const double difference = RelativeDifference(held, slice);
       worst = std::max(worst, difference);
-      const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(o))];
+      const double bound = std::ldexp(1.0, -12) + 2 * rounding[static_cast<size_t>(kind(entry))] +
+                           (narrowed ? std::ldexp(1.0, -7) : 0);
       EXPECT_LE(difference, bound) << "device " << d << " output " << o;
       if (bf16) worst_of_bound = std::max(worst_of_bound, difference / bound);
       // Stages alone (one micro-batch, no model, data or context axis)
@@ -1316,24 +1361,30 @@ TEST(MemoryFootprint, CountsEachCategoryByThePlan) {
   EXPECT_EQ(f.gradients, 0);
   EXPECT_EQ(f.activations,
             2 * 2 * 4 * 10 * 2 * 16 * 2);  // k and v, 2 layers, 10 positions, 2 heads, bf16
-  // ZeRO-1 keeps each device its data-axis share of Adam's two moments.
+  // ZeRO-1 keeps each device its data-axis share of Adam's two moments and,
+  // the products being bf16, of the matrices' f32 master weights, the
+  // matrices themselves whole in bf16 (the gains stay f32, their own
+  // masters).
   plan = ParallelPlan{};
   plan.data = 2;
   plan.zero_stage = 1;
   f = Footprint(m, plan);
-  EXPECT_EQ(f.optimizer, f.weights);  // 2 x weights / 2
-  EXPECT_EQ(f.gradients, f.weights);
-  // ZeRO-2 holds half of each layer weight's gradient, ZeRO-3 of the weight too.
+  const int64_t all = vocab + replicated + split;
+  EXPECT_EQ(f.weights, (vocab + split) * 2 + replicated * 4);
+  EXPECT_EQ(f.optimizer, 2 * all / 2 * 4 + (vocab + split) / 2 * 4);
+  EXPECT_EQ(f.gradients, all * 4);
+  // ZeRO-2 holds half of each layer weight's gradient, ZeRO-3 of the layer
+  // weight too (in f32: what is gathered of it is made bf16 as it is sent).
   // (The gains g1, g2 of both layers are 2 * (64 + 64) of `replicated`.)
   const int64_t halved = (vocab + replicated - 2 * (64 + 64) / 2 + split / 2) * 4;
   plan.zero_stage = 2;
   f = Footprint(m, plan);
-  EXPECT_EQ(f.weights, (vocab + replicated + split) * 4);
+  EXPECT_EQ(f.weights, (vocab + split) * 2 + replicated * 4);
   EXPECT_EQ(f.gradients, halved);
   plan.zero_stage = 3;
   f = Footprint(m, plan);
-  EXPECT_EQ(f.weights, halved);
-  EXPECT_EQ(f.gradients, f.weights);
+  EXPECT_EQ(f.weights, halved - vocab * 2);  // embed and wout in bf16, gf in f32
+  EXPECT_EQ(f.gradients, halved);
   // Sequence parallelism splits the saved layer inputs over the model axis.
   plan = ParallelPlan{};
   plan.tensor = 2;
@@ -1927,8 +1978,8 @@ TEST(Embedding, GatherAndOneHotLookupsComputeTheSameStep) {
 // ZeRO over devices that divide no dimension of some weights pads those
 // weights' shards: what the footprint counts of the optimizer state (Adam's
 // moments, Adafactor's factored means, cut where they keep the weight's cut
-// dimension) and under stage 3 of the layer weights is what the step's
-// parameters hold.
+// dimension, the master weights' shards where the weights are held in bf16)
+// and under stage 3 of the layer weights is what the step's parameters hold.
 TEST(MemoryFootprint, CountsZerosPaddedShardsAsTheStepHoldsThem) {
   ModelConfig m = ModelPreset("tiny").value();
   m.batch = 3;
@@ -1937,28 +1988,35 @@ TEST(MemoryFootprint, CountsZerosPaddedShardsAsTheStepHoldsThem) {
   for (const std::string optimizer : {"adam", "adafactor"}) {
     plan.optimizer = optimizer;
     plan.zero_stage = 0;
-    const int64_t unsharded = Footprint(m, plan).optimizer;
+    const MemoryFootprint whole = Footprint(m, plan);
+    const int64_t unsharded = whole.optimizer + whole.weights;
     for (const int64_t stage : {1, 3}) {
       plan.zero_stage = stage;
       const auto module = Build(m, plan);
-      int64_t state = 0, weights = 0;
+      int64_t state = 0, weights = 0, moments = 0;
       for (const auto& i : module->entry()->instructions()) {
-        if (i->opcode() != ir::Opcode::kParameter || i->shape().type() != ir::PrimitiveType::kF32 ||
+        if (i->opcode() != ir::Opcode::kParameter || !ir::IsFloatingPoint(i->shape().type()) ||
             i->name() == "step") {
           continue;
         }
         const bool held = i->name().starts_with("m.") || i->name().starts_with("v.") ||
-                          i->name().starts_with("r.") || i->name().starts_with("c.");
+                          i->name().starts_with("r.") || i->name().starts_with("c.") ||
+                          i->name().starts_with("master.");
         (held ? state : weights) += i->shape().ByteSize();
+        if (i->name().starts_with("m.") || i->name().starts_with("v.")) {
+          moments += i->shape().ByteSize();
+        }
       }
       const MemoryFootprint f = Footprint(m, plan);
       EXPECT_EQ(f.optimizer, state) << optimizer << " " << stage;
       EXPECT_EQ(f.weights, weights) << optimizer << " " << stage;
-      EXPECT_LT(f.optimizer, unsharded) << optimizer << " " << stage;
+      // What the step holds of the weights and their state, the master
+      // shards counted, is less than unsharded.
+      EXPECT_LT(f.optimizer + f.weights, unsharded) << optimizer << " " << stage;
       // 64 of d_model and 128 of the vocabulary do not divide by 3: padded,
-      // the two moments' shards are more than a third of two weights'.
+      // the two moments' shards are more than a third of two f32 weights'.
       if (stage == 1 && optimizer == "adam") {
-        EXPECT_GT(3 * f.optimizer, 2 * f.weights);
+        EXPECT_GT(3 * moments, 2 * whole.weights);
       }
     }
   }
@@ -2263,6 +2321,38 @@ TEST(GspmdSharding, GathersAndScattersDModelAndAllReducesEachNormsRowStatistics)
   plan.tensor = 4;
   m.d_model = 66;
   EXPECT_FALSE(BuildTrainingStep(m, plan).ok());
+}
+
+// Under ZeRO-1 in bf16 each device holds its matrices whole in bf16 and
+// its shard of their f32 master weights (tiny-gqa's 7: embed, wout, wqkv,
+// wo, w1, w3, w2; the gains stay f32, their own masters), and the updated
+// shards are all-gathered in bf16: half the bytes of gathering f32.
+TEST(MixedPrecisionStep, HoldsMasterShardsUnderZeroAndGathersTheWeightsInBf16) {
+  ModelConfig m = ModelPreset("tiny-gqa").value();
+  m.compute_type = "bf16";
+  ParallelPlan plan;
+  plan.data = 2;
+  plan.zero_stage = 1;
+  const auto module = Build(m, plan);
+  int64_t masters = 0, narrow_gathers = 0, wide_gathers = 0;
+  for (const auto& i : module->entry()->instructions()) {
+    if (i->opcode() == ir::Opcode::kParameter && i->name().starts_with("master.")) {
+      ++masters;
+      EXPECT_EQ(i->shape().type(), ir::PrimitiveType::kF32) << i->name();
+      const std::string weight = i->name().substr(7);
+      EXPECT_EQ(module->entry()->FindInstruction(weight)->shape().type(), ir::PrimitiveType::kBF16)
+          << weight;
+    }
+    if (i->opcode() == ir::Opcode::kAllGather) {
+      ++(i->shape().type() == ir::PrimitiveType::kBF16 ? narrow_gathers : wide_gathers);
+    }
+  }
+  EXPECT_EQ(masters, 7);
+  EXPECT_EQ(narrow_gathers, 7);
+  EXPECT_EQ(wide_gathers, 3);  // the gains: gf, and g1 and g2 of both layers
+  // In f32 there is no narrower copy to hold: no master shards.
+  m.compute_type = "f32";
+  EXPECT_EQ(Build(m, plan)->entry()->FindInstruction("master.w1"), nullptr);
 }
 
 // In bf16 the layers' projections are written in bf16, as Megatron's GEMMs
