@@ -74,18 +74,18 @@ struct ReductionGroups {
   int64_t inner = 1, extent = 1;
 };
 
-// How many devices sum a weight's gradient: the
-// weights every stage holds over the pipeline, data and context axes, the
-// stacked ones over the data and context axes, and under sequence
-// parallelism what the model axis does not split over the model axis too
-// (each device saw its own rows; the head reads every row of the model
-// axis, so its split weights' gradients are whole there).
 // The bytes of one element of an HLO type ("bf16": 2).
 int64_t TypeBytes(std::string_view type) {
   const std::optional<ir::PrimitiveType> parsed = ir::ParsePrimitiveType(type);
   return parsed ? ir::PrimitiveTypeBits(*parsed) / 8 : 4;
 }
 
+// How many devices sum a weight's gradient: the
+// weights every stage holds over the pipeline, data and context axes, the
+// stacked ones over the data and context axes, and under sequence
+// parallelism what the model axis does not split over the model axis too
+// (each device saw its own rows; the head reads every row of the model
+// axis, so its split weights' gradients are whole there).
 int64_t GradientSummers(const ParallelPlan& p, const WeightInfo& w) {
   const int64_t model = (SplitsRows(p) || w.partial_over_model) && p.tensor > 1 ? p.tensor : 1;
   const int64_t replicas = p.data * p.context;
@@ -950,8 +950,8 @@ class StepWriter {
   }
   // What the optimizer updates of weight `i`: its master shard, or the
   // weight's own shard (OwnShard).
-  Value Updated(ComputationEmitter& c, size_t i, const Value& weight,
-                const std::vector<std::optional<Value>>& masters) {
+  Value ToUpdate(ComputationEmitter& c, size_t i, const Value& weight,
+                 const std::vector<std::optional<Value>>& masters) {
     return masters[i] ? *masters[i] : OwnShard(c, i, weight);
   }
 
@@ -3208,7 +3208,7 @@ std::string StepWriter::Write() {
     std::vector<Value> states;
     for (size_t i = 0; i < weights.size(); ++i) {
       const std::vector<Value> updated =
-          Adafactor(e, i, Updated(e, i, weights[i], masters), grads[i], factored[i], step);
+          Adafactor(e, i, ToUpdate(e, i, weights[i], masters), grads[i], factored[i], step);
       outputs.push_back(GatheredIfZero(e, i, updated[0]));
       if (masters[i]) new_masters.push_back(updated[0]);
       states.insert(states.end(), updated.begin() + 1, updated.end());
@@ -3217,7 +3217,7 @@ std::string StepWriter::Write() {
   } else if (plan_.optimizer == "sgd") {
     for (size_t i = 0; i < weights.size(); ++i) {
       const Value updated =
-          e.Sub(Updated(e, i, weights[i], masters), e.Scale(grads[i], plan_.learning_rate));
+          e.Sub(ToUpdate(e, i, weights[i], masters), e.Scale(grads[i], plan_.learning_rate));
       outputs.push_back(GatheredIfZero(e, i, updated));
       if (masters[i]) new_masters.push_back(updated);
     }
@@ -3225,7 +3225,7 @@ std::string StepWriter::Write() {
     std::vector<Value> new_w, new_m, new_v;
     for (size_t i = 0; i < weights.size(); ++i) {
       const std::vector<Value> updated =
-          Adam(e, Updated(e, i, weights[i], masters), grads[i], moments[i], variances[i], step);
+          Adam(e, ToUpdate(e, i, weights[i], masters), grads[i], moments[i], variances[i], step);
       new_w.push_back(GatheredIfZero(e, i, updated[0]));
       if (masters[i]) new_masters.push_back(updated[0]);
       new_m.push_back(updated[1]);
