@@ -334,9 +334,6 @@ void SetEmptySlots(Tensor& local, int64_t blocks, const ParallelPlan& plan, int6
   }
 }
 
-// Each device's inputs under `plan`, from the 1-device step's `full`:
-// tokens, targets (its sequences on the data axis, its chunk of them on the
-// context axis), the step, the weights, then the optimizer state.
 // `t`'s values in `type`, rounded to nearest even.
 Tensor InType(const Tensor& t, ir::PrimitiveType type) {
   Tensor converted = Tensor::Zeros(ir::Shape(type, t.shape().dims())).value();
@@ -355,9 +352,10 @@ std::vector<size_t> MasterShardsOf(const ModelConfig& m, const ParallelPlan& pla
 }
 
 // Each device's parameters of the step under `plan`, from the 1-device
-// step's: its tokens, the step count, its parts of the weights (in the
-// compute type where the step holds a master shard) and of the optimizer
-// state, then those master shards.
+// step's `full`: tokens, targets (its sequences on the data axis, its chunk
+// of them on the context axis), the step count, its parts of the weights
+// (in the compute type where the step holds a master shard) and of the
+// optimizer state, then those master shards.
 std::vector<std::vector<Tensor>> DeviceInputs(const std::vector<Tensor>& full, const ModelConfig& m,
                                               const ParallelPlan& plan) {
   const int64_t devices = Devices(plan);
