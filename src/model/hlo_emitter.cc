@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "ir/shape.h"
 #include "support/check.h"
 
 namespace loom::model {
@@ -119,12 +121,13 @@ Value ComputationEmitter::Select(const Value& predicate, const Value& a, const V
 }
 
 namespace {
-// Whether every value of type `from` is exactly a value of type `to`.
+// Whether every value of the floating-point type `from` is exactly a value
+// of `to`: a float of more bits (bf16 to f32, f32 to f64).
 bool Widens(std::string_view from, std::string_view to) {
-  const auto rank = [](std::string_view t) {
-    return t == "bf16" ? 1 : t == "f32" ? 2 : t == "f64" ? 3 : 0;
-  };
-  return rank(from) > 0 && rank(to) > rank(from);
+  const std::optional<ir::PrimitiveType> a = ir::ParsePrimitiveType(from);
+  const std::optional<ir::PrimitiveType> b = ir::ParsePrimitiveType(to);
+  return a && b && ir::IsFloatingPoint(*a) && ir::IsFloatingPoint(*b) &&
+         ir::PrimitiveTypeBits(*b) > ir::PrimitiveTypeBits(*a);
 }
 }  // namespace
 

@@ -3738,8 +3738,7 @@ Expected<OptimizerShard> AdafactorStateShardOf(const ModelConfig& model, const P
 
 MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
                           const InferenceStep* serving) {
-  const auto size_of = [](const std::string& type) { return TypeBytes(type); };
-  const int64_t element = size_of(m.param_type), held = size_of(ActivationType(m));
+  const int64_t element = TypeBytes(m.param_type), held = TypeBytes(ActivationType(m));
   const auto product = [](const std::vector<int64_t>& dims) {
     int64_t count = 1;
     for (int64_t d : dims) count *= d;
@@ -3747,8 +3746,8 @@ MemoryFootprint Footprint(const ModelConfig& m, const ParallelPlan& p,
   };
   MemoryFootprint f;
   for (const WeightInfo& w : Weights(m)) {
-    const int64_t bytes = serving != nullptr          ? size_of(ServedWeightType(m, w))
-                          : HoldsMasterShard(m, p, w) ? size_of(m.compute_type)
+    const int64_t bytes = serving != nullptr          ? TypeBytes(ServedWeightType(m, w))
+                          : HoldsMasterShard(m, p, w) ? TypeBytes(m.compute_type)
                                                       : element;
     f.weights += product(LocalDims(w, p)) * bytes;
   }

@@ -2337,9 +2337,9 @@ TEST(MixedPrecisionStep, HoldsMasterShardsUnderZeroAndGathersTheWeightsInBf16) {
     if (i->opcode() == ir::Opcode::kParameter && i->name().starts_with("master.")) {
       ++masters;
       EXPECT_EQ(i->shape().type(), ir::PrimitiveType::kF32) << i->name();
-      const std::string weight = i->name().substr(7);
-      EXPECT_EQ(module->entry()->FindInstruction(weight)->shape().type(), ir::PrimitiveType::kBF16)
-          << weight;
+      const ir::Instruction* weight = module->entry()->FindInstruction(i->name().substr(7));
+      ASSERT_NE(weight, nullptr) << i->name() << " masters no weight";
+      EXPECT_EQ(weight->shape().type(), ir::PrimitiveType::kBF16) << weight->name();
     }
     if (i->opcode() == ir::Opcode::kAllGather) {
       ++(i->shape().type() == ir::PrimitiveType::kBF16 ? narrow_gathers : wide_gathers);
