@@ -75,6 +75,11 @@ Value ComputationEmitter::ScalarInt(int64_t value) {
   return Scalar("s32", static_cast<double>(value));
 }
 
+Value ComputationEmitter::IntVector(const std::vector<int64_t>& values) {
+  return Emit("c", ArrayValue("s32", {static_cast<int64_t>(values.size())}),
+              fmt::format("constant({{{}}})", Dims(values)));
+}
+
 Value ComputationEmitter::Full(std::string_view type, double value, std::vector<int64_t> dims) {
   return Broadcast(Scalar(type, value), std::move(dims), {});
 }

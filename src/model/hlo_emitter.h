@@ -55,6 +55,8 @@ class ComputationEmitter {
   Value TupleParameter(const std::vector<Value>& like, std::string_view name);
   Value Scalar(std::string_view type, double value);
   Value ScalarInt(int64_t value);
+  // An s32 vector constant of `values` (a table the program indexes).
+  Value IntVector(const std::vector<int64_t>& values);
   // `value` of `type` broadcast to `dims`.
   Value Full(std::string_view type, double value, std::vector<int64_t> dims);
   // `x` broadcast to `dims`, its dimension i becoming dims[mapped[i]].

@@ -10,6 +10,7 @@
 #include <map>
 #include <numbers>
 #include <optional>
+#include <queue>
 #include <tuple>
 
 #include "ir/shape.h"
@@ -269,12 +270,64 @@ bool KeepsLogSumExp(const ModelConfig& model, const ParallelPlan& plan) {
 }
 
 bool OneFOneB(const ParallelPlan& plan) { return plan.pipeline > 1 && plan.schedule == "1f1b"; }
-// Under the 1F1B schedule: the slots of a stage's ring of saved chunks (a
-// forward's until its backward, at most 2 P v - 2 iterations later).
-int64_t RingSlots(const ParallelPlan& plan) {
-  const int64_t passes = plan.virtual_stages;
-  return std::min(plan.micro_batches * passes, 2 * plan.pipeline * passes - 1);
+// Under the 1F1B schedule, a stage's ring of saved chunks (what forward
+// work f saves, kept until its backward): how many slots it has and which
+// slot each forward work's chunk takes. Stage 0 keeps each chunk longest,
+// from iteration f to its backward's (StepWriter's 1F1B schedule); stage p
+// keeps it from p iterations later to p sooner, so slots that never
+// collide on stage 0 collide on no stage. The slots are dealt in forward
+// order, each chunk the lowest slot whose chunk's backward has run: an
+// interval graph's colouring, which takes as many slots as chunks are ever
+// live at once, min(n v, P v + P - 1), Megatron's first rank's count
+// under its interleaved schedule (2 (P - 1) + (v - 1) P warm-up forwards
+// and one more). Slot f mod K would need K = 2 P v - 1: pass 0's chunks
+// live longest, pass v - 1's least. Without virtual stages every chunk
+// lives as long, and the slots are f mod K, K = min(n, 2 P - 1).
+struct SavedRing {
+  int64_t slots = 0;
+  std::vector<int64_t> slot_of;  // forward work f's slot
+  // Whether slot_of[f] = f mod slots for every f (no table needed).
+  bool Cyclic() const {
+    for (size_t f = 0; f < slot_of.size(); ++f) {
+      if (slot_of[f] != static_cast<int64_t>(f) % slots) return false;
+    }
+    return true;
+  }
+};
+SavedRing SavedRingOf(const ParallelPlan& plan) {
+  const int64_t stages = plan.pipeline, passes = plan.virtual_stages;
+  const int64_t block = stages * passes, works = plan.micro_batches * passes;
+  // The iteration of stage 0's backward of forward work f: its backward
+  // work k (the group's passes in reverse) runs at k + (P v - 1) + (P - 1).
+  const auto backward_at = [&](int64_t f) {
+    const int64_t pass = f % block / stages, lane = f % stages;
+    const int64_t k = f / block * block + (passes - 1 - pass) * stages + lane;
+    return k + block - 1 + stages - 1;
+  };
+  using Busy = std::pair<int64_t, int64_t>;  // (the backward's iteration, the slot)
+  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> free;
+  SavedRing ring;
+  for (int64_t f = 0; f < works; ++f) {
+    // A slot read by a backward at iteration f is still in use there: the
+    // iteration's forward writes before its backward reads.
+    while (!busy.empty() && busy.top().first < f) {
+      free.push(busy.top().second);
+      busy.pop();
+    }
+    int64_t slot = ring.slots;
+    if (free.empty()) {
+      ++ring.slots;
+    } else {
+      slot = free.top();
+      free.pop();
+    }
+    ring.slot_of.push_back(slot);
+    busy.emplace(backward_at(f), slot);
+  }
+  return ring;
 }
+int64_t RingSlots(const ParallelPlan& plan) { return SavedRingOf(plan).slots; }
 
 LocalSizes SizesOf(const ModelConfig& model, const ParallelPlan& plan) {
   const int64_t t = plan.tensor;
@@ -391,6 +444,7 @@ class StepWriter {
         module_(ModuleName(model, plan, kind), Devices(plan)),
         s_(SizesOf(model, plan)),
         layout_(LayoutOf(model.layers / BlockLayers(model), plan)),
+        ring_(OneFOneB(plan) ? SavedRingOf(plan) : SavedRing{}),
         infos_(Weights(model)) {
     // A decode step's tokens, one a sequence, are one routing group per
     // micro-batch (GShard routes what a step has; a group of positions of
@@ -2677,7 +2731,7 @@ class StepWriter {
   // work's last pass: its head then runs in the same iteration and its
   // backward starts there. What a forward saves lives from t = j + p to the
   // backward's t, at most 2 P v - 2 iterations later (work 0 on stage 0),
-  // so a ring of K = min(n v, 2 P v - 1) slots holds it. The iterations
+  // in a ring of min(n v, P v + P - 1) slots (SavedRing). The iterations
   // are cut by what some stage has work for (PhaseAt: warm-up, forwards
   // only, the first T0 iterations; then both, with the head where the last
   // stage finishes a last pass; cool-down, backwards only), each run of
@@ -2736,9 +2790,7 @@ class StepWriter {
   ScheduledWork ScheduledWorkOf(ComputationEmitter& c, const Value& j, bool backward) {
     const int64_t stages = plan_.pipeline, passes = Passes();
     const auto constant = [&](int64_t v) { return c.ScalarInt(v); };
-    if (passes == 1) {
-      return {j, std::nullopt, std::nullopt, c.Binary("remainder", j, constant(RingSlots(plan_)))};
-    }
+    if (passes == 1) return {j, std::nullopt, std::nullopt, RingSlot(c, j)};
     const Value group = c.Binary("divide", j, constant(stages * passes));
     const Value within = c.Binary("remainder", j, constant(stages * passes));
     const Value lane = c.Binary("remainder", within, constant(stages));
@@ -2747,8 +2799,14 @@ class StepWriter {
     const Value micro = c.Add(c.Mul(group, constant(stages)), lane);
     const Value forward_index =
         c.Add(c.Mul(group, constant(stages * passes)), c.Add(c.Mul(pass, constant(stages)), lane));
-    return {micro, pass, c.Mul(pass, constant(ChunkLayers())),
-            c.Binary("remainder", forward_index, constant(RingSlots(plan_)))};
+    return {micro, pass, c.Mul(pass, constant(ChunkLayers())), RingSlot(c, forward_index)};
+  }
+  // The ring's slot of forward work `f` (SavedRing): f mod K, or the
+  // slot's entry in a table of them (an index outside the works, which a
+  // masked work may have, clamps to one).
+  Value RingSlot(ComputationEmitter& c, const Value& f) {
+    if (ring_.Cyclic()) return c.Binary("remainder", f, c.ScalarInt(ring_.slots));
+    return c.Reshape(c.DynamicSlice(c.IntVector(ring_.slot_of), {f}, {1}), {});
   }
 
   // Which parts of an iteration a phase runs.
@@ -2904,7 +2962,7 @@ class StepWriter {
                .targets = targets,
                .gf = weights[1],
                .wout = weights[2],
-               .saved = SavedStacks(e, {RingSlots(plan_), ChunkLayers()}),
+               .saved = SavedStacks(e, {ring_.slots, ChunkLayers()}),
                .weights = stacked,
                .grads = {},
                .aux = AuxLossOn() ? e.Full(P_, 0, {}) : Value{}};
@@ -3126,6 +3184,7 @@ class StepWriter {
   ModuleEmitter module_;
   LocalSizes s_{};
   PipelineLayout layout_;          // of the decoder's layer stack
+  SavedRing ring_;                 // under 1F1B, of the saved chunks
   std::vector<WeightInfo> infos_;  // Weights(m_), in parameter order
   std::string P_, C_, A_;  // parameter (arithmetic), compute (dot operand), activation types
   // data_groups_: the data and context axes (the layers' gradients);

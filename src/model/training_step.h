@@ -66,7 +66,7 @@
 // loop's iterations run a forward, the head and a backward on every stage,
 // each masked where the stage has none, so that a micro-batch's backward
 // starts in the iteration its forward leaves the last stage, and what the
-// forwards save lives in a ring of at most 2 P v - 1 slots; the loop is
+// forwards save lives in a ring of at most P v + P - 1 slots; the loop is
 // cut into warm-up (forwards only), steady and cool-down (backwards only)
 // phases.
 //
@@ -182,10 +182,13 @@ struct ParallelPlan {
   // activations; "1f1b" (PipeDream-Flush, Narayanan et al. 2021; with
   // virtual stages Megatron's interleaved schedule, micro-batches in groups
   // of `pipeline`, which must divide them) runs each micro-batch's backward
-  // as soon as it leaves the last stage, so a stage keeps at most 2 P v - 1
-  // chunks of activations (P v - 1 more than Megatron's, a cost of the
-  // SPMD form: every stage moves one step a loop iteration). The same
-  // bubble either way. Ignored without pipeline stages.
+  // as soon as it leaves the last stage, so a stage keeps at most
+  // P v + P - 1 chunks of activations: with virtual stages as many as
+  // Megatron's interleaved first rank, without them 2 P - 1, P - 1 more
+  // than PipeDream-Flush's P (a cost of the SPMD form: every stage moves
+  // one step a loop iteration, so a micro-batch's round trip takes 2 P - 2
+  // of stage 0's forwards). The same bubble either way. Ignored without
+  // pipeline stages.
   std::string schedule = "gpipe";
   // Where the final norm, the head and the loss run under pipeline stages:
   // "spread", each stage on its share of the last stage's rows (as JAX's

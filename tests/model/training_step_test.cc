@@ -637,10 +637,12 @@ INSTANTIATE_TEST_SUITE_P(
              2},
         Case{"tiny-gqa", 1, 2, 2, 2, true, 0, "bf16", "full", "adam", 1, "ring", "materialized", 2},
         // 1F1B: each micro-batch's backward as soon as it leaves the last
-        // stage, the saved values in a ring of min(n v, 2 P v - 1) slots
+        // stage, the saved values in a ring of min(n v, P v + P - 1) slots
         // (3 of 4 micro-batches at P = 2: the ring wraps), the same
         // iterations cut into phases; interleaved in Megatron's groups of P
-        // (8 micro-batches: 4 groups, a loop over the 3 after the first).
+        // (8 micro-batches: 4 groups, a loop over the 3 after the first),
+        // the slots dealt by a table (5 of 16 chunks at P = 2, v = 2; 11 of
+        // 16 at P = 4, v = 2; 7 of 18 at P = 2, v = 3).
         // clang-format off
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4}),
@@ -655,6 +657,8 @@ INSTANTIATE_TEST_SUITE_P(
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4, .virtual_stages = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 4, .virtual_stages = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 8, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 8, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 6, .recompute = "none", .virtual_stages = 3}),
         OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true, .recompute = "selective", .virtual_stages = 2}),
         OneFOneB({.preset = "tiny-bert", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 2, .zero_stage = 3, .context = 2, .attention = "fused", .virtual_stages = 2}),
         // clang-format on
@@ -2020,7 +2024,7 @@ TEST(MemoryFootprint, CountsZerosPaddedShardsAsTheStepHoldsThem) {
   }
 }
 
-// 1F1B keeps a ring of min(n v, 2 P v - 1) micro-batches' (chunks') saved
+// 1F1B keeps a ring of min(n v, P v + P - 1) micro-batches' (chunks') saved
 // values where GPipe keeps every micro-batch's: by the plan's arithmetic
 // and in the program's own peak, which falls by at least the difference
 // (sgd, so that the optimizer's state is not the peak).
@@ -2076,6 +2080,50 @@ TEST(OneForwardOneBackward, KeepsARingOfSavedValuesWhereGPipeKeepsEveryMicroBatc
   plan.pipeline = 1;
   plan.virtual_stages = 1;
   EXPECT_NE(Build(m, plan)->FindComputation("micro_batch"), nullptr);
+}
+
+// Interleaved, the ring's slots are dealt by a table (each chunk the
+// lowest slot whose chunk's backward has run), so that it keeps as many
+// chunks as are ever live at once: min(n v, P v + P - 1), Megatron's first
+// rank's 2 (P - 1) + (v - 1) P warm-up forwards and one more (79 chunks at
+// Llama 3's P = 16, v = 4, where slot f mod K needs 2 P v - 1 = 127). By
+// the plan's arithmetic and in the program's ring.
+TEST(OneForwardOneBackward, InterleavedKeepsAsManyChunksAsMegatronsFirstRank) {
+  struct Shape {
+    int64_t stages, passes, micro_batches;
+  };
+  for (const Shape& shape :
+       std::vector<Shape>{{16, 4, 32}, {16, 4, 16}, {4, 2, 8}, {8, 3, 16}, {2, 2, 4}, {4, 1, 8}}) {
+    ModelConfig m = ModelPreset("tiny").value();
+    m.layers = shape.stages * shape.passes;
+    m.batch = shape.micro_batches;
+    ParallelPlan plan;
+    plan.pipeline = shape.stages;
+    plan.virtual_stages = shape.passes;
+    plan.micro_batches = shape.micro_batches;
+    plan.optimizer = "sgd";
+    const int64_t chunks = shape.micro_batches * shape.passes;
+    const MemoryFootprint gpipe = Footprint(m, plan);
+    plan.schedule = "1f1b";
+    const MemoryFootprint ring = Footprint(m, plan);
+    const int64_t kept = std::min(chunks, (shape.passes + 1) * shape.stages - 1);
+    EXPECT_EQ(ring.activations * chunks, gpipe.activations * kept) << PlanName(plan);
+  }
+  ModelConfig m = ModelPreset("tiny").value();
+  m.layers = 8;
+  m.batch = 8;
+  m.seq = 64;
+  ParallelPlan plan;
+  plan.pipeline = 4;
+  plan.virtual_stages = 2;
+  plan.micro_batches = 8;
+  plan.optimizer = "sgd";
+  plan.schedule = "1f1b";
+  const std::string text = BuildTrainingStep(m, plan).value();
+  EXPECT_NE(text.find("s32[16] constant({0,1,2,3,4,5,6,7,8,9,10,"), std::string::npos);
+  // The ring's values, of 11 slots of one layer each (not 15: slot f mod K).
+  EXPECT_NE(text.find("[11,1,"), std::string::npos);
+  EXPECT_EQ(text.find("[15,1,"), std::string::npos);
 }
 
 // Uneven stages (PipelineLayout): Llama 3 405B's 126 layers on 16 stages
