@@ -158,11 +158,20 @@ Target TpuV4(int64_t x, int64_t y, int64_t z) {
                 TpuV4Compute(), torus);
 }
 
+// Memory as nvidia-smi reports it (memory.total; the "80GB" of the A100
+// and H100 and the "141GB" of the H200 are about as many GiB): A100 80GB
+// 81920 MiB, H100 80GB HBM3 81559 MiB, H200 143771 MiB (the table of
+// modal-labs/modal-client#2797; H200 nvidia-smi logs).
+constexpr double kMiB = 1 << 20;
+constexpr double kA100Memory = 81920 * kMiB;
+constexpr double kH100Memory = 81559 * kMiB;
+constexpr double kH200Memory = 143771 * kMiB;
+
 ComputeSpec A100Compute() {
   ComputeSpec spec;
   spec.peak_flops = {{"bf16", 312e12}, {"f32", 156e12}, {"s8", 624e12}, {"f64", 19.5e12}};
   spec.memory_bytes_per_second = 2.0e12;
-  spec.memory_bytes = 80e9;
+  spec.memory_bytes = kA100Memory;
   spec.launch_seconds = 4e-6;     // kernel launch, assumption
   spec.fuses_elementwise = true;  // XLA's loop and input fusion
   // 108 SMs, one 256x128 tile each at a time (the guide's own A100
@@ -240,8 +249,8 @@ Target DgxOf(std::string_view gpu, int64_t nodes) {
   const Link hdr{25e9, 5e-6};
   const Link ndr{50e9, 5e-6};
   if (gpu == "a100") return Dgx("a100", A100Compute(), nvlink3, hdr, nodes);
-  if (gpu == "h200") return Dgx("h200", H100Compute(4.8e12, 141e9), nvlink4, ndr, nodes);
-  return Dgx("h100", H100Compute(3.35e12, 80e9), nvlink4, ndr, nodes);
+  if (gpu == "h200") return Dgx("h200", H100Compute(4.8e12, kH200Memory), nvlink4, ndr, nodes);
+  return Dgx("h100", H100Compute(3.35e12, kH100Memory), nvlink4, ndr, nodes);
 }
 
 std::vector<Target> MakeBuiltins() {
