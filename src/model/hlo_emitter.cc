@@ -358,6 +358,66 @@ Value ComputationEmitter::ReduceScatter(const Value& x, int64_t dimension, const
                           module_.Reducer("add", x.type)));
 }
 
+namespace {
+// The operand list `%a, %b, ...` of one variadic collective over `xs`, all
+// of one type.
+std::string VariadicOperands(std::string_view op, const std::vector<Value>& xs) {
+  LOOM_CHECK(!xs.empty(), fmt::format("{}: no operands", op));
+  std::vector<std::string> names;
+  for (const Value& x : xs) {
+    LOOM_CHECK(x.type == xs.front().type, fmt::format("{}: operands of two types", op));
+    names.push_back("%" + x.name);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+}  // namespace
+
+std::vector<Value> ComputationEmitter::ReduceScatter(const std::vector<Value>& xs,
+                                                     int64_t dimension, const Groups& groups) {
+  if (xs.size() == 1 || groups.empty() || groups.front().size() <= 1) {
+    std::vector<Value> each;
+    for (const Value& x : xs) each.push_back(ReduceScatter(x, dimension, groups));
+    return each;
+  }
+  const auto n = static_cast<int64_t>(groups.front().size());
+  Value shape;
+  for (const Value& x : xs) {
+    std::vector<int64_t> dims = x.dims;
+    LOOM_CHECK(dims[static_cast<size_t>(dimension)] % n == 0, "reduce-scatter: divisibility");
+    dims[static_cast<size_t>(dimension)] /= n;
+    shape.elements.push_back(ArrayValue(x.type, std::move(dims)));
+  }
+  const Value tuple =
+      Emit("reduce-scatter", shape,
+           fmt::format("reduce-scatter({}), channel_id={}, replica_groups={}, dimensions={{{}}}, "
+                       "use_global_device_ids=true, to_apply=%{}",
+                       VariadicOperands("reduce-scatter", xs), module_.NextChannel(),
+                       GroupsText(groups), dimension, module_.Reducer("add", xs.front().type)));
+  std::vector<Value> each;
+  for (size_t k = 0; k < xs.size(); ++k) each.push_back(Element(tuple, static_cast<int64_t>(k)));
+  return each;
+}
+
+std::vector<Value> ComputationEmitter::AllReduce(const std::vector<Value>& xs,
+                                                 const Groups& groups) {
+  if (xs.size() == 1 || groups.empty() || groups.front().size() <= 1) {
+    std::vector<Value> each;
+    for (const Value& x : xs) each.push_back(AllReduce(x, groups));
+    return each;
+  }
+  Value shape;
+  for (const Value& x : xs) shape.elements.push_back(ArrayValue(x.type, x.dims));
+  const Value tuple =
+      Emit("all-reduce", shape,
+           fmt::format("all-reduce({}), channel_id={}, replica_groups={}, "
+                       "use_global_device_ids=true, to_apply=%{}",
+                       VariadicOperands("all-reduce", xs), module_.NextChannel(),
+                       GroupsText(groups), module_.Reducer("add", xs.front().type)));
+  std::vector<Value> each;
+  for (size_t k = 0; k < xs.size(); ++k) each.push_back(Element(tuple, static_cast<int64_t>(k)));
+  return each;
+}
+
 Value ComputationEmitter::Tuple(const std::vector<Value>& elements) {
   Value shape;
   shape.elements = elements;

@@ -107,6 +107,11 @@ class ComputationEmitter {
   Value AllReduce(const Value& x, const Groups& groups, std::string_view kind = "add");
   Value AllGather(const Value& x, int64_t dimension, const Groups& groups);
   Value ReduceScatter(const Value& x, int64_t dimension, const Groups& groups);
+  // One variadic reduce-scatter (or all-reduce) of `xs`, all of one type,
+  // as XLA's combiners make of independent ones: their results, in order.
+  std::vector<Value> ReduceScatter(const std::vector<Value>& xs, int64_t dimension,
+                                   const Groups& groups);
+  std::vector<Value> AllReduce(const std::vector<Value>& xs, const Groups& groups);
   // `x` cut into a group's size of blocks along `dimension`, block i sent
   // to the group's device i, the blocks received joined along it in the
   // group's order.

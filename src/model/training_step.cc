@@ -925,6 +925,49 @@ class StepWriter {
   bool GradientIsShard(size_t i) const {
     return ScattersLayerGradients() && infos_[i].stacked && ShardedByZero(i);
   }
+  // Weight `i`'s gradient (or a run of its layers' under the interleaved
+  // 1F1B schedule) summed over the devices that computed parts of it:
+  // under ZeRO each device keeps its shard of the sum. As it is where the
+  // backward loop summed it already, or where no other device has a part
+  // (an expert's).
+  Value SummedGradient(ComputationEmitter& e, size_t i, const Value& grad) {
+    if (GradientIsShard(i) || GradientGroups(i).extent == 1) return grad;
+    const ReductionGroups sum = GradientGroups(i);
+    return Zero() ? e.ReduceScatter(PaddedForCut(e, i, grad), ShardDim(i), *sum.groups)
+                  : e.AllReduce(grad, *sum.groups);
+  }
+  // The gradients `grads` of weights `weights` (as SummedGradient sums
+  // each) summed by one variadic collective per group of devices and
+  // scattered dimension, as XLA's combiners join independent reductions and
+  // Megatron buckets its gradients.
+  std::vector<Value> SummedTogether(ComputationEmitter& e, const std::vector<size_t>& weights,
+                                    const std::vector<Value>& grads) {
+    std::map<std::pair<const Groups*, int64_t>, std::vector<size_t>> together;
+    for (size_t w = 0; w < weights.size(); ++w) {
+      const size_t i = weights[w];
+      together[{GradientGroups(i).groups, Zero() ? ShardDim(i) : -1}].push_back(w);
+    }
+    std::vector<Value> summed(grads.size());
+    for (const auto& [key, members] : together) {
+      const auto& [groups, dim] = key;
+      std::vector<Value> operands;
+      for (size_t w : members) {
+        operands.push_back(dim < 0 ? grads[w] : PaddedForCut(e, weights[w], grads[w]));
+      }
+      const std::vector<Value> sums =
+          dim < 0 ? e.AllReduce(operands, *groups) : e.ReduceScatter(operands, dim, *groups);
+      for (size_t m = 0; m < members.size(); ++m) summed[members[m]] = sums[m];
+    }
+    return summed;
+  }
+  // Whether the interleaved 1F1B schedule sums weight `i`'s gradient pass
+  // by pass, as each pass's last backward leaves the stages (its stacked
+  // layers; ZeRO never cuts their layer dimension, so the pieces' sums
+  // are the whole's).
+  bool SummedByThePipeline(size_t i) const {
+    return OneFOneB(plan_) && Passes() > 1 && infos_[i].stacked && !GradientIsShard(i) &&
+           GradientGroups(i).extent > 1;
+  }
   // The dims of weight `i`'s gradient as the step carries it.
   std::vector<int64_t> GradDims(size_t i) const {
     return GradientIsShard(i) ? StateDims(i) : LocalDims(infos_[i], plan_);
@@ -2996,10 +3039,45 @@ class StepWriter {
                  });
         s = Unflat(std::vector<Value>(done.begin() + 1, done.end()), s);
       }
-      s = RunIterations(e, s, e.ScalarInt(blocks_to), blocks_to, iterations - blocks_to);
+      // The cool-down, cut where a pass's gradients are complete, each
+      // pass's summed there so that the sum overlaps the passes still
+      // running backward (as Megatron reduces a model chunk's gradient
+      // buckets once its last micro-batch's backward is done).
+      std::vector<std::vector<Value>> summed(s.grads.size());  // per weight, per pass
+      int64_t at = blocks_to;
+      for (int64_t pass = passes - 1; pass >= 0; --pass) {
+        const int64_t done = pass == 0 ? iterations : PassGradientsDoneAfter(pass) + 1;
+        s = RunIterations(e, s, e.ScalarInt(at), at, done - at);
+        at = done;
+        std::vector<size_t> weights;
+        std::vector<Value> layers;
+        for (size_t k = 0; k < s.grads.size(); ++k) {
+          if (!SummedByThePipeline(3 + k)) continue;
+          weights.push_back(3 + k);
+          layers.push_back(e.Slice(s.grads[k], 0, pass * ChunkLayers(), ChunkLayers()));
+        }
+        const std::vector<Value> sums = SummedTogether(e, weights, layers);
+        for (size_t w = 0; w < weights.size(); ++w) {
+          std::vector<Value>& pieces = summed[weights[w] - 3];
+          pieces.insert(pieces.begin(), sums[w]);
+        }
+      }
+      for (size_t k = 0; k < s.grads.size(); ++k) {
+        if (!summed[k].empty()) s.grads[k] = e.Concatenate(summed[k], 0);
+      }
     }
     s = ScheduleIteration(e, e.ScalarInt(iterations), s, PhaseAt(iterations));
     return StageLossAndGrads(e, s.loss, s.dembed, s.dgf, s.dwout, s.grads, s.aux);
+  }
+  // The last iteration of the interleaved 1F1B schedule in which some stage
+  // runs a backward of pass `pass`: stage 0's backward of the last group's
+  // last work of that pass (the group's backward works run its passes in
+  // reverse, P works each), at k + (P v - 1) + (P - 1).
+  int64_t PassGradientsDoneAfter(int64_t pass) const {
+    const int64_t stages = plan_.pipeline, block = stages * Passes();
+    const int64_t last_group = s_.n / stages - 1;
+    const int64_t k = last_group * block + (Passes() - pass) * stages - 1;
+    return k + block - 1 + stages - 1;
   }
 
   // The embedding of token ids [rows, S], vocab-parallel (Megatron's): each
@@ -3252,11 +3330,7 @@ std::string StepWriter::Write() {
   // Summed over the devices that computed parts of them; under ZeRO-1 each
   // device keeps its shard of the sum.
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (GradientIsShard(i)) continue;             // summed by the backward loop already
-    if (GradientGroups(i).extent == 1) continue;  // nothing to sum (an expert: its device's alone)
-    const ReductionGroups sum = GradientGroups(i);
-    grads[i] = Zero() ? e.ReduceScatter(PaddedForCut(e, i, grads[i]), ShardDim(i), *sum.groups)
-                      : e.AllReduce(grads[i], *sum.groups);
+    if (!SummedByThePipeline(i)) grads[i] = SummedGradient(e, i, grads[i]);
   }
 
   std::vector<Value> outputs = {loss};

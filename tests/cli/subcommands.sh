@@ -199,6 +199,22 @@ if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --json "$tmp/sim.json" 
 else
   fail "loom simulate: table, JSON, trace" "missing output"
 fi
+# --trace-devices: a trace of the first two devices (every device replayed),
+# where the default shows all 4 of the example's; 0 is refused.
+if run "$loom" simulate "$example" --target tpu-v4-4x4x4 --every-device \
+  --trace "$tmp/all.trace.json" &&
+  jq -e '[.traceEvents[] | select(.ph == "X") | .pid] | unique == [0, 1, 2, 3]' \
+    "$tmp/all.trace.json" >/dev/null &&
+  run "$loom" simulate "$example" --target tpu-v4-4x4x4 --every-device \
+    --trace "$tmp/two.trace.json" --trace-devices 2 &&
+  jq -e '[.traceEvents[] | select(.ph == "X") | .pid] | unique == [0, 1]' \
+    "$tmp/two.trace.json" >/dev/null &&
+  ! run "$loom" simulate "$example" --target tpu-v4-4x4x4 --trace "$tmp/none.json" \
+    --trace-devices 0; then
+  ok "loom simulate --trace-devices"
+else
+  fail "loom simulate --trace-devices" "$(cat "$tmp/out" "$tmp/err")"
+fi
 if run "$loom" simulate --compare "$example" "$tmp/ring.hlo" --target dgx-h100 \
   --json "$tmp/compare.json" && grep -q '^speedup of B over A: ' "$tmp/out" &&
   jq -e '.speedup == .a.step_seconds / .b.step_seconds' "$tmp/compare.json" >/dev/null; then

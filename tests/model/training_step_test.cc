@@ -642,7 +642,9 @@ INSTANTIATE_TEST_SUITE_P(
         // iterations cut into phases; interleaved in Megatron's groups of P
         // (8 micro-batches: 4 groups, a loop over the 3 after the first),
         // the slots dealt by a table (5 of 16 chunks at P = 2, v = 2; 11 of
-        // 16 at P = 4, v = 2; 7 of 18 at P = 2, v = 3).
+        // 16 at P = 4, v = 2; 7 of 18 at P = 2, v = 3), and each pass's
+        // gradients summed over the data axis once its last backward is
+        // done (all-reduced; reduce-scattered under ZeRO-1).
         // clang-format off
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 4}),
@@ -659,6 +661,8 @@ INSTANTIATE_TEST_SUITE_P(
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 8, .virtual_stages = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 4, .micro_batches = 8, .virtual_stages = 2}),
         OneFOneB({.preset = "tiny", .tensor = 1, .data = 1, .pipeline = 2, .micro_batches = 6, .recompute = "none", .virtual_stages = 3}),
+        OneFOneB({.preset = "tiny", .tensor = 1, .data = 2, .pipeline = 2, .micro_batches = 4, .virtual_stages = 2}),
+        OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 2, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true, .zero_stage = 1, .virtual_stages = 2}),
         OneFOneB({.preset = "tiny-gqa", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 4, .sequence_parallel = true, .recompute = "selective", .virtual_stages = 2}),
         OneFOneB({.preset = "tiny-bert", .tensor = 2, .data = 1, .pipeline = 2, .micro_batches = 2, .zero_stage = 3, .context = 2, .attention = "fused", .virtual_stages = 2}),
         // clang-format on

@@ -36,6 +36,7 @@ struct SimulateFlags {
   std::vector<std::string> link_scale;
   int64_t max_messages = sim::SimOptions{}.max_messages;
   int64_t max_steps = sim::SimOptions{}.max_steps;
+  int64_t trace_devices = sim::SimOptions{}.trace_devices;
 };
 
 // A check of one --compute-scale or --link-scale value, so that a malformed
@@ -165,6 +166,13 @@ void AddSimulateCommand(CLI::App& app) {
                     "(as loom opt --deterministic)");
   command->add_option("--trace", flags->trace,
                       "Write a Chrome trace-event JSON (open in Perfetto); with --compare, of B");
+  command
+      ->add_option("--trace-devices", flags->trace_devices,
+                   "With --trace: the devices it shows (the first, or the representatives of "
+                   "the first classes of symmetric devices); fewer show more of the step "
+                   "before the trace's bound on its events")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   command->add_option("--json", flags->json,
                       "Also write the report as JSON to this file ('-': to stdout, instead of "
                       "the text)");
@@ -208,6 +216,7 @@ void AddSimulateCommand(CLI::App& app) {
     const cost::Target target = ResolveTarget(flags->target, *modules.front());
     sim::SimOptions options;
     options.trace = !flags->trace.empty();
+    options.trace_devices = flags->trace_devices;
     options.max_messages = flags->max_messages;
     options.max_steps = flags->max_steps;
     options.exploit_symmetry = !flags->every_device;
