@@ -68,7 +68,10 @@
 // starts in the iteration its forward leaves the last stage, and what the
 // forwards save lives in a ring of at most P v + P - 1 slots; the loop is
 // cut into warm-up (forwards only), steady and cool-down (backwards only)
-// phases.
+// phases. With virtual stages the cool-down is cut again where a pass's
+// last backward has left every stage, and that pass's layers' gradients
+// are summed over the data axis there, overlapping the passes still
+// running backward.
 //
 // Dot operands are converted to the compute type (bf16, or f32/f64) and
 // accumulate in the parameter type (f32, or f64 for gradient checks). What
