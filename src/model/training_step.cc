@@ -932,9 +932,7 @@ class StepWriter {
   // (an expert's).
   Value SummedGradient(ComputationEmitter& e, size_t i, const Value& grad) {
     if (GradientIsShard(i) || GradientGroups(i).extent == 1) return grad;
-    const ReductionGroups sum = GradientGroups(i);
-    return Zero() ? e.ReduceScatter(PaddedForCut(e, i, grad), ShardDim(i), *sum.groups)
-                  : e.AllReduce(grad, *sum.groups);
+    return SummedTogether(e, {i}, {grad}).front();
   }
   // The gradients `grads` of weights `weights` (as SummedGradient sums
   // each) summed by one variadic collective per group of devices and
