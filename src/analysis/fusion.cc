@@ -100,6 +100,36 @@ const Instruction* OutputFusionProduct(const Instruction& add,
   return nullptr;
 }
 
+// The product kernel whose result `store` (a dynamic-update-slice) writes,
+// through renames only, into its window: a dot or convolution, or an output
+// fusion's add, of which the store is the one reader; else nullptr. That
+// kernel writes the window itself (XLA's dynamic-slice fusion on GPU hands
+// the GEMM the window as its output; Megatron's gradient-accumulation
+// fusion sums each weight gradient into its buffer with beta = 1).
+const Instruction* StoredProduct(
+    const Instruction& store, const std::unordered_map<const Instruction*, Uses>& uses,
+    const std::unordered_map<const Instruction*, const Instruction*>& products) {
+  if (store.opcode() != Opcode::kDynamicUpdateSlice) return nullptr;
+  auto only_use_is = [&](const Instruction* value, const Instruction* user) {
+    const auto found = uses.find(value);
+    return value->parent() == store.parent() && found != uses.end() && found->second.size() == 1 &&
+           found->second.front().first == user;
+  };
+  const Instruction* user = &store;
+  const Instruction* value = store.operand(1);
+  while ((value->opcode() == Opcode::kReshape || value->opcode() == Opcode::kBitcast) &&
+         only_use_is(value, user)) {
+    user = value;
+    value = value->operand(0);
+  }
+  if (!only_use_is(value, user)) return nullptr;
+  const Opcode opcode = value->opcode();
+  if (products.count(value) > 0 || opcode == Opcode::kDot || opcode == Opcode::kConvolution) {
+    return value;
+  }
+  return nullptr;
+}
+
 bool ReduceRowFitsOnChip(const Instruction& reduce) {
   if (!reduce.shape().IsArray() || reduce.operand_count() != 2) return false;  // variadic: no
   const int64_t outputs = reduce.shape().ElementCount();
@@ -159,6 +189,21 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
     if (product == nullptr || computation.root() == product) continue;
     fused_.insert(product);
     products_[instruction] = product;
+  }
+  // A product stored into a window of a buffer is written there by its
+  // kernel, which the store roots: the add of an output fusion joins it as
+  // any elementwise op would (below), a bare product is fused into it here.
+  for (const Instruction* instruction : order) {
+    const Instruction* stored = StoredProduct(*instruction, uses, products_);
+    if (stored == nullptr) continue;
+    const auto summed = products_.find(stored);
+    if (summed != products_.end()) {
+      products_[instruction] = summed->second;
+      products_.erase(summed);
+    } else {
+      fused_.insert(stored);
+      products_[instruction] = stored;
+    }
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Instruction& producer = **it;

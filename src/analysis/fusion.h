@@ -64,6 +64,23 @@
 //  - a dot or convolution whose only user is an add of its shape and
 //    element type (not of the dot with itself) is computed in that add's
 //    kernel, whose root the add stays: it is fused into nothing else;
+//  - a product kernel (a dot, a convolution or such an add) whose result
+//    only a dynamic-update-slice stores, through reshapes or bitcasts,
+//    writes it into the window itself: the store roots the kernel, which
+//    writes the update's bytes in place (XLA's dynamic-slice fusion on GPU,
+//    which hands the GEMM the window as its output; Megatron's
+//    gradient-accumulation fusion, beta = 1 into the weight's gradient).
+//    A layer's weight gradient, accumulated into a stack of them, is so
+//    read and written once, in the product's kernel:
+//
+//      %g = f32[1,768,6144] dynamic-slice(%grads, %layer, %z, %z)  // fused
+//      %r = f32[768,6144] reshape(%g)                              // fused
+//      %p = f32[768,6144] dot(%x, %dy)                             // fused
+//      %s = f32[768,6144] add(%r, %p)                              // fused
+//      %u = f32[1,768,6144] reshape(%s)                            // fused
+//      %grads.next = f32[48,768,6144] dynamic-update-slice(%grads, %u, %layer, %z, %z)
+//        // the kernel: reads the window, %x and %dy, writes the window
+//
 //  - never the computation's root, nor a value a loop, a collective or a
 //    tuple takes: those cross a kernel boundary.
 // Scalar arithmetic (a loop's counter, a ring's offsets) folds into the
@@ -108,15 +125,16 @@ class FusionPlan {
   int64_t MembersBesidesRoot(const ir::Instruction& root) const;
   // How many instructions of the computation are fused into their users.
   size_t fused_count() const { return fused_.size(); }
-  // For the root of an output fusion (an add), the dot or convolution its
-  // kernel computes; else nullptr.
+  // For the root of an output fusion (an add, or a dynamic-update-slice
+  // that stores a product), the dot or convolution its kernel computes;
+  // else nullptr.
   const ir::Instruction* OutputFusedProduct(const ir::Instruction& root) const;
 
  private:
   std::unordered_set<const ir::Instruction*> fused_;
   std::unordered_map<const ir::Instruction*, std::vector<OperandRead>> reads_;
   std::unordered_map<const ir::Instruction*, int64_t> members_;                  // besides the root
-  std::unordered_map<const ir::Instruction*, const ir::Instruction*> products_;  // by add
+  std::unordered_map<const ir::Instruction*, const ir::Instruction*> products_;  // by root
 };
 
 // Whether `opcode` can be computed inside a loop fusion.

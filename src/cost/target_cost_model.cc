@@ -215,12 +215,10 @@ double TargetCostModel::FusedComputeSeconds(const ir::Instruction& instruction,
   const ir::Instruction* product = opcode == Opcode::kDot || opcode == Opcode::kConvolution
                                        ? &instruction
                                        : fusion.OutputFusedProduct(instruction);
-  if (product != nullptr) {
-    return DotSeconds(analysis::KernelDotsOf(*product),
-                      bytes + static_cast<double>(instruction.shape().ByteSize()));
-  }
+  // (A dynamic-update-slice that stores a product writes only its window.)
   const std::optional<double> in_place = InPlaceUpdateBytes(instruction);
   bytes += in_place ? *in_place : static_cast<double>(instruction.shape().ByteSize());
+  if (product != nullptr) return DotSeconds(analysis::KernelDotsOf(*product), bytes);
   if (opcode == Opcode::kTriangularSolve || opcode == Opcode::kCholesky) {
     return LinearAlgebraSeconds(instruction, bytes);
   }

@@ -328,6 +328,62 @@ ENTRY %main {
   EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("s2")), nullptr);
 }
 
+// A layer's weight gradient summed into its window of a stack of them: the
+// product's kernel reads the window and writes it back, the store roots the
+// kernel (no copy of the sum into the stack after it); a bare product
+// stored into a window is written there by its kernel too. Not when the
+// stored value has another reader, nor when what is stored is not a
+// product's result.
+TEST(FusionPlan, AProductStoredIntoAWindowIsWrittenThereByItsKernel) {
+  const Planned module(R"(
+HloModule accumulate
+
+ENTRY %main {
+  %grads = f32[4,64,8] parameter(0)
+  %x = bf16[16,64] parameter(1)
+  %dy = bf16[16,8] parameter(2)
+  %layer = s32[] parameter(3)
+  %out = f32[4,64,8] parameter(4)
+  %z = s32[] constant(0)
+  %g = f32[1,64,8] dynamic-slice(%grads, %layer, %z, %z), dynamic_slice_sizes={1,64,8}
+  %r = f32[64,8] reshape(%g)
+  %p = f32[64,8] dot(%x, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %s = f32[64,8] add(%r, %p)
+  %u = f32[1,64,8] reshape(%s)
+  %next = f32[4,64,8] dynamic-update-slice(%grads, %u, %layer, %z, %z)
+  %q = f32[64,8] dot(%x, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %qu = f32[1,64,8] reshape(%q)
+  %stored = f32[4,64,8] dynamic-update-slice(%out, %qu, %layer, %z, %z)
+  %t = f32[64,8] dot(%x, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %tu = f32[1,64,8] reshape(%t)
+  %kept = f32[4,64,8] dynamic-update-slice(%out, %tu, %z, %z, %z)
+  %tn = f32[1,64,8] negate(%tu)
+  %h = f32[1,64,8] dynamic-slice(%out, %layer, %z, %z), dynamic_slice_sizes={1,64,8}
+  %n = f32[1,64,8] negate(%h)
+  %copied = f32[4,64,8] dynamic-update-slice(%out, %n, %z, %z, %z)
+  ROOT %all = (f32[4,64,8], f32[4,64,8], f32[4,64,8], f32[1,64,8], f32[4,64,8])
+      tuple(%next, %stored, %kept, %tn, %copied)
+}
+)");
+  ASSERT_TRUE(module.ok());
+  const ir::Computation& main = *module.module().entry();
+  for (const char* fused : {"g", "r", "p", "s", "u", "q", "qu"}) {
+    EXPECT_TRUE(module.Fused(fused)) << fused;
+  }
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("next")),
+            main.FindInstruction("p"));
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("s")), nullptr);
+  EXPECT_EQ(
+      module.Reads("next"),
+      (std::vector<std::string>{"g.0<-grads", "g.1<-layer", "g.2<-z", "g.3<-z", "next.0<-grads",
+                                "next.2<-layer", "next.3<-z", "next.4<-z", "p.0<-x", "p.1<-dy"}));
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("stored")),
+            main.FindInstruction("q"));
+  EXPECT_FALSE(module.Fused("t"));  // its reshape has a second reader
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("kept")), nullptr);
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("copied")), nullptr);
+}
+
 // A product written in bf16 and widened for two kernels (an activation's
 // backward, say): each kernel reads the bf16 value and widens it itself,
 // where one kernel writing the f32 copy for both would move three times

@@ -255,6 +255,40 @@ ENTRY %main {
   EXPECT_EQ(&times.KernelProduct(*entry.FindInstruction("s")), entry.FindInstruction("p"));
 }
 
+// A weight gradient summed into its layer's window of a stack: one kernel,
+// the product's, reading the window and the product's operands and writing
+// the window; the stack's other layers are neither read nor written.
+TEST(TargetCostModel, AProductSummedIntoAStacksWindowIsOneKernelWritingTheWindow) {
+  const TargetCostModel model(Fusing());
+  auto module = ir::ParseModule(R"(
+HloModule m
+ENTRY %main {
+  %x = bf16[2,1024] parameter(0)
+  %dy = bf16[2,256] parameter(1)
+  %grads = f32[8,1024,256] parameter(2)
+  %layer = s32[] parameter(3)
+  %z = s32[] constant(0)
+  %g = f32[1,1024,256] dynamic-slice(%grads, %layer, %z, %z), dynamic_slice_sizes={1,1024,256}
+  %r = f32[1024,256] reshape(%g)
+  %p = f32[1024,256] dot(%x, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %s = f32[1024,256] add(%r, %p)
+  %u = f32[1,1024,256] reshape(%s)
+  ROOT %next = f32[8,1024,256] dynamic-update-slice(%grads, %u, %layer, %z, %z)
+}
+)");
+  ASSERT_TRUE(module.ok()) << module.error().ToString("<test>");
+  const ir::Computation& entry = *(*module)->entry();
+  const ComputeTimes times(model);
+  for (const char* fused : {"g", "r", "p", "s", "u"}) {
+    EXPECT_EQ(times.Of(*entry.FindInstruction(fused)), 0) << fused;
+  }
+  // Bytes: x, dy, the window read, the window written, and the two s32
+  // scalars the kernel reads (the layer and the zero, each once).
+  const double bytes = 2 * 1024 * 2 + 2 * 256 * 2 + 2 * (1024 * 256 * 4) + 2 * 4;
+  EXPECT_DOUBLE_EQ(times.Of(*entry.FindInstruction("next")), bytes / 1e12 + 1e-6);
+  EXPECT_EQ(&times.KernelProduct(*entry.FindInstruction("next")), entry.FindInstruction("p"));
+}
+
 // A reshape renames its operand for free, but one whose operand is
 // computed in its kernel (the tuple takes the reshape, not the multiply)
 // roots that kernel: it reads x once and writes the result.
