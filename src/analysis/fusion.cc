@@ -130,6 +130,30 @@ const Instruction* StoredProduct(
   return nullptr;
 }
 
+// Whether nothing that launches a kernel lies between `product` and `store`
+// in the text, which is the schedule the analyses read: only renames,
+// scalar arithmetic, parameters and constants. Fused into a store further
+// on, the product's kernel would run there, and keep its operands live
+// until then (a layer's gathered input, say, till the layer's last store).
+bool StoreFollows(const Instruction& product, const Instruction& store) {
+  bool between = false;
+  for (const auto& owned : store.parent()->instructions()) {
+    const Instruction* instruction = owned.get();
+    if (instruction == &store) return between;
+    if (instruction == &product) {
+      between = true;
+      continue;
+    }
+    if (!between) continue;
+    const Opcode opcode = instruction->opcode();
+    const bool launches_nothing = FoldsIntoUsers(*instruction) || opcode == Opcode::kReshape ||
+                                  opcode == Opcode::kBitcast || opcode == Opcode::kParameter ||
+                                  opcode == Opcode::kConstant || opcode == Opcode::kGetTupleElement;
+    if (!launches_nothing) return false;
+  }
+  return false;
+}
+
 bool ReduceRowFitsOnChip(const Instruction& reduce) {
   if (!reduce.shape().IsArray() || reduce.operand_count() != 2) return false;  // variadic: no
   const int64_t outputs = reduce.shape().ElementCount();
@@ -195,7 +219,7 @@ FusionPlan::FusionPlan(const ir::Computation& computation) {
   // any elementwise op would (below), a bare product is fused into it here.
   for (const Instruction* instruction : order) {
     const Instruction* stored = StoredProduct(*instruction, uses, products_);
-    if (stored == nullptr) continue;
+    if (stored == nullptr || !StoreFollows(*stored, *instruction)) continue;
     const auto summed = products_.find(stored);
     if (summed != products_.end()) {
       products_[instruction] = summed->second;

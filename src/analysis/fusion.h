@@ -69,7 +69,10 @@
 //    writes it into the window itself: the store roots the kernel, which
 //    writes the update's bytes in place (XLA's dynamic-slice fusion on GPU,
 //    which hands the GEMM the window as its output; Megatron's
-//    gradient-accumulation fusion, beta = 1 into the weight's gradient).
+//    gradient-accumulation fusion, beta = 1 into the weight's gradient),
+//    where the store follows that kernel in the text with nothing between
+//    that launches a kernel (else the product would run at the store and
+//    keep its operands live till then).
 //    A layer's weight gradient, accumulated into a stack of them, is so
 //    read and written once, in the product's kernel:
 //

@@ -332,8 +332,8 @@ ENTRY %main {
 // product's kernel reads the window and writes it back, the store roots the
 // kernel (no copy of the sum into the stack after it); a bare product
 // stored into a window is written there by its kernel too. Not when the
-// stored value has another reader, nor when what is stored is not a
-// product's result.
+// stored value has another reader, when what is stored is not a product's
+// result, nor when a kernel runs between the product and its store.
 TEST(FusionPlan, AProductStoredIntoAWindowIsWrittenThereByItsKernel) {
   const Planned module(R"(
 HloModule accumulate
@@ -358,11 +358,15 @@ ENTRY %main {
   %tu = f32[1,64,8] reshape(%t)
   %kept = f32[4,64,8] dynamic-update-slice(%out, %tu, %z, %z, %z)
   %tn = f32[1,64,8] negate(%tu)
+  %v = f32[64,8] dot(%x, %dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %xn = bf16[16,64] negate(%x)
+  %vu = f32[1,64,8] reshape(%v)
+  %late = f32[4,64,8] dynamic-update-slice(%out, %vu, %layer, %z, %z)
   %h = f32[1,64,8] dynamic-slice(%out, %layer, %z, %z), dynamic_slice_sizes={1,64,8}
   %n = f32[1,64,8] negate(%h)
   %copied = f32[4,64,8] dynamic-update-slice(%out, %n, %z, %z, %z)
-  ROOT %all = (f32[4,64,8], f32[4,64,8], f32[4,64,8], f32[1,64,8], f32[4,64,8])
-      tuple(%next, %stored, %kept, %tn, %copied)
+  ROOT %all = (f32[4,64,8], f32[4,64,8], f32[4,64,8], f32[1,64,8], f32[4,64,8], f32[4,64,8],
+      bf16[16,64]) tuple(%next, %stored, %kept, %tn, %copied, %late, %xn)
 }
 )");
   ASSERT_TRUE(module.ok());
@@ -382,6 +386,10 @@ ENTRY %main {
   EXPECT_FALSE(module.Fused("t"));  // its reshape has a second reader
   EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("kept")), nullptr);
   EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("copied")), nullptr);
+  // A kernel (%xn) runs between the product and its store: fused, the
+  // product would run at the store.
+  EXPECT_FALSE(module.Fused("v"));
+  EXPECT_EQ(module.plan().OutputFusedProduct(*main.FindInstruction("late")), nullptr);
 }
 
 // A product written in bf16 and widened for two kernels (an activation's
